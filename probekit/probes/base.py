@@ -1,0 +1,91 @@
+"""The one probe interface and the helpers every probe shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ProbekitError
+from ..models import LoadedModel
+from ..types import OBJECT, CandidateSet, Query, Ranking
+
+Progress = Callable[[int, int, str], None]
+"""progress(done, total, stage): probes report each stage (encoding, search, scoring)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One user-facing option of a probe (drives CLI flags and UI widgets)."""
+
+    name: str
+    default: object
+    choices: tuple = ()
+    help: str = ""
+
+
+@dataclass
+class Probe:
+    """A probing method: ``rank(model, queries, candidates, k=...) -> list[Ranking]``."""
+
+    name: str
+    requires_mlm: bool
+    options: tuple[Option, ...] = field(default_factory=tuple)
+    description: str = ""
+
+    def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
+             progress: Progress | None = None, **options) -> list[Ranking]:
+        check_inputs(model, queries, candidates, k=k)
+        if self.requires_mlm and not model.has_mlm:
+            raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
+                                "(use 'retrieval', or a BERT-family model such as bert-base-uncased)")
+        known = {o.name: o for o in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; "
+                                f"available: {', '.join(known) or 'none'}")
+        opts = {name: options.get(name, o.default) for name, o in known.items()}
+        for name, o in known.items():
+            if o.choices and opts[name] not in o.choices:
+                raise ProbekitError(f"option {name}={opts[name]!r} of probe {self.name!r} must be one of "
+                                    f"{', '.join(map(str, o.choices))}")
+        return self._rank(model, list(queries), candidates, k=k, progress=progress, **opts)
+
+    def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:  # pragma: no cover
+        raise NotImplementedError
+
+
+def check_inputs(model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int) -> None:
+    """Refuse empty inputs, mask-less templates and nonsensical k with a clear message."""
+    if not isinstance(k, int) or k < 1:
+        raise ProbekitError(f"k must be a positive integer, got {k!r}")
+    if len(candidates) == 0:
+        raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
+    if not queries:
+        raise ProbekitError("no query given")
+    for q in queries:
+        if OBJECT not in q.template:
+            raise ProbekitError(f"query {q.id!r} has no object slot: write [MASK] (or [Y] in a template) where "
+                                f"the answer goes, e.g. 'Metformin might treat [MASK].'; got {q.template!r}")
+        if not q.text("").strip(" .[]"):
+            raise ProbekitError(f"query {q.id!r} is empty apart from the mask")
+
+
+def gold_indices(query: Query, candidates: CandidateSet) -> list[int | None]:
+    return [candidates.index_of(g) for g in query.golds]
+
+
+def ranking_from_scores(query: Query, candidates: CandidateSet, scores: np.ndarray, k: int) -> Ranking:
+    """Top-k and gold ranks from one row of scores over all candidates (higher is better).
+
+    A gold's rank is 1 + the number of candidates scoring strictly higher (ties favour the gold).
+    """
+    k = min(k, len(candidates))
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    gold_ranks = tuple(None if i is None else int((scores > scores[i]).sum()) + 1
+                       for i in gold_indices(query, candidates))
+    return Ranking(query=query, ids=tuple(int(i) for i in top), names=tuple(candidates.names[i] for i in top),
+                   scores=tuple(float(scores[i]) for i in top), gold_ranks=gold_ranks,
+                   n_candidates=len(candidates))

