@@ -26,7 +26,7 @@ SIMILARITIES = ("cosine", "l2", "dot")
 NAME_MAX_LENGTH = 25
 _MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
 _MEMO_SIZE = 8
-_INDEX_MEMO: OrderedDict[str, "EntityIndex"] = OrderedDict()
+_INDEX_MEMO: OrderedDict[str, EntityIndex] = OrderedDict()
 _LOCK = threading.Lock()
 
 

@@ -19,7 +19,7 @@ import duckdb
 from . import config
 from .errors import ProbekitError
 
-_STORES: dict[str, "Store"] = {}
+_STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
 
 

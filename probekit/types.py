@@ -67,7 +67,7 @@ class CandidateSet:
     _pos: dict = field(default=None, repr=False, compare=False, hash=False)
 
     @classmethod
-    def from_names(cls, names) -> "CandidateSet":
+    def from_names(cls, names) -> CandidateSet:
         """Deduplicate by :func:`normalize_name`, keep first spelling and order."""
         seen: dict[str, int] = {}
         out: list[str] = []

@@ -1,0 +1,19 @@
+"""probekit: the Streamlit entry point. Run with `make app` (or see README)."""
+
+import streamlit as st
+
+from pages import _ui as ui
+
+st.set_page_config(page_title="probekit", page_icon=":material/biotech:", layout="wide")
+
+# (section, page); each feature adds its page here.
+PAGES = [
+    ("Explore", st.Page("pages/probe.py", title="Probe", icon=":material/search:", default=True)),
+]
+
+sections: dict[str, list] = {}
+for section, page in PAGES:
+    sections.setdefault(section, []).append(page)
+nav = st.navigation(sections)
+ui.sidebar()
+nav.run()

@@ -1,0 +1,181 @@
+"""Shared UI pieces: the sidebar (model, device, dataset), cached model loading, error guard, progress.
+
+Pages stay thin by calling these; all real work happens in ``probekit`` (which never imports streamlit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import traceback
+from contextlib import contextmanager
+
+import streamlit as st
+import torch
+
+from probekit import config, models
+from probekit.datasets import Dataset, available_datasets, load_spec, triples
+from probekit.errors import ProbekitError
+
+log = logging.getLogger("probekit.app")
+CUSTOM = "__custom__"
+UPLOAD = "__upload__"
+MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
+DATASET_KEY, UPLOAD_KEY = "pk_dataset", "pk_upload"
+
+
+# ---------------------------------------------------------------- errors and progress
+@contextmanager
+def guard(what: str = "That"):
+    """Show user errors as a message, never a traceback (the traceback goes to the server log)."""
+    try:
+        yield
+    except ProbekitError as e:
+        st.error(str(e), icon=":material/error:")
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        st.error("The GPU ran out of memory. Lower the batch size, or tick 'Force CPU' in the sidebar.")
+    except MemoryError:
+        st.error("Out of memory. Try a smaller dataset, fewer relations or a smaller batch size.")
+    except Exception as e:  # noqa: BLE001 - last line of defence for the UI
+        log.error("unexpected error\n%s", traceback.format_exc())
+        st.error(f"{what} failed unexpectedly ({type(e).__name__}: {str(e)[:300]}). Details are in the server log.")
+
+
+def progress(label: str = "Working…"):
+    """A ``progress(done, total, stage)`` callback drawing one st.progress bar."""
+    bar = st.progress(0.0, text=label)
+
+    def report(done: int, total: int, stage: str = "") -> None:
+        bar.progress(min(1.0, done / max(total, 1)), text=f"{stage or label}: {done:,}/{total:,}")
+
+    return report
+
+
+# ---------------------------------------------------------------- models
+def _release(_key, model) -> None:
+    models.release(model)
+
+
+@st.cache_resource(max_entries=1, on_release=_release, show_spinner="Loading model…")
+def _load_model(model_id: str, device: str | None) -> models.LoadedModel:
+    return models.load(model_id, device=device)
+
+
+def selected_model_id() -> str:
+    choice = st.session_state.get(MODEL_KEY, config.DEFAULT_MODEL)
+    if choice == CUSTOM:
+        return (st.session_state.get(CUSTOM_KEY) or "").strip()
+    return choice
+
+
+def selected_device() -> str | None:
+    return "cpu" if st.session_state.get(CPU_KEY) else None
+
+
+def current_model() -> models.LoadedModel | None:
+    """The sidebar's model, loaded once (one model in memory; switching releases the previous one)."""
+    model_id = selected_model_id()
+    if not model_id:
+        st.info("Type a Hugging Face id or a local model folder in the sidebar.")
+        return None
+    try:
+        return _load_model(model_id, selected_device())
+    except ProbekitError as e:
+        st.error(str(e), icon=":material/error:")
+    except Exception as e:  # noqa: BLE001
+        log.error("model load failed\n%s", traceback.format_exc())
+        st.error(f"Could not load model {model_id!r}: {type(e).__name__}: {str(e)[:300]}")
+    return None
+
+
+def model_label(model_id: str | None = None) -> str:
+    model_id = model_id or selected_model_id()
+    return dict(models.available_models()).get(model_id, model_id)
+
+
+# ---------------------------------------------------------------- datasets
+def current_dataset() -> Dataset | None:
+    """The sidebar's dataset (shipped demo, MedLAMA full/hard when present, or an uploaded triples file)."""
+    spec = st.session_state.get(DATASET_KEY, "demo")
+    try:
+        if spec == UPLOAD:
+            up = st.session_state.get(UPLOAD_KEY)
+            if up is None:
+                st.info("Upload a triples file (CSV or JSONL: subject, relation, object[, template]) in the sidebar.")
+                return None
+            data = up.getvalue()
+            if len(data) > config.MAX_UPLOAD_MB * 2**20:
+                raise ProbekitError(f"{up.name} is larger than {config.MAX_UPLOAD_MB} MB")
+            return _parse_upload(up.name, data)
+        return load_spec(spec)
+    except ProbekitError as e:
+        st.error(str(e), icon=":material/error:")
+    except UnicodeDecodeError:
+        st.error("The uploaded file is not UTF-8 text.")
+    return None
+
+
+_UPLOADS: dict[str, Dataset] = {}
+
+
+def _parse(name: str, data: bytes) -> Dataset:
+    fmt = "jsonl" if name.lower().endswith((".jsonl", ".json", ".ndjson")) else "csv"
+    digest = hashlib.sha1(data).hexdigest()[:12]
+    return triples.parse(data.decode("utf-8"), label=name, fmt=fmt, name=f"upload:{name}", version=digest)
+
+
+def _parse_upload(name: str, data: bytes) -> Dataset:
+    key = hashlib.sha1(data).hexdigest()
+    if key not in _UPLOADS:
+        _UPLOADS[key] = _parse(name, data)
+    return _UPLOADS[key]
+
+
+def dataset_label(spec: str) -> str:
+    return dict(available_datasets()).get(spec, spec)
+
+
+# ---------------------------------------------------------------- sidebar
+def _init_from_query_params() -> None:
+    """A shared URL (``?model=…&dataset=…``) preselects the sidebar on first load."""
+    if st.session_state.get("_pk_init"):
+        return
+    st.session_state["_pk_init"] = True
+    qp = st.query_params
+    known_models = [m for m, _ in models.available_models()]
+    if "model" in qp:
+        if qp["model"] in known_models:
+            st.session_state[MODEL_KEY] = qp["model"]
+        else:
+            st.session_state[MODEL_KEY] = CUSTOM
+            st.session_state[CUSTOM_KEY] = qp["model"]
+    if "dataset" in qp and qp["dataset"] in dict(available_datasets()):
+        st.session_state[DATASET_KEY] = qp["dataset"]
+    if qp.get("device") == "cpu":
+        st.session_state[CPU_KEY] = True
+
+
+def sidebar() -> None:
+    """Model, device and dataset pickers shared by every page."""
+    _init_from_query_params()
+    with st.sidebar:
+        st.markdown("### probekit")
+        options = dict(models.available_models())
+        options[CUSTOM] = "Other: Hugging Face id or local folder…"
+        st.selectbox("Model", list(options), format_func=options.get, key=MODEL_KEY,
+                     help="Registry models need their weights in the local Hugging Face cache; "
+                          "'MiniLM-L6 (embedded default)' always works offline.")
+        if st.session_state.get(MODEL_KEY) == CUSTOM:
+            st.text_input("Model id or folder", key=CUSTOM_KEY, placeholder="dmis-lab/biobert-v1.1 or /path/to/model")
+        cuda = torch.cuda.is_available()
+        st.checkbox("Force CPU", key=CPU_KEY, disabled=not cuda,
+                    help="Use the CPU even though a GPU is available." if cuda else "No CUDA GPU on this server.")
+        device = "cpu" if (st.session_state.get(CPU_KEY) or not cuda) else f"cuda ({torch.cuda.get_device_name(0)})"
+        st.caption(f"Device: **{device}**")
+        ds = dict(available_datasets())
+        ds[UPLOAD] = "Upload triples (CSV / JSONL)…"
+        st.selectbox("Dataset", list(ds), format_func=ds.get, key=DATASET_KEY)
+        if st.session_state.get(DATASET_KEY) == UPLOAD:
+            st.file_uploader("Triples file", type=["csv", "jsonl", "json"], key=UPLOAD_KEY,
+                             help="Columns subject, relation, object and optionally template ([X] … [Y]).")

@@ -1,0 +1,32 @@
+"""Helpers for AppTest-based page tests: open app.py on one page with a chosen model and dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def open_app(page: str | None = None, *, model: str | None = None, dataset: str = "demo", timeout: float = 120,
+             query_params: dict | None = None, state: dict | None = None) -> AppTest:
+    """Run app.py once (optionally switched to ``pages/<page>.py``) with the sidebar preset."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    if model is not None:
+        at.session_state["pk_model"] = "__custom__"
+        at.session_state["pk_model_custom"] = model
+    at.session_state["pk_dataset"] = dataset
+    for k, v in (state or {}).items():
+        at.session_state[k] = v
+    for k, v in (query_params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if page:
+        at.switch_page(f"pages/{page}.py").run()
+    return at
+
+
+def errors(at: AppTest) -> list[str]:
+    """Error messages and exceptions shown on the page (a test asserts this is empty on the happy path)."""
+    return [e.value for e in at.error] + [str(e.value) for e in at.exception]
