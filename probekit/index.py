@@ -33,8 +33,10 @@ _LOCK = threading.Lock()
 def embedding_key(model: LoadedModel, candidates: CandidateSet, *, layer: int, pooling: str,
                   max_length: int = NAME_MAX_LENGTH) -> str:
     """Hash of everything that determines the candidate embeddings."""
+    # CUDA encodes under autocast, so its vectors differ slightly from CPU fp32 ones: keep them apart.
+    precision = "amp" if model.device.type == "cuda" else "fp32"
     parts = {"model": model.source, "rev": model.revision, "layer": layer, "pooling": pooling,
-             "max_length": max_length, "names": candidates.key, "enc": ENCODER_VERSION}
+             "max_length": max_length, "names": candidates.key, "enc": ENCODER_VERSION, "precision": precision}
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 

@@ -1,0 +1,125 @@
+"""GPU-path check: the same core code on CUDA (autocast) and on CPU gives the same answers; speed ratio.
+
+Run on a machine with a GPU:
+    python benchmarks/gpu_check.py --model MODEL_DIR --names names.txt --queries queries.tsv
+``names.txt``: one candidate name a line; ``queries.tsv``: cloze text with [MASK] <TAB> golds joined by ' || '.
+Prints one JSON object: vector agreement, top-10 agreement and acc@10 on both devices, and CUDA/CPU speed ratios
+for encoding, retrieval and mask_average (on a random MLM of the same size built here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from probekit import index, metrics, models  # noqa: E402
+from probekit.cli import parse_free_query  # noqa: E402
+from probekit.encode import encode  # noqa: E402
+from probekit.probes import get_probe  # noqa: E402
+from probekit.types import CandidateSet  # noqa: E402
+
+
+def _timed(fn):
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - t
+
+
+def _top_overlap(a, b, k=10) -> float:
+    return float(np.mean([len(set(x.ids[:k]) & set(y.ids[:k])) / k for x, y in zip(a, b)]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--names", required=True)
+    ap.add_argument("--queries", required=True)
+    ap.add_argument("--cpu-names", type=int, default=4000, help="names encoded on CPU for the comparison")
+    args = ap.parse_args()
+    assert torch.cuda.is_available(), "this check needs CUDA"
+    names = Path(args.names).read_text().splitlines()
+    queries = []
+    for i, line in enumerate(Path(args.queries).read_text().splitlines()):
+        text, golds = line.split("\t")
+        q = parse_free_query(text, relation="sample", golds=golds.split(" || "))
+        queries.append(type(q)(**{**q.__dict__, "id": f"q{i}"}))
+    cands = CandidateSet.from_names(names)
+    out: dict = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "n_names": len(cands),
+                 "n_queries": len(queries)}
+    gpu = models.load(args.model, device="cuda")
+    cpu = models.load(args.model, device="cpu")
+    sub = list(cands.names[: args.cpu_names])
+    encode(gpu, sub[:256])  # warm-up (CUDA context, kernels)
+    vg, tg = _timed(lambda: encode(gpu, sub, max_length=25, batch_size=256))
+    vc, tc = _timed(lambda: encode(cpu, sub, max_length=25, batch_size=128))
+    ng, nc = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in (vg, vc))
+    out["encode"] = {"max_abs_diff_normalised": float(np.abs(ng - nc).max()),
+                     "min_cosine": float((ng * nc).sum(1).min()), "cuda_speedup": tc / tg,
+                     "cuda_names_per_s": len(sub) / tg, "cpu_names_per_s": len(sub) / tc}
+    _, t_full = _timed(lambda: encode(gpu, list(cands.names), max_length=25, batch_size=256))
+    out["encode"]["cuda_all_names_s"] = t_full
+
+    probe = get_probe("retrieval")
+    rg, t_rg = _timed(lambda: probe.rank(gpu, queries, cands, k=10, pooling="mean"))
+    index.clear_memo()
+    rc, t_rc = _timed(lambda: probe.rank(cpu, queries, cands, k=10, pooling="mean"))
+    out["retrieval"] = {"top10_overlap": _top_overlap(rg, rc), "cuda_s_cold": t_rg, "cpu_s_cold": t_rc,
+                        "acc@10_cuda": metrics.acc_at_k(rg, k=10, average="micro"),
+                        "acc@10_cpu": metrics.acc_at_k(rc, k=10, average="micro")}
+    _, t_warm = _timed(lambda: probe.rank(gpu, queries[:1], cands, k=10, pooling="mean"))
+    out["retrieval"]["cuda_warm_single_query_s"] = t_warm
+
+    # mask_average on a random MLM of the same shape (no MLM head ships with the default model)
+    from transformers import BertForMaskedLM
+
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.manual_seed(0)
+        mlm = BertForMaskedLM(gpu.encoder.config)
+        mlm.save_pretrained(tmp)
+        gpu.tokenizer.save_pretrained(tmp)
+        mg, mc = models.load(tmp, device="cuda", mlm=True), models.load(tmp, device="cpu", mlm=True)
+        ma = get_probe("mask_average")
+        few, small = queries[:64], CandidateSet.from_names(names[:3000])
+        ma.rank(mg, few[:2], small, k=10)
+        ag, t_ag = _timed(lambda: ma.rank(mg, few, small, k=10))
+        ac, t_ac = _timed(lambda: ma.rank(mc, few, small, k=10))
+        out["mask_average"] = {"top10_overlap": _top_overlap(ag, ac), "cuda_speedup": t_ac / t_ag,
+                               "cuda_s": t_ag, "cpu_s": t_ac}
+    try:
+        from probekit import rewire  # noqa: F401
+        out["rewire"] = _rewire_check(args.model)
+    except ImportError:
+        out["rewire"] = "probekit.rewire not present"
+    models.release(gpu)
+    out["cuda_memory_after_release_mb"] = torch.cuda.memory_allocated() / 2**20
+    print(json.dumps(out, indent=2))
+
+
+def _rewire_check(model_dir: str) -> dict:
+    """A few AMP training steps on CUDA at the paper's batch size: steps/s and that the loss is finite."""
+    import inspect
+
+    from probekit import rewire
+
+    if not hasattr(rewire, "benchmark_steps"):
+        return {"skipped": "rewire.benchmark_steps not available"}
+    sig = inspect.signature(rewire.benchmark_steps)
+    return rewire.benchmark_steps(model_dir, device="cuda", **({"batch_size": 192} if "batch_size" in sig.parameters
+                                                               else {}))
+
+
+if __name__ == "__main__":
+    main()
