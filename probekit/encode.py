@@ -43,7 +43,47 @@ def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> t
 
 
 def _is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
+    """CUDA out-of-memory, or the CPU allocator giving up."""
+    if isinstance(err, torch.cuda.OutOfMemoryError):
+        return True
+    msg = str(err).lower()
+    return "out of memory" in msg or "can't allocate memory" in msg
+
+
+def _free_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _pad_batch(enc: dict, idx, tokenizer, device: torch.device) -> dict[str, torch.Tensor]:
+    """Pad the pre-tokenised rows ``idx`` into tensors: each (batch, longest row in batch).
+
+    Tokenising once for the whole list (instead of once to sort and again per batch) and padding
+    here with numpy keeps the tokenizer off the hot path.
+    """
+    pads = {"input_ids": tokenizer.pad_token_id or 0, "attention_mask": 0,
+            "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0) or 0}
+    rows = [enc["input_ids"][i] for i in idx]
+    width = max(len(r) for r in rows)
+    left = getattr(tokenizer, "padding_side", "right") == "left"
+    out = {}
+    for name, pad in pads.items():
+        if name not in enc:
+            continue
+        arr = np.full((len(rows), width), pad, dtype=np.int64)  # (batch, width)
+        for j, i in enumerate(idx):
+            row = enc[name][i]
+            if left:
+                arr[j, width - len(row):] = row
+            else:
+                arr[j, :len(row)] = row
+        out[name] = torch.from_numpy(arr).to(device)
+    return out
+
+
+def _run_encoder(encoder, feats: dict, want_hidden: bool):
+    """One forward pass; a separate function so tests can count or fail calls."""
+    return encoder(**feats, output_hidden_states=want_hidden)
 
 
 def encode_layers(
@@ -60,51 +100,93 @@ def encode_layers(
     """Encode ``texts`` once and pool several layers: returns (n_layers, n_texts, dim) float32.
 
     Layer ``L`` is ``hidden_states[L]``: 0 is the embedding output, ``num_layers`` the last layer.
-    ``None`` means the last layer only. On CUDA out-of-memory the batch is halved and retried.
+    ``None`` means the last layer only. On out-of-memory the batch is halved and retried; if even
+    one text does not fit on the GPU, the rest of the call runs on CPU (with a warning) and the
+    model goes back to the GPU afterwards.
     """
+    if model.encoder is None:
+        raise ProbekitError(f"model {model.id!r} was released; load it again")
     n_layers = model.num_layers
-    layers = [n_layers] if layers is None else [int(x) for x in layers]
+    try:
+        layers = [n_layers] if layers is None else [int(x) for x in layers]
+    except (TypeError, ValueError):
+        raise ProbekitError(f"layers must be integers 0..{n_layers}, got {layers!r}") from None
     bad = [x for x in layers if not 0 <= x <= n_layers]
     if bad:
         raise ProbekitError(f"layer {bad[0]} out of range: {model.id} has layers 0..{n_layers}")
+    if not layers:
+        raise ProbekitError("no layer given")
     if pooling not in POOLINGS:
         raise ProbekitError(f"unknown pooling {pooling!r}; available: {', '.join(POOLINGS)}")
-    if batch_size < 1:
-        raise ProbekitError("batch_size must be at least 1")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ProbekitError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if not isinstance(max_length, int) or max_length < 2:
+        raise ProbekitError(f"max_length must be an integer of at least 2, got {max_length!r}")
+    if isinstance(texts, str):
+        raise ProbekitError("texts must be a list of strings, not one string")
     texts = [str(t) for t in texts]
     out = np.zeros((len(layers), len(texts), model.hidden_size), dtype=np.float32)
     if not texts:
         return out
     tok = model.tokenizer
-    # Token lengths without padding, to sort; one cheap tokenizer call for all texts.
-    lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
-    order = np.argsort(-np.asarray(lengths), kind="stable")
+    # Tokenise once (no padding): lengths to sort by, and the ids that batches are padded from.
+    enc = tok(texts, truncation=True, max_length=max_length)
+    lengths = np.fromiter((len(ids) for ids in enc["input_ids"]), dtype=np.int64, count=len(texts))
+    order = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows up on the first batch
     want_hidden = layers != [n_layers]
+    device, moved = model.device, False
     done, start, bs = 0, 0, batch_size
-    with torch.inference_mode():
-        while start < len(texts):
-            idx = order[start:start + bs]
-            batch = tok([texts[i] for i in idx], padding=True, truncation=True, max_length=max_length,
-                        return_tensors="pt").to(model.device)
-            try:
-                with _autocast(model.device, fast):
-                    res = model.encoder(**batch, output_hidden_states=want_hidden)
-            except RuntimeError as err:
-                if _is_oom(err) and bs > 1:
-                    torch.cuda.empty_cache()
-                    bs = max(1, bs // 2)
-                    warnings.warn(f"out of memory: retrying with batch size {bs}", stacklevel=2)
-                    continue
-                raise
-            hs = res.hidden_states if want_hidden else (None,) * n_layers + (res.last_hidden_state,)
-            for li, layer in enumerate(layers):
-                pooled = _pool(hs[layer].float(), batch["attention_mask"], pooling)  # (batch, dim)
-                out[li, idx] = pooled.cpu().numpy()
-            start += len(idx)
-            done += len(idx)
-            if progress:
-                progress(done, len(texts))
+    try:
+        with torch.inference_mode():
+            while start < len(texts):
+                idx = order[start:start + bs]
+                feats = _pad_batch(enc, idx, tok, device)  # each (batch, width)
+                try:
+                    with _autocast(device, fast):
+                        res = _run_encoder(model.encoder, feats, want_hidden)
+                except RuntimeError as err:
+                    if not _is_oom(err):
+                        raise
+                    del feats
+                    _free_memory(device)
+                    if bs > 1:
+                        bs = max(1, bs // 2)
+                        warnings.warn(f"out of memory: retrying with batch size {bs}", stacklevel=2)
+                        continue
+                    if device.type == "cuda":
+                        warnings.warn("out of GPU memory even at batch size 1: encoding the rest on CPU",
+                                      stacklevel=2)
+                        model.encoder.to("cpu")
+                        device, moved, bs = torch.device("cpu"), True, batch_size
+                        _free_memory(model.device)
+                        continue
+                    raise ProbekitError("out of memory even with batch size 1: shorten the texts, lower "
+                                        "max_length or free memory") from None
+                hs = res.hidden_states if want_hidden else (None,) * n_layers + (res.last_hidden_state,)
+                for li, layer in enumerate(layers):
+                    pooled = _pool(hs[layer].float(), feats["attention_mask"], pooling)  # (batch, dim)
+                    out[li, idx] = pooled.cpu().numpy()
+                start += len(idx)
+                done += len(idx)
+                if progress:
+                    progress(done, len(texts))
+    finally:
+        if moved:
+            _restore_device(model)
     return out
+
+
+def _restore_device(model: LoadedModel) -> None:
+    """Put the encoder back on the model's GPU after a CPU fallback; stay on CPU if that fails."""
+    try:
+        model.encoder.to(model.device)
+    except RuntimeError as err:
+        if not _is_oom(err):
+            raise
+        root = model.mlm if model.mlm is not None else model.encoder
+        root.to("cpu")
+        model.device = torch.device("cpu")
+        warnings.warn("the model does not fit on the GPU any more: it stays on CPU", stacklevel=3)
 
 
 def encode(model: LoadedModel, texts: Sequence[str], *, layer: int | None = None, **options) -> np.ndarray:
