@@ -94,10 +94,15 @@ def pick_device(prefer: str | None = None) -> torch.device:
     """CUDA when present (unless ``prefer='cpu'`` or ``PROBEKIT_DEVICE=cpu``), else CPU."""
     if prefer == "cpu" or config.force_cpu():
         return torch.device("cpu")
+    if prefer and prefer not in ("auto", "cpu") and not prefer.startswith("cuda"):
+        raise ModelLoadError(f"unknown device {prefer!r}; use 'cpu', 'cuda', 'cuda:N' or leave it empty for automatic")
     if prefer and prefer.startswith("cuda"):
         if not torch.cuda.is_available():
             raise ModelLoadError(f"device {prefer!r} was asked for but CUDA is not available here; use 'cpu'")
-        return torch.device(prefer)
+        try:
+            return torch.device(prefer)
+        except RuntimeError as e:
+            raise ModelLoadError(f"invalid device {prefer!r}: {e}") from None
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -208,6 +213,8 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     dev = pick_device(device)
     offline = config.hf_offline()
     tried = [f"local folder {source!r}" if is_local else f"the local Hugging Face cache for {source!r}"]
+    if offline and not is_local:
+        tried.append("not the Hugging Face hub (offline mode: PROBEKIT_OFFLINE / HF_HUB_OFFLINE is set)")
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     local_only = True
@@ -225,10 +232,15 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
             cfg = AutoConfig.from_pretrained(source)
         tok = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError, KeyError) as e:
+        if is_local:
+            fix = ("Fix: give a folder saved with save_pretrained (config.json, tokenizer files and weights), "
+                   "or a Hugging Face id; the embedded model 'default' always works.")
+        else:
+            fix = ("Fix: check the spelling; on a machine with internet, unset PROBEKIT_OFFLINE or download the "
+                   "model (`huggingface-cli download ID`) and pass its local folder; the embedded model 'default' "
+                   "always works.")
         raise ModelLoadError(
-            f"could not load model {model_id!r}: tried {', '.join(tried)}. {str(e).splitlines()[0][:200]} "
-            "Fix: check the spelling, or download the model on a machine with internet "
-            "(`huggingface-cli download ID`) and pass its local folder; the embedded model 'default' always works."
+            f"could not load model {model_id!r}: tried {', '.join(tried)}. {str(e).splitlines()[0][:200]} {fix}"
         ) from e
     archs = " ".join(getattr(cfg, "architectures", None) or [])
     want_mlm = mlm if mlm is not None else ("MaskedLM" in archs or "ForPreTraining" in archs)
