@@ -22,10 +22,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from probekit import index, metrics, models  # noqa: E402
-from probekit.cli import parse_free_query  # noqa: E402
 from probekit.encode import encode  # noqa: E402
 from probekit.probes import get_probe  # noqa: E402
-from probekit.types import CandidateSet  # noqa: E402
+from probekit.types import CandidateSet, Query  # noqa: E402
 
 
 def _timed(fn):
@@ -54,8 +53,8 @@ def main() -> None:
     queries = []
     for i, line in enumerate(Path(args.queries).read_text().splitlines()):
         text, golds = line.split("\t")
-        q = parse_free_query(text, relation="sample", golds=golds.split(" || "))
-        queries.append(type(q)(**{**q.__dict__, "id": f"q{i}"}))
+        queries.append(Query(id=f"q{i}", subject="", relation="sample", template=text.replace("[MASK]", "[Y]", 1),
+                             golds=tuple(golds.split(" || "))))
     cands = CandidateSet.from_names(names)
     out: dict = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "n_names": len(cands),
                  "n_queries": len(queries)}

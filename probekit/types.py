@@ -47,7 +47,8 @@ class Query:
     def text(self, mask_token: str = MASK, *, n_masks: int = 1) -> str:
         """The prompt with the subject filled in and ``[Y]`` as ``n_masks`` mask tokens."""
         masks = " ".join([mask_token] * n_masks)
-        return self.template.replace(SUBJECT, self.subject).replace(OBJECT, masks)
+        # Fill the object slot first: some UMLS names contain a literal "[X]" or "[Y]".
+        return self.template.replace(OBJECT, masks).replace(SUBJECT, self.subject)
 
 
 @dataclass(frozen=True)
