@@ -59,12 +59,15 @@ def _pad_batch(enc: dict, idx, tokenizer, device: torch.device) -> dict[str, tor
     """Pad the pre-tokenised rows ``idx`` into tensors: each (batch, longest row in batch).
 
     Tokenising once for the whole list (instead of once to sort and again per batch) and padding
-    here with numpy keeps the tokenizer off the hot path.
+    here with numpy keeps the tokenizer off the hot path. On CUDA the width is rounded up to a
+    multiple of 8.
     """
     pads = {"input_ids": tokenizer.pad_token_id or 0, "attention_mask": 0,
             "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0) or 0}
     rows = [enc["input_ids"][i] for i in idx]
     width = max(len(r) for r in rows)
+    if str(device).startswith("cuda"):
+        width = -(-width // 8) * 8  # few distinct shapes on CUDA: less per-shape kernel planning
     left = getattr(tokenizer, "padding_side", "right") == "left"
     out = {}
     for name, pad in pads.items():

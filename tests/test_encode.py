@@ -177,3 +177,14 @@ def test_released_model_refused(tiny_encoder):
     model = dataclasses.replace(tiny_encoder, encoder=None)
     with pytest.raises(ProbekitError, match="released"):
         encode(model, TEXTS)
+
+
+def test_pad_batch(tiny_encoder):
+    tok = tiny_encoder.tokenizer
+    enc = tok(["a b c", "a"], truncation=True, max_length=10)
+    feats = enc_mod._pad_batch(enc, [1, 0], tok, torch.device("cpu"))
+    ref = tok(["a", "a b c"], padding=True, return_tensors="pt")
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        assert torch.equal(feats[name], ref[name]), name
+    if torch.cuda.is_available():
+        assert enc_mod._pad_batch(enc, [0], tok, torch.device("cuda"))["input_ids"].shape == (1, 8)
