@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -73,11 +74,12 @@ def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers
         vec = _memo_get(key) if use_cache else None
         if vec is None and use_cache and (folder / f"{key}.npy").exists():
             try:
-                vec = np.load(folder / f"{key}.npy")
-                _memo_put(key, vec)
-            except (OSError, ValueError):
+                vec = np.load(folder / f"{key}.npy", allow_pickle=False)
+            except (OSError, ValueError, EOFError):
                 vec = None  # unreadable cache file: rebuild
-        if vec is None or vec.shape[0] != len(candidates):
+            if vec is not None and vec.shape == (len(candidates), model.hidden_size):
+                _memo_put(key, vec)
+        if vec is None or vec.shape != (len(candidates), model.hidden_size):
             missing.append(layer)
         else:
             out[layer] = vec
@@ -88,7 +90,7 @@ def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers
         for layer, vec in zip(missing, vecs):
             key = embedding_key(model, candidates, layer=layer, pooling=pooling)
             if use_cache:
-                tmp = folder / f"{key}.tmp.npy"
+                tmp = folder / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.npy"
                 np.save(tmp, vec)
                 tmp.replace(folder / f"{key}.npy")  # atomic: a killed run leaves no half file
                 _memo_put(key, vec)
