@@ -16,6 +16,7 @@ from .base import VOCABS, Dataset
 LOADERS: Registry = Registry("dataset")
 _CACHE: dict[tuple, Dataset] = {}
 _LOCK = threading.Lock()
+_DEFAULT_DIRS = {"demo": config.demo_dir, "medlama": config.medlama_dir, "biolama": config.biolama_dir}
 
 
 @LOADERS.register("demo")
@@ -44,6 +45,8 @@ def load_dataset(name: str, *, path: str | Path | None = None, which: str = "ful
                  **options) -> Dataset:
     """Load (and memoise) a dataset; ``which`` selects MedLAMA's full or hard set."""
     loader = LOADERS.get_or_raise(name)
+    if path is None and name in _DEFAULT_DIRS:  # resolve now: the memo key must follow PROBEKIT_* changes
+        path = _DEFAULT_DIRS[name]()
     if name in ("demo", "medlama"):
         options["which"] = which
     key = (name, str(path), tuple(sorted((k, str(v)) for k, v in options.items())))

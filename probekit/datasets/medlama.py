@@ -76,6 +76,9 @@ def read_relation_file(path: Path, relation: str, template: str) -> list[Query]:
         if missing:
             raise DataFormatError(f"{path}, line 1: missing column {missing[0]!r} (expected {', '.join(COLUMNS)})")
         for line, row in enumerate(reader, start=2):
+            short = [c for c in COLUMNS if row[c] is None]
+            if short:
+                raise DataFormatError(f"{path}, line {line}: no value for column {short[0]!r} (row too short)")
             names = _parse_list(row["tail_names_list"], path, line, "tail_names_list")
             cuis = _parse_list(row["tail_cuis_list"], path, line, "tail_cuis_list")
             golds, gold_ids = [], []
@@ -97,8 +100,8 @@ def load(root: str | Path, *, which: str = "full", template_column: str = "human
     root = Path(root).expanduser()
     if which not in SETS:
         raise ProbekitError(f"unknown MedLAMA set {which!r}; available: {', '.join(SETS)}")
-    templates = read_templates(root / "prompts.csv", template_column)
     files = _relation_files(root, which)
+    templates = read_templates(root / "prompts.csv", template_column)
     if relations:
         unknown = [r for r in relations if r not in files]
         if unknown:

@@ -19,7 +19,9 @@ REQUIRED = ("subject", "relation", "object")
 
 
 def default_template(relation: str) -> str:
-    """>>> default_template("may_treat")
+    """The template used when a triples file has no ``template`` column.
+
+    >>> default_template("may_treat")
     '[X] may treat [Y] .'
     """
     return f"{SUBJECT} {relation.replace('_', ' ').strip()} {OBJECT} ."
@@ -39,6 +41,10 @@ def _rows(text: str, label: str, fmt: str):
             yield line, row
     else:
         reader = csv.DictReader(io.StringIO(text))
+        missing = [c for c in REQUIRED if reader.fieldnames and c not in reader.fieldnames]
+        if missing:
+            raise DataFormatError(f"{label}, line 1: missing column {missing[0]!r} "
+                                  f"(need {', '.join(REQUIRED)}[, template])")
         for line, row in enumerate(reader, start=2):
             yield line, row
 
