@@ -42,14 +42,19 @@ def guard(what: str = "That"):
         st.error(f"{what} failed unexpectedly ({type(e).__name__}: {str(e)[:300]}). Details are in the server log.")
 
 
-def progress(label: str = "Working…"):
-    """A ``progress(done, total, stage)`` callback drawing one st.progress bar."""
-    bar = st.progress(0.0, text=label)
+class progress:  # noqa: N801 - used like a function: report = ui.progress("…"); report(done, total, stage)
+    """A ``progress(done, total, stage)`` callback drawing one st.progress bar; ``clear()`` removes it."""
 
-    def report(done: int, total: int, stage: str = "") -> None:
-        bar.progress(min(1.0, done / max(total, 1)), text=f"{stage or label}: {done:,}/{total:,}")
+    def __init__(self, label: str = "Working…"):
+        self.label = label
+        self.slot = st.empty()
+        self.bar = self.slot.progress(0.0, text=label)
 
-    return report
+    def __call__(self, done: int, total: int, stage: str = "") -> None:
+        self.bar.progress(min(1.0, done / max(total, 1)), text=f"{stage or self.label}: {done:,}/{total:,}")
+
+    def clear(self) -> None:
+        self.slot.empty()
 
 
 # ---------------------------------------------------------------- models

@@ -71,6 +71,7 @@ if clicked or st.session_state.pop("pk_autorun", False):
         st.query_params.update({"model": ui.selected_model_id(), "dataset": st.session_state.get(ui.DATASET_KEY)})
         report = ui.progress("Preparing candidates")
         ranking = probe.rank(model, [q], cands, k=k, progress=report, **opts)[0]
+        report.clear()
         st.session_state.pk_result = (ranking, model.id, probe.name, len(cands))
 
 result = st.session_state.get("pk_result")

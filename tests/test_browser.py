@@ -85,7 +85,7 @@ def _shot(page, name: str) -> None:
 
 def test_probe_main_flow(page, app_url):
     page.goto(app_url)
-    page.get_by_role("button", name="Probe").click()
+    page.get_by_test_id("stBaseButton-primary").click()
     page.get_by_test_id("stDataFrame").first.wait_for()
     # The table draws on a canvas: check its caption line and the chart instead of cell text.
     page.get_by_text("candidates", exact=False).first.wait_for()

@@ -9,7 +9,7 @@ def test_probe_dataset_query_shows_topk_and_golds(tiny_mlm_dir):
     at.slider(key="pk_k").set_value(5)
     at.button[0].click().run()
     assert errors(at) == []
-    top = at.dataframe(key="pk_top").value
+    top = at.dataframe[0].value
     assert list(top.columns) == ["rank", "entity", "score", "gold", "tokens"]
     assert len(top) == 5 and list(top["rank"]) == [1, 2, 3, 4, 5]
     assert top["score"].is_monotonic_decreasing
@@ -24,7 +24,7 @@ def test_mask_average_and_free_query(tiny_mlm_dir):
     at.text_input(key="pk_text").set_value("Aspirin might treat [MASK].").run()
     at.button[0].click().run()
     assert errors(at) == []
-    assert len(at.dataframe(key="pk_top").value) == 10
+    assert len(at.dataframe[0].value) == 10
 
 
 def test_bad_inputs_give_messages_not_tracebacks(tiny_mlm_dir):
@@ -51,4 +51,4 @@ def test_shared_url_opens_query_and_runs(tiny_mlm_dir):
     at = open_app(model=str(tiny_mlm_dir), query_params={"dataset": "demo", "query": qid})
     assert errors(at) == []
     assert at.session_state["pk_qid"] == qid
-    assert len(at.dataframe(key="pk_top").value) == 10
+    assert len(at.dataframe[0].value) == 10
