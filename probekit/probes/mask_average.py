@@ -34,7 +34,7 @@ def _by_length(token_ids: list[list[int]], max_tokens: int) -> dict[int, list[in
 
 
 class MaskAverageProbe(Probe):
-    def _rank(self, model, queries, candidates, *, k, progress, batch_size, max_tokens):
+    def _rank(self, model, queries, candidates, *, k, progress, batch_size, max_tokens, max_length):
         tok, mlm = model.tokenizer, model.mlm
         token_ids = candidate_token_ids(tok, candidates.names)
         groups = _by_length(token_ids, max_tokens)
@@ -49,14 +49,14 @@ class MaskAverageProbe(Probe):
                 for start in range(0, len(queries), batch_size):
                     batch_q = queries[start:start + batch_size]
                     texts = [q.text(tok.mask_token, n_masks=n) for q in batch_q]
-                    enc = tok(texts, padding=True, truncation=True, max_length=PROMPT_MAX_LENGTH,
+                    enc = tok(texts, padding=True, truncation=True, max_length=max_length,
                               return_tensors="pt").to(model.device)
                     with _autocast(model.device, False):
                         logits = mlm(**enc).logits  # (batch, seq, vocab)
                     mask_pos = enc["input_ids"] == tok.mask_token_id  # (batch, seq)
                     if (mask_pos.sum(1) != n).any():
                         raise ProbekitError(f"a query is too long to hold {n} mask tokens within "
-                                            f"{PROMPT_MAX_LENGTH} tokens; shorten it")
+                                            f"{max_length} tokens; shorten it")
                     logp = logits.float().log_softmax(-1)[mask_pos].view(len(batch_q), n, -1)  # (batch, n, vocab)
                     # gather each candidate's token log-prob at each mask position: (batch, n_cand, n)
                     pos = torch.arange(n, device=model.device)
@@ -74,6 +74,7 @@ PROBE = MaskAverageProbe(
     options=(
         Option("batch_size", 32, (), "queries per forward pass"),
         Option("max_tokens", 20, (), "longest candidate (in word pieces) that is scored"),
+        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most"),
     ),
     description="MLM: mean log-prob of each candidate's tokens at n masks, one pass per distinct length.",
 )

@@ -15,7 +15,7 @@ QUERY_MAX_LENGTH = 50
 
 
 class RetrievalProbe(Probe):
-    def _rank(self, model, queries, candidates, *, k, progress, pooling, similarity, layer, batch_size):
+    def _rank(self, model, queries, candidates, *, k, progress, pooling, similarity, layer, batch_size, max_length):
         pooling = pooling or model.spec.pooling
         layer = model.num_layers if layer in (None, -1) else int(layer)
 
@@ -26,7 +26,7 @@ class RetrievalProbe(Probe):
                             batch_size=batch_size, progress=stage("encoding candidates"))
         texts = [q.text(model.mask_token) for q in queries]
         qvec = encode(model, texts, layer=layer, pooling=pooling, batch_size=batch_size,
-                      max_length=QUERY_MAX_LENGTH, progress=stage("encoding queries"))  # (n_queries, dim)
+                      max_length=max_length, progress=stage("encoding queries"))  # (n_queries, dim)
         scores, ids = index.search(qvec, k)  # (n_queries, k)
         out: list[Ranking] = []
         chunk = 256
@@ -59,6 +59,7 @@ PROBE = RetrievalProbe(
         Option("similarity", "cosine", SIMILARITIES, "cosine (default), l2 (reference code), dot"),
         Option("layer", None, (), "hidden_states[L]; None = last layer"),
         Option("batch_size", 128, (), "encoding batch size"),
+        Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept; longer queries are cut at the end"),
     ),
     description="Encode the masked query and all entity names; rank names by similarity (any encoder).",
 )
