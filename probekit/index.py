@@ -137,7 +137,9 @@ class EntityIndex:
         dots = q @ self.vectors.T  # (n_queries, n_names)
         if self.similarity != "l2":
             return dots
-        return -((q * q).sum(1, keepdims=True) - 2 * dots + (self.vectors * self.vectors).sum(1)[None, :])
+        if getattr(self, "_sq_norms", None) is None:
+            self._sq_norms = (self.vectors * self.vectors).sum(1)  # (n_names,), once per index
+        return -((q * q).sum(1, keepdims=True) - 2 * dots + self._sq_norms[None, :])
 
 
 def build_index(model: LoadedModel, candidates: CandidateSet, *, layer: int | None = None, pooling: str = "mean",

@@ -76,16 +76,42 @@ def gold_indices(query: Query, candidates: CandidateSet) -> list[int | None]:
     return [candidates.index_of(g) for g in query.golds]
 
 
-def ranking_from_scores(query: Query, candidates: CandidateSet, scores: np.ndarray, k: int) -> Ranking:
-    """Top-k and gold ranks from one row of scores over all candidates (higher is better).
+def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]) -> tuple[np.ndarray, list]:
+    """Top-k ids (best first) and 1-based gold ranks from one row of scores over all candidates.
 
-    A gold's rank is 1 + the number of candidates scoring strictly higher (ties favour the gold).
+    Ties in the top-k go to the lower candidate id (as faiss orders them). A gold inside the top-k
+    gets its position there; beyond it, 1 + the number of candidates scoring strictly higher
+    (ties favour the gold), never less than k + 1. ``None`` golds (not candidates) stay ``None``.
+
+    >>> top, ranks = top_k_and_gold_ranks(np.array([0.1, 0.9, 0.5, 0.9, 0.2]), 2, [3, 4, None])
+    >>> top.tolist(), ranks
+    ([1, 3], [2, 4, None])
     """
-    k = min(k, len(candidates))
-    top = np.argpartition(-scores, k - 1)[:k]
-    top = top[np.argsort(-scores[top], kind="stable")]
-    gold_ranks = tuple(None if i is None else int((scores > scores[i]).sum()) + 1
-                       for i in gold_indices(query, candidates))
+    n = scores.shape[0]
+    k = min(k, n)
+    if k < n:
+        part = np.argpartition(-scores, k - 1)[:k]
+        kth = scores[part].min()
+        # every candidate tied with the k-th score competes, so the lower id wins a tie at the border
+        cand = np.flatnonzero(scores >= kth)
+    else:
+        cand = np.arange(n)
+    top = cand[np.lexsort((cand, -scores[cand]))][:k]
+    pos = {int(i): r for r, i in enumerate(top.tolist(), start=1)}
+    ranks: list[int | None] = []
+    for g in golds:
+        if g is None:
+            ranks.append(None)
+        elif g in pos:
+            ranks.append(pos[g])
+        else:
+            ranks.append(max(int(np.count_nonzero(scores > scores[g])) + 1, k + 1))
+    return top, ranks
+
+
+def ranking_from_scores(query: Query, candidates: CandidateSet, scores: np.ndarray, k: int) -> Ranking:
+    """Top-k and gold ranks (see :func:`top_k_and_gold_ranks`) from one row of scores over all candidates."""
+    top, gold_ranks = top_k_and_gold_ranks(scores, k, gold_indices(query, candidates))
     return Ranking(query=query, ids=tuple(int(i) for i in top), names=tuple(candidates.names[i] for i in top),
-                   scores=tuple(float(scores[i]) for i in top), gold_ranks=gold_ranks,
+                   scores=tuple(float(scores[i]) for i in top), gold_ranks=tuple(gold_ranks),
                    n_candidates=len(candidates))
