@@ -1,0 +1,213 @@
+"""probes: retrieval against brute force, mask_average against a naive per-candidate loop, input checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from probekit.encode import encode
+from probekit.errors import ProbekitError, UnknownNameError
+from probekit.probes import PROBES, get_probe, probes_for, ranking_from_scores
+from probekit.probes.base import top_k_and_gold_ranks
+from probekit.types import CandidateSet, Query
+
+NAMES = ["pain", "fever", "type 2 diabetes", "myocardial infarction", "stroke", "heart attack",
+         "polycystic ovary syndrome", "rickets", "vitamin d deficiency", "insulin", "hypertension", "asthma"]
+QUERIES = [
+    Query("q1", "metformin", "may_treat", "[X] might treat [Y].", golds=("type 2 diabetes", "not a candidate")),
+    Query("q2", "aspirin", "may_prevent", "[X] may prevent [Y] .", golds=("stroke", "heart attack")),
+    Query("q3", "", "free", "Vitamin D lack causes [Y].", golds=("rickets",)),
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def cands():
+    return CandidateSet.from_names(NAMES)
+
+
+# ---------------------------------------------------------------- retrieval
+def _brute_scores(model, query, layer, pooling, similarity):
+    """Every candidate's score for one query, from separate encode calls and plain numpy."""
+    q = encode(model, [query.text(model.mask_token)], layer=layer, pooling=pooling, max_length=50)[0]
+    v = encode(model, NAMES, layer=layer, pooling=pooling, max_length=25)
+    if similarity == "cosine":
+        q, v = q / np.linalg.norm(q), v / np.linalg.norm(v, axis=1, keepdims=True)
+    if similarity == "l2":
+        return -((v - q) ** 2).sum(1)
+    return v @ q
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "l2"])
+@pytest.mark.parametrize("pooling, layer", [("mean", None), ("cls", 1), ("mean", 0)])
+def test_retrieval_equals_brute_force(tiny_encoder, cands, similarity, pooling, layer):
+    k = 3
+    rankings = get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, k=k, pooling=pooling,
+                                           similarity=similarity, layer=layer)
+    for q, r in zip(QUERIES, rankings):
+        scores = _brute_scores(tiny_encoder, q, 2 if layer is None else layer, pooling, similarity)
+        order = np.argsort(-scores, kind="stable")
+        assert list(r.ids) == list(order[:k]) and list(r.names) == [NAMES[i] for i in order[:k]]
+        np.testing.assert_allclose(r.scores, scores[order[:k]], rtol=1e-4, atol=1e-4)
+        for gold, rank in zip(q.golds, r.gold_ranks):
+            if gold not in NAMES:
+                assert rank is None
+            else:  # rank among ALL candidates, also beyond k
+                assert rank == int(np.flatnonzero(order == NAMES.index(gold))[0]) + 1
+        assert r.n_candidates == len(NAMES) and r.query is q
+    # golds beyond k do occur in this set-up (otherwise the test would not check them)
+    assert any(rank is not None and rank > k for r in rankings for rank in r.gold_ranks)
+
+
+def test_retrieval_k_beyond_candidates_and_progress(tiny_encoder, cands):
+    stages = set()
+    r = get_probe("retrieval").rank(tiny_encoder, QUERIES[:1], cands, k=50,
+                                    progress=lambda d, t, s: stages.add(s))[0]
+    assert r.k == len(NAMES) and sorted(r.ids) == list(range(len(NAMES)))
+    assert {"encoding candidates", "encoding queries", "ranking"} <= stages
+
+
+def test_retrieval_uses_model_default_pooling(tiny_encoder, cands):
+    a = get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, k=3)
+    b = get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, k=3, pooling=tiny_encoder.spec.pooling)
+    assert [x.ids for x in a] == [x.ids for x in b]
+
+
+def test_top_k_ties_and_ranks():
+    scores = np.array([0.5, 0.9, 0.9, 0.1, 0.9, 0.3])
+    top, ranks = top_k_and_gold_ranks(scores, 2, [4, 2, 0, None, 3])
+    assert top.tolist() == [1, 2]  # ties at the border go to the lower id
+    assert ranks == [3, 2, 4, None, 6]  # 4 ties 1 and 2 but is beyond k -> k+1 at best
+    top, ranks = top_k_and_gold_ranks(np.array([-np.inf, 1.0, -np.inf]), 2, [0, 2])
+    assert top.tolist() == [1, 0] and ranks == [2, 3]
+
+
+def test_ranking_from_scores_matches_brute_force(cands):
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        scores = rng.normal(size=len(NAMES)).astype(np.float32)
+        r = ranking_from_scores(QUERIES[1], cands, scores, 4)
+        order = np.argsort(-scores, kind="stable")
+        assert list(r.ids) == list(order[:4])
+        assert list(r.gold_ranks) == [int(np.flatnonzero(order == NAMES.index(g))[0]) + 1 for g in QUERIES[1].golds]
+
+
+# ---------------------------------------------------------------- mask_average
+def _naive_mask_average(model, query, names, max_tokens=20):
+    """One forward pass per candidate: the slow reference."""
+    tok, out = model.tokenizer, {}
+    with torch.no_grad():
+        for name in names:
+            ids = tok(name, add_special_tokens=False)["input_ids"]
+            if len(ids) > max_tokens:
+                out[name] = -np.inf
+                continue
+            feats = tok(query.text(tok.mask_token, n_masks=len(ids)), return_tensors="pt")
+            logits = model.mlm(**feats).logits[0]  # (seq, vocab)
+            pos = (feats["input_ids"][0] == tok.mask_token_id).nonzero().flatten()  # (n,)
+            logp = logits[pos].log_softmax(-1)  # (n, vocab)
+            out[name] = float(logp[torch.arange(len(ids)), torch.tensor(ids)].mean())
+    return out
+
+
+@pytest.fixture
+def count_forwards(tiny_mlm):
+    calls = []
+    handle = tiny_mlm.mlm.register_forward_hook(lambda mod, args, kwargs, out: calls.append(1), with_kwargs=True)
+    yield calls
+    handle.remove()
+
+
+def _distinct_lengths(model, names, max_tokens=20):
+    return len({len(model.tokenizer(n, add_special_tokens=False)["input_ids"]) for n in names} - {0}
+               - set(range(max_tokens + 1, 1000)))
+
+
+def test_mask_average_equals_naive_loop(tiny_mlm, cands, count_forwards):
+    lengths = _distinct_lengths(tiny_mlm, NAMES)
+    assert lengths >= 3  # the test needs several lengths to mean anything
+    rankings = get_probe("mask_average").rank(tiny_mlm, QUERIES, cands, k=len(NAMES))
+    assert len(count_forwards) == lengths  # 3 queries fit one batch: one pass per distinct length
+    for q, r in zip(QUERIES, rankings):
+        naive = _naive_mask_average(tiny_mlm, q, NAMES)
+        got = dict(zip(r.names, r.scores))
+        assert set(got) == set(NAMES)
+        for name in NAMES:
+            assert got[name] == pytest.approx(naive[name], abs=1e-5), name
+        order = sorted(NAMES, key=lambda n: -naive[n])
+        assert [r.gold_ranks[i] for i, g in enumerate(q.golds) if g in NAMES] == \
+               [order.index(g) + 1 for g in q.golds if g in NAMES]
+
+
+def test_mask_average_forwards_per_query(tiny_mlm, cands, count_forwards):
+    lengths = _distinct_lengths(tiny_mlm, NAMES)
+    get_probe("mask_average").rank(tiny_mlm, QUERIES, cands, k=3, batch_size=1)
+    assert len(count_forwards) == lengths * len(QUERIES)  # per query: distinct lengths, never per candidate
+
+
+def test_mask_average_max_tokens(tiny_mlm, cands, count_forwards):
+    r = get_probe("mask_average").rank(tiny_mlm, QUERIES[:1], cands, k=len(NAMES), max_tokens=1)[0]
+    assert len(count_forwards) == 1
+    naive = _naive_mask_average(tiny_mlm, QUERIES[0], NAMES, max_tokens=1)
+    finite = [n for n in NAMES if np.isfinite(naive[n])]
+    assert set(r.names[:len(finite)]) == set(finite)  # longer names are ranked last, unscored
+    assert all(s == -np.inf for s in r.scores[len(finite):])
+
+
+def test_mask_average_needs_mlm(tiny_encoder, cands):
+    with pytest.raises(ProbekitError, match="needs a model with an MLM head") as info:
+        get_probe("mask_average").rank(tiny_encoder, QUERIES, cands, k=3)
+    assert "retrieval" in str(info.value)  # says what to use instead
+
+
+# ---------------------------------------------------------------- input checks and registry
+@pytest.mark.parametrize("name", ["retrieval", "mask_average"])
+@pytest.mark.parametrize("query, k, options, match", [
+    (Query("e", "", "r", "[Y]"), 3, {}, "empty apart from the mask"),
+    (Query("e", "", "r", " [Y] . "), 3, {}, "empty apart from the mask"),
+    (Query("m", "aspirin", "r", "[X] treats pain"), 3, {}, "no object slot"),
+    (QUERIES[0], 0, {}, "k must be a positive integer"),
+    (QUERIES[0], -2, {}, "k must be a positive integer"),
+    (QUERIES[0], 2.5, {}, "k must be a positive integer"),
+    (QUERIES[0], 3, {"colour": "red"}, "unknown option 'colour'"),
+])
+def test_bad_input(tiny_mlm, cands, name, query, k, options, match):
+    with pytest.raises(ProbekitError, match=match):
+        get_probe(name).rank(tiny_mlm, [query], cands, k=k, **options)
+
+
+def test_bad_options_and_sets(tiny_mlm, cands):
+    retrieval = get_probe("retrieval")
+    with pytest.raises(ProbekitError, match="similarity='jaccard'.*must be one of"):
+        retrieval.rank(tiny_mlm, QUERIES, cands, similarity="jaccard")
+    with pytest.raises(ProbekitError, match="pooling"):
+        retrieval.rank(tiny_mlm, QUERIES, cands, pooling="max")
+    with pytest.raises(ProbekitError, match="layer must be an integer"):
+        retrieval.rank(tiny_mlm, QUERIES, cands, layer="top")
+    with pytest.raises(ProbekitError, match="layer 7 out of range"):
+        retrieval.rank(tiny_mlm, QUERIES, cands, layer=7)
+    with pytest.raises(ProbekitError, match="no query given"):
+        retrieval.rank(tiny_mlm, [], cands)
+    with pytest.raises(ProbekitError, match="candidate set is empty"):
+        retrieval.rank(tiny_mlm, QUERIES, CandidateSet.from_names([]))
+
+
+def test_registry():
+    assert sorted(PROBES) == ["mask_average", "retrieval"]
+    with pytest.raises(UnknownNameError, match="did you mean 'retrieval'"):
+        get_probe("retreival")
+    with pytest.raises(ProbekitError, match="available: mask_average, retrieval"):
+        get_probe("mask_predict_xyz")
+
+
+def test_probes_for(tiny_mlm, tiny_encoder):
+    assert probes_for(tiny_encoder) == ["retrieval"]
+    assert set(probes_for(tiny_mlm)) == {"retrieval", "mask_average"}
