@@ -9,6 +9,7 @@ st.set_page_config(page_title="probekit", page_icon=":material/biotech:", layout
 # (section, page); each feature adds its page here.
 PAGES = [
     ("Explore", st.Page("pages/probe.py", title="Probe", icon=":material/search:", default=True)),
+    ("Explore", st.Page("pages/context.py", title="Context", icon=":material/segment:")),
 ]
 
 sections: dict[str, list] = {}

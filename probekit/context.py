@@ -735,6 +735,40 @@ def run_dataset(model, dataset, *, probe: str = "retrieval", relations: Sequence
     return DatasetContextResult(rows=rows, summary=summarize(rows), settings=settings, seconds=seconds)
 
 
+# ---------------------------------------------------------------- views (plain data for pages and reports)
+def document_pieces(seg: Segmentation, golds: Iterable[str]) -> list[dict]:
+    """The document as consecutive pieces for highlighting: ``{"text", "role", "segment"}`` where role is
+    ``target`` / ``cor`` / ``incor`` for a pool entity and None for other text; ``segment`` = its S-number.
+
+    >>> s = segment("a X b T", [Mention(2, 3, "X", "X"), Mention(6, 7, "T", "T")], 1)
+    >>> [(p["text"], p["role"], p["segment"]) for p in document_pieces(s, ["T"])]
+    [('a ', None, 2), ('X', 'incor', 2), (' b ', None, 1), ('T', 'target', 1)]
+    """
+    golds = list(golds)
+    out = []
+    for s in sorted(seg.segments, key=lambda x: x.start):
+        m = s.mention
+        for text, role in ((seg.document[s.start:m.start], None),
+                           (seg.document[m.start:m.end], role_of(m.name, seg.target, golds)),
+                           (seg.document[m.end:s.end], None)):
+            if text:
+                out.append({"text": text, "role": role, "segment": s.order})
+    return out
+
+
+def summary_frames(summary: dict):
+    """(UCM table: mode, relation, U, C, M, n with ``UCM_m`` rows; acc table: mode, context, acc@k (macro))."""
+    import pandas as pd
+
+    ucm_rows, acc_rows = [], []
+    for mode, summ in summary.items():
+        for rel, u in [*summ["ucm_k"].items(), ("UCM_m", summ["ucm_m"])]:
+            ucm_rows.append({"mode": mode, "relation": rel, **u})
+        for label, acc in summ["acc"].items():
+            acc_rows.append({"mode": mode, "context": label, **acc["macro"]})
+    return pd.DataFrame(ucm_rows), pd.DataFrame(acc_rows)
+
+
 # ---------------------------------------------------------------- CLI: python -m probekit context ...
 def _read_pool_file(path: str) -> list[str]:
     try:

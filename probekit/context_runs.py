@@ -138,20 +138,26 @@ def ucm_table(run_ids: list[str]):
     return pd.DataFrame(records, columns=["run_id", "label", "model", "mode", "relation", "U", "C", "M", "n"])
 
 
+def steps_frame(run_id: str):
+    """A run's steps with its label, model, probe, dataset and variant: the export table."""
+    get_run(run_id)
+    return _store().fetch_df(
+        "SELECT r.label, r.model, r.probe, r.dataset, r.variant, s.* FROM context_steps s "
+        "JOIN context_runs r USING (run_id) WHERE s.run_id = ? "
+        "ORDER BY s.mode DESC, s.relation, s.query_id, s.permutation, s.step", [run_id])
+
+
 def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path:
-    """Write a run's steps (with its run metadata columns) to CSV or Parquet (format from the suffix)."""
+    """Write a run's steps (:func:`steps_frame`) to CSV or Parquet (format from the suffix)."""
     path = Path(path)
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in EXPORT_FORMATS:
         raise ProbekitError(f"unknown export format {fmt!r}; available: {', '.join(EXPORT_FORMATS)}")
-    get_run(run_id)
+    df = steps_frame(run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
     cur = _store().cursor()
     try:
-        df = cur.execute("SELECT r.label, r.model, r.probe, r.dataset, r.variant, s.* FROM context_steps s "
-                         "JOIN context_runs r USING (run_id) WHERE s.run_id = ? "
-                         "ORDER BY s.mode DESC, s.relation, s.query_id, s.permutation, s.step", [run_id]).df()
         rel = cur.from_df(df)
-        path.parent.mkdir(parents=True, exist_ok=True)
         if fmt == "csv":
             rel.write_csv(str(path))
         else:
