@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
+import os
 import sys
 import warnings
 
 from . import config
-from .errors import ProbekitError
+from .errors import ProbekitError, UnknownNameError
 from .types import MASK, OBJECT, SUBJECT, Query
 
 COMMAND_MODULES = ["probekit.cli"]
@@ -53,12 +55,18 @@ def probe_options(args, probe) -> dict:
 
 
 def load_dataset_from_args(args):
-    from .datasets import load_dataset
+    from .datasets import Dataset, load_dataset
 
     kw = {"which": args.which} if args.dataset in ("demo", "medlama") else {}
     if args.relation and args.dataset in ("demo", "medlama"):
         kw["relations"] = args.relation
     ds = load_dataset(args.dataset, path=args.data_dir, **kw)
+    if args.relation and "relations" not in kw:  # loaders without their own relation filter
+        unknown = [r for r in args.relation if r not in ds.relations]
+        if unknown:
+            raise UnknownNameError("relation", unknown[0], ds.relations)
+        ds = Dataset(ds.name, [q for q in ds.queries if q.relation in args.relation], ds.templates,
+                     version=ds.version, source=ds.source)
     return ds
 
 
@@ -117,11 +125,16 @@ def _cmd_probe(args) -> int:
             raise ProbekitError("give --query TEXT or --query-id ID")
         candidates = ds.candidates(args.vocab, q.relation)
     else:
-        q = parse_free_query(args.query, subject=args.subject or "", golds=tuple(args.gold or ()))
+        if args.vocab == "relation" and not args.relation:
+            raise ProbekitError("--vocab relation needs --relation R (whose tails are the candidates)")
+        relation = args.relation[0] if args.relation else "free"
+        q = parse_free_query(args.query, subject=args.subject or "", relation=relation,
+                             golds=tuple(args.gold or ()))
         ds = load_dataset_from_args(args)
-        candidates = ds.candidates(args.vocab if args.vocab != "relation" else "heads+tails")
-        if args.relation and args.vocab == "relation":
-            candidates = ds.candidates("relation", args.relation[0])
+        if args.vocab == "relation":
+            candidates = ds.candidates("relation", relation)
+        else:
+            candidates = ds.candidates(args.vocab)
     ranking = probe.rank(model, [q], candidates, k=args.k, **probe_options(args, probe))[0]
     if args.format == "json":
         print_json({"model": model.describe(), "probe": probe.name, "n_candidates": len(candidates),
@@ -156,6 +169,8 @@ def _cmd_bench(args) -> int:
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,
            "vocab": args.vocab, **summary}
     if getattr(args, "save", False):
+        if importlib.util.find_spec("probekit.runs") is None:
+            raise ProbekitError("--save needs the benchmark-runs feature (probekit.runs), not installed here")
         from . import runs  # added by the benchmark-runs feature
 
         out["run_id"] = runs.save_run(rankings, model=model, dataset=ds, probe=probe.name, options=opts,
@@ -219,3 +234,12 @@ def main(argv=None) -> int:
     except MemoryError:
         print("error: out of memory; try a smaller --batch-size or fewer relations", file=sys.stderr)
         return 2
+    except OSError as e:  # unreadable files, full disks: the user's to fix
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback on request
+        if os.environ.get("PROBEKIT_DEBUG"):
+            raise
+        print(f"error: unexpected {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''} "
+              "(a bug in probekit; run with PROBEKIT_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
