@@ -27,8 +27,17 @@ Inputs: input_0 = the prompt alone; input_n = S1…Sn in document order (for ``r
 document span they cover), a space, then the prompt. ``knowledge-only`` keeps only the entity text of
 each segment, in document order, joined by ``", "``; ``knowledge-sorted`` joins them in the order
 added (S1, S2, …); ``knowledge-random`` starts from S1 and inserts each next one at a seeded random
-position (several permutations). Inputs longer than the model's budget lose text from the start of
-the context (the end farthest from the prompt and [MASK]), with a notice.
+position among those already there (so a later one may land before S1; earlier ones keep their
+order; several seeded permutations). Whitespace in inputs is collapsed. Inputs longer than the model's
+budget (its tokenizer / position limit, at most 512, less special tokens and, for mask_average, the
+extra masks of the longest candidate) lose whole words from the start of the context (the end
+farthest from the prompt and [MASK]), with a notice.
+
+Ranks and ties: a pool entity's rank is 1 + the number of pool entities scoring strictly higher (the
+retrieval probe keeps faiss's order inside its top k), so tied scores share a rank and an unchanged
+rank gives RC = 0 (Confuse). RC rows and UCM come from :func:`probekit.metrics.rank_changes` and
+:func:`probekit.metrics.ucm`. Dataset mode builds knowledge-only documents from the KB: see
+:func:`kb_context` for the layout.
 """
 
 from __future__ import annotations

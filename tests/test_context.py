@@ -327,3 +327,17 @@ def test_cli_single_and_dataset(tiny_encoder_dir, tmp_path, capsys):
     assert set(out) >= {"target", "negative", "seconds"}
     assert main(["context", "runs", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["run_id"] == out["run_id"]
+
+
+def test_search_sentences_in_corpus_files_and_texts(tmp_path):
+    f = tmp_path / "corpus.txt"
+    f.write_text("nasal polyps often cause anosmia\npolyps and anosmiac patients\nanosmia without polyps\n"
+                 "Nasal Polyps with ANOSMIA again\n")
+    assert context.search_sentences("nasal polyps", "anosmia", files=[f]) == [
+        "nasal polyps often cause anosmia", "Nasal Polyps with ANOSMIA again"]
+    assert context.search_sentences("nasal polyps", "anosmia", files=[f], limit=1) == [
+        "nasal polyps often cause anosmia"]
+    assert context.search_sentences("polyps", "anosmia", texts=["x"], files=[]) == []
+    with pytest.raises(ProbekitError, match="both"):
+        context.search_sentences("", "anosmia", files=[f])
+    assert context.corpus_files(tmp_path) == [f] and context.corpus_files(tmp_path / "none") == []
