@@ -22,6 +22,7 @@ from .types import MASK, OBJECT, SUBJECT, Query
 COMMAND_MODULES = ["probekit.cli"]
 """Feature modules with an ``add_cli(subparsers)``; each issue adds its module here."""
 COMMAND_MODULES.append("probekit.context")  # context variance: single triple and dataset UCM
+COMMAND_MODULES += ["probekit.runs", "probekit.layers"]  # stored benchmark runs; layer-wise probing
 
 
 # ---------------------------------------------------------------- shared helpers for subcommands

@@ -1,0 +1,838 @@
+"""Benchmark runs: probe a whole dataset, store every query's result in DuckDB, read runs back.
+
+A run is one (model, dataset, probe, options, vocabulary, k). :func:`run_benchmark` works relation by
+relation, saving each relation's results in its own short transaction, so a cancelled or crashed run
+resumes where it stopped, and a finished run with the same settings (:func:`settings_of`) is found in
+the store instead of being computed again. For the retrieval probe it also caches *query* embeddings
+(candidate embeddings are cached by :mod:`probekit.index`), so a forced recomputation with the same
+settings only redoes the scoring (see ``benchmarks/warm_runs.py``).
+
+Long work runs in a :class:`Job` (a thread with progress, status and cancel) that pages poll; one heavy
+job runs at a time per process, others wait their turn, so the app stays responsive.
+
+Tables (component ``runs``): ``runs`` (one row per run: every setting, model id/source/revision,
+dataset name/version/set, device, probekit version, status, timings) and ``run_results`` (one row per
+query: golds, gold ranks, best gold rank, top-k ids/names/scores as JSON, gold length, hardness).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import secrets
+import tempfile
+import threading
+import time
+import traceback
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import __version__, config, metrics, run_metrics
+from .datasets import VOCABS, Dataset, hardness
+from .encode import ENCODER_VERSION, encode_layers
+from .errors import ProbekitError
+from .index import EntityIndex, build_index
+from .store import get_store
+from .types import Query, Ranking
+
+COMPONENT = "runs"
+MIGRATIONS = [
+    """
+    CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, finished_at TIMESTAMP,
+        status VARCHAR NOT NULL, settings_key VARCHAR NOT NULL, label VARCHAR,
+        model VARCHAR NOT NULL, model_source VARCHAR, model_revision VARCHAR,
+        dataset VARCHAR NOT NULL, dataset_version VARCHAR, dataset_set VARCHAR, dataset_spec VARCHAR,
+        probe VARCHAR NOT NULL, options VARCHAR, vocab VARCHAR, k INTEGER, device VARCHAR,
+        probekit_version VARCHAR, n_queries INTEGER, n_relations INTEGER, seconds DOUBLE, timings VARCHAR,
+        message VARCHAR
+    );
+    CREATE TABLE run_results (
+        run_id VARCHAR NOT NULL, query_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, subject VARCHAR,
+        template VARCHAR, query VARCHAR, golds VARCHAR, gold_ranks VARCHAR, best_gold_rank INTEGER,
+        top_ids VARCHAR, top_names VARCHAR, top_scores VARCHAR, gold_length DOUBLE, hard BOOLEAN,
+        n_candidates INTEGER
+    );
+    CREATE INDEX run_results_run ON run_results (run_id);
+    CREATE INDEX runs_settings ON runs (settings_key)
+    """,
+]
+RESULT_COLUMNS = ("query_id", "relation", "subject", "template", "query", "golds", "gold_ranks", "best_gold_rank",
+                  "top_ids", "top_names", "top_scores", "gold_length", "hard", "n_candidates")
+JSON_COLUMNS = ("golds", "gold_ranks", "top_ids", "top_names", "top_scores")
+RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", "label", "model", "model_source",
+               "model_revision", "dataset", "dataset_version", "dataset_set", "dataset_spec", "probe", "options",
+               "vocab", "k", "device", "probekit_version", "n_queries", "n_relations", "seconds", "timings",
+               "message")
+EXPORT_FORMATS = ("csv", "parquet")
+STATUSES = ("running", "done", "cancelled", "failed")
+KEY_EXCLUDED_OPTIONS = ("batch_size",)
+"""Options that do not change results and so do not tell runs apart."""
+
+Progress = Callable[[int, int, str], None]
+
+
+class Cancelled(ProbekitError):
+    """The user cancelled the run; what was finished is kept and resumes on the next start."""
+
+
+def _store():
+    store = get_store()
+    store.ensure_schema(COMPONENT, MIGRATIONS)
+    return store
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+# ---------------------------------------------------------------- settings
+def _probe(probe):
+    from .probes import get_probe
+
+    return get_probe(probe) if isinstance(probe, str) else probe
+
+
+def resolve_options(model, probe, options: dict | None = None) -> dict:
+    """Every option of ``probe`` with defaults filled in (pooling/layer resolved for ``model``)."""
+    probe = _probe(probe)
+    options = dict(options or {})
+    known = {o.name: o for o in probe.options}
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ProbekitError(f"unknown option {unknown[0]!r} for probe {probe.name!r}; "
+                            f"available: {', '.join(known) or 'none'}")
+    opts = {name: options.get(name, o.default) for name, o in known.items()}
+    if "pooling" in opts and not opts["pooling"]:
+        opts["pooling"] = model.spec.pooling
+    if "layer" in opts and opts["layer"] in (None, -1, ""):
+        opts["layer"] = model.num_layers
+    return opts
+
+
+def dataset_spec(dataset: Dataset) -> str | None:
+    """The sidebar spec (``demo``, ``medlama:hard``…) that reopens ``dataset``; None for uploads."""
+    name, which = dataset.name, dataset.meta.get("set")
+    if name.startswith("upload:"):
+        return None
+    if which and name.endswith(f"-{which}"):
+        base = name[: -len(which) - 1]
+        return base if (base == "demo" and which == "full") else f"{base}:{which}"
+    return name
+
+
+def _precision(model, opts: dict) -> str:
+    return "amp" if model.device.type == "cuda" else ("bf16" if opts.get("fast") else "fp32")
+
+
+def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                vocab: str = "heads+tails", k: int = 10) -> dict:
+    """Everything that decides a run's results; runs with equal settings are interchangeable."""
+    probe = _probe(probe)
+    _check_run_args(dataset, vocab, k)
+    opts = resolve_options(model, probe, options)
+    return {
+        "model_source": model.source, "model_revision": model.revision, "precision": _precision(model, opts),
+        "dataset": dataset.name, "dataset_version": dataset.version, "relations": dataset.relations,
+        "n_queries": len(dataset), "probe": probe.name,
+        "options": {k_: v for k_, v in sorted(opts.items()) if k_ not in KEY_EXCLUDED_OPTIONS},
+        "vocab": vocab, "k": int(k),
+    }
+
+
+def settings_key(settings: dict) -> str:
+    """A stable hash of :func:`settings_of`."""
+    return hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _check_run_args(dataset, vocab, k) -> None:
+    if not isinstance(dataset, Dataset):
+        raise ProbekitError(f"expected a Dataset, got {type(dataset).__name__}")
+    if not len(dataset):
+        raise ProbekitError(f"dataset {dataset.name!r} has no queries")
+    if vocab not in VOCABS:
+        raise ProbekitError(f"unknown vocabulary {vocab!r}; available: {', '.join(VOCABS)}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        raise ProbekitError(f"k must be an integer from 1 to 1000, got {k!r}")
+
+
+# ---------------------------------------------------------------- results <-> frames
+def _is_hard(q: Query) -> bool | None:
+    try:
+        return hardness.is_hard(q.subject, list(q.golds))
+    except ProbekitError:  # no golds or no subject (free queries): hardness undefined
+        return None
+
+
+def rankings_frame(rankings: Sequence[Ranking]) -> pd.DataFrame:
+    """One row per ranking with :data:`RESULT_COLUMNS` (list columns as Python lists)."""
+    rows = []
+    for r in rankings:
+        q = r.query
+        rows.append({
+            "query_id": q.id, "relation": q.relation, "subject": q.subject, "template": q.template,
+            "query": q.text(), "golds": list(q.golds), "gold_ranks": list(r.gold_ranks),
+            "best_gold_rank": r.best_gold_rank, "top_ids": [int(i) for i in r.ids], "top_names": list(r.names),
+            "top_scores": [float(s) for s in r.scores],
+            "gold_length": float(np.mean([len(g) for g in q.golds])) if q.golds else None,
+            "hard": _is_hard(q), "n_candidates": r.n_candidates,
+        })
+    frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    return _typed(frame)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    frame["best_gold_rank"] = frame["best_gold_rank"].astype("Int64")
+    frame["n_candidates"] = frame["n_candidates"].astype("Int64")
+    frame["gold_length"] = frame["gold_length"].astype("Float64")
+    frame["hard"] = frame["hard"].astype("boolean")
+    return frame
+
+
+def frame_rankings(frame: pd.DataFrame) -> list[Ranking]:
+    """Rebuild :class:`Ranking` objects from a results frame (for :mod:`probekit.metrics`)."""
+    out = []
+    for row in frame.itertuples(index=False):
+        q = Query(id=row.query_id, subject=row.subject or "", relation=row.relation, template=row.template or "",
+                  golds=tuple(row.golds))
+        out.append(Ranking(query=q, ids=tuple(row.top_ids), names=tuple(row.top_names),
+                           scores=tuple(row.top_scores), gold_ranks=tuple(row.gold_ranks),
+                           n_candidates=0 if pd.isna(row.n_candidates) else int(row.n_candidates)))
+    return out
+
+
+@dataclass
+class Run:
+    """A benchmark run: its metadata (settings, timings…) and results frame (one row per query)."""
+
+    run_id: str | None
+    meta: dict
+    frame: pd.DataFrame
+    _rankings: list | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.meta.get("label") or self.run_id or "run"
+
+    def rankings(self) -> list[Ranking]:
+        if self._rankings is None:
+            self._rankings = frame_rankings(self.frame)
+        return self._rankings
+
+    def summary(self, *, ks: Sequence[int] = run_metrics.KS) -> dict:
+        """:func:`probekit.metrics.summary` of the full set, plus the same for its hard subset."""
+        out = metrics.summary(self.rankings(), ks=ks)
+        hard = [r for r, h in zip(self.rankings(), self.frame["hard"].fillna(False)) if h]
+        out["hard"] = metrics.summary(hard, ks=ks) if hard else None
+        return out
+
+
+# ---------------------------------------------------------------- store
+def _json_frame(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    out = frame.copy()
+    for c in JSON_COLUMNS:
+        out[c] = [json.dumps(list(v)) for v in out[c]]
+    out.insert(0, "run_id", run_id)
+    return out
+
+
+def _insert_results(run_id: str, frame: pd.DataFrame) -> None:
+    data = _json_frame(frame, run_id)
+    cols = ", ".join(data.columns)
+    with _store().transaction() as cur:
+        cur.register("pk_run_results_df", data)
+        cur.execute(f"INSERT INTO run_results ({cols}) SELECT {cols} FROM pk_run_results_df")
+        cur.unregister("pk_run_results_df")
+
+
+def _label(model, dataset, probe_name, opts) -> str:
+    bits = [str(v) for k, v in sorted(opts.items()) if k in ("pooling", "similarity") and v]
+    if opts.get("layer") is not None and opts.get("layer") != model.num_layers:
+        bits.append(f"L{opts['layer']}")
+    label = getattr(model, "label", model.id)
+    return f"{label} · {dataset.name} · {probe_name}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, status, label) -> None:
+    meta = {
+        "run_id": run_id, "created_at": _now(), "finished_at": None, "status": status,
+        "settings_key": settings_key(settings), "label": label or _label(model, dataset, probe.name, opts),
+        "model": model.id, "model_source": model.source, "model_revision": model.revision,
+        "dataset": dataset.name, "dataset_version": dataset.version, "dataset_set": dataset.meta.get("set"),
+        "dataset_spec": dataset_spec(dataset), "probe": probe.name, "options": json.dumps(opts, default=str),
+        "vocab": vocab, "k": int(k), "device": str(model.device), "probekit_version": __version__,
+        "n_queries": len(dataset), "n_relations": len(dataset.relations), "seconds": None, "timings": None,
+        "message": None,
+    }
+    with _store().transaction() as cur:
+        cur.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                    [meta[c] for c in RUN_COLUMNS])
+
+
+def _finish_run(run_id: str, status: str, *, seconds: float | None = None, timings: dict | None = None,
+                message: str | None = None) -> None:
+    with _store().transaction() as cur:
+        cur.execute("UPDATE runs SET status = ?, finished_at = ?, seconds = coalesce(?, seconds), "
+                    "timings = coalesce(?, timings), message = ? WHERE run_id = ?",
+                    [status, _now(), seconds, None if timings is None else json.dumps(timings), message, run_id])
+
+
+def _new_run_id() -> str:
+    return f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def save_run(rankings: Sequence[Ranking], *, model, dataset: Dataset, probe, options: dict | None = None,
+             vocab: str = "heads+tails", k: int = 10, seconds: float | None = None, timings: dict | None = None,
+             label: str | None = None) -> str:
+    """Store finished rankings (e.g. from ``python -m probekit bench --save``); returns the new run id."""
+    probe = _probe(probe)
+    if not rankings:
+        raise ProbekitError("nothing to store: no rankings")
+    settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
+    opts = resolve_options(model, probe, options)
+    run_id = _new_run_id()
+    _insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
+                settings=settings, status="running", label=label)
+    try:
+        _insert_results(run_id, rankings_frame(rankings))
+    except BaseException:
+        _finish_run(run_id, "failed", message="saving failed")
+        raise
+    _finish_run(run_id, "done", seconds=seconds, timings=timings)
+    return run_id
+
+
+def get_run(run_id: str) -> dict:
+    """A run's metadata (options and timings decoded)."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise ProbekitError("give a run id (see `python -m probekit runs list`)")
+    rows = _store().fetch(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id.strip()])
+    if not rows:
+        raise ProbekitError(f"no stored run {run_id!r} (see `python -m probekit runs list`)")
+    meta = dict(zip(RUN_COLUMNS, rows[0]))
+    meta["options"] = json.loads(meta["options"] or "{}")
+    meta["timings"] = json.loads(meta["timings"] or "{}")
+    return meta
+
+
+def _results(run_id: str, relations: Sequence[str] | None = None) -> pd.DataFrame:
+    sql = f"SELECT {', '.join(RESULT_COLUMNS)} FROM run_results WHERE run_id = ?"
+    params: list = [run_id]
+    if relations:
+        sql += f" AND relation IN ({', '.join('?' * len(relations))})"
+        params += list(relations)
+    frame = _store().fetch_df(sql + " ORDER BY relation, query_id", params)
+    for c in JSON_COLUMNS:
+        frame[c] = [json.loads(v) for v in frame[c]]
+    return _typed(frame)
+
+
+def load_run(run_id: str, *, relations: Sequence[str] | None = None) -> Run:
+    """A stored run (optionally only some relations) as a :class:`Run`."""
+    meta = get_run(run_id)
+    return Run(meta["run_id"], meta, _results(meta["run_id"], relations))
+
+
+def find_run(settings, *, statuses: Sequence[str] = ("done",)) -> str | None:
+    """The newest run whose settings equal ``settings`` (a :func:`settings_of` dict or its key)."""
+    key = settings if isinstance(settings, str) else settings_key(settings)
+    rows = _store().fetch(f"SELECT run_id FROM runs WHERE settings_key = ? AND status IN "
+                          f"({', '.join('?' * len(statuses))}) ORDER BY created_at DESC, run_id DESC LIMIT 1",
+                          [key, *statuses])
+    return rows[0][0] if rows else None
+
+
+def list_runs(*, status: str | None = None) -> pd.DataFrame:
+    """Stored runs, newest first, with macro/micro acc@1/@10 recomputed from their results."""
+    where, params = "", []
+    if status is not None:
+        if status not in STATUSES:
+            raise ProbekitError(f"unknown status {status!r}; available: {', '.join(STATUSES)}")
+        where, params = "WHERE r.status = ?", [status]
+    return _store().fetch_df(f"""
+        WITH per AS (
+            SELECT run_id, relation, count(*) AS n,
+                   avg(CASE WHEN best_gold_rank <= 1 THEN 1.0 ELSE 0.0 END) AS a1,
+                   avg(CASE WHEN best_gold_rank <= 10 THEN 1.0 ELSE 0.0 END) AS a10
+            FROM run_results GROUP BY run_id, relation),
+        agg AS (
+            SELECT run_id, sum(n) AS n_done, avg(a1) AS macro1, avg(a10) AS macro10,
+                   sum(a1 * n) / sum(n) AS micro1, sum(a10 * n) / sum(n) AS micro10
+            FROM per GROUP BY run_id)
+        SELECT r.run_id, r.created_at, r.status, r.label, r.model, r.dataset, r.dataset_set, r.probe, r.options,
+               r.vocab, r.k, r.device, r.n_queries, coalesce(a.n_done, 0) AS n_done, r.seconds,
+               a.macro1 AS "macro acc@1", a.macro10 AS "macro acc@10",
+               a.micro1 AS "micro acc@1", a.micro10 AS "micro acc@10"
+        FROM runs r LEFT JOIN agg a USING (run_id) {where}
+        ORDER BY r.created_at DESC, r.run_id DESC""", params)
+
+
+def delete_run(run_id: str) -> None:
+    """Remove a stored run and its results (not while it is running in this process)."""
+    meta = get_run(run_id)
+    if meta["run_id"] in _ACTIVE:
+        raise ProbekitError(f"run {run_id} is running: cancel it first")
+    with _store().transaction() as cur:
+        cur.execute("DELETE FROM run_results WHERE run_id = ?", [meta["run_id"]])
+        cur.execute("DELETE FROM runs WHERE run_id = ?", [meta["run_id"]])
+
+
+def export_frame(run_id: str) -> pd.DataFrame:
+    """A run's results with its model, dataset and probe: the export table (JSON text columns)."""
+    run = load_run(run_id)
+    data = _json_frame(run.frame, run.run_id)
+    for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "probe", "vocab")):
+        data.insert(1 + i, c, run.meta[c])
+    return data
+
+
+def frame_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
+    """Any table as CSV or Parquet bytes (download buttons)."""
+    fmt = str(fmt).lower()
+    if fmt not in EXPORT_FORMATS:
+        raise ProbekitError(f"unknown export format {fmt!r}; available: {', '.join(EXPORT_FORMATS)}")
+    if fmt == "csv":
+        return frame.to_csv(index=False).encode("utf-8")
+    buf = io.BytesIO()
+    frame.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path:
+    """Write :func:`export_frame` to ``path`` as CSV or Parquet (format from ``fmt`` or the suffix)."""
+    path = Path(path)
+    fmt = (fmt or path.suffix.lstrip(".")).lower()
+    data = frame_bytes(export_frame(run_id), fmt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------- query embeddings (retrieval)
+_QMEMO: OrderedDict[str, np.ndarray] = OrderedDict()
+_QMEMO_BYTES = 512 * 2**20
+_QLOCK = threading.Lock()
+
+
+def clear_memo() -> None:
+    """Forget in-process query embeddings (the disk cache stays)."""
+    with _QLOCK:
+        _QMEMO.clear()
+
+
+def query_embedding_key(model, texts: Sequence[str], *, layer: int, pooling: str, max_length: int,
+                        fast: bool = False) -> str:
+    texts_hash = hashlib.sha1(json.dumps(list(texts)).encode()).hexdigest()
+    precision = "amp" if model.device.type == "cuda" else ("bf16" if fast else "fp32")
+    parts = {"kind": "queries", "model": model.source, "rev": model.revision, "layer": layer, "pooling": pooling,
+             "max_length": max_length, "texts": texts_hash, "enc": ENCODER_VERSION, "precision": precision}
+    return "q" + hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _qmemo_put(key: str, vec: np.ndarray) -> None:
+    with _QLOCK:
+        _QMEMO[key] = vec
+        while sum(v.nbytes for v in _QMEMO.values()) > _QMEMO_BYTES and len(_QMEMO) > 1:
+            _QMEMO.popitem(last=False)
+
+
+def query_embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pooling: str, max_length: int = 50,
+                     batch_size: int = 128, fast: bool = False, progress: Callable[[int, int], None] | None = None,
+                     use_cache: bool = True) -> dict[int, np.ndarray]:
+    """(n_texts, dim) float32 per layer, from memo, ``cache/embeddings`` or one encoding pass.
+
+    The cache key covers the model (source and revision), layer, pooling, length limit, precision
+    and the exact texts, so a rerun with the same settings skips encoding entirely.
+    """
+    texts = [str(t) for t in texts]
+    folder = config.cache_dir() / "embeddings"
+    out: dict[int, np.ndarray] = {}
+    missing: list[int] = []
+    shape = (len(texts), model.hidden_size)
+    for layer in layers:
+        key = query_embedding_key(model, texts, layer=layer, pooling=pooling, max_length=max_length, fast=fast)
+        with _QLOCK:
+            vec = _QMEMO.get(key) if use_cache else None
+        path = folder / f"{key}.npy"
+        if vec is None and use_cache and path.exists():
+            try:
+                vec = np.load(path, allow_pickle=False)
+            except (OSError, ValueError, EOFError):
+                vec = None
+            if vec is not None and vec.shape == shape:
+                _qmemo_put(key, vec)
+        if vec is None or vec.shape != shape:
+            missing.append(layer)
+        else:
+            out[layer] = vec
+    if missing:
+        opts = {"fast": True} if fast else {}
+        vecs = encode_layers(model, texts, layers=missing, pooling=pooling, batch_size=batch_size,
+                             max_length=max_length, progress=progress, **opts)  # (n_missing, n_texts, dim)
+        for layer, vec in zip(missing, vecs):
+            out[layer] = vec
+            if use_cache:
+                key = query_embedding_key(model, texts, layer=layer, pooling=pooling, max_length=max_length,
+                                          fast=fast)
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp = folder / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.npy"
+                np.save(tmp, vec)
+                tmp.replace(folder / f"{key}.npy")
+                _qmemo_put(key, vec)
+    return out
+
+
+def rank_vectors(queries: Sequence[Query], candidates, index: EntityIndex, qvec: np.ndarray, *, k: int,
+                 progress: Callable[[int, int], None] | None = None, chunk: int = 256) -> list[Ranking]:
+    """Rankings from query vectors (n_queries, dim) against an index: the retrieval probe's scoring step."""
+    from .probes.base import gold_indices, top_k_and_gold_ranks
+
+    out: list[Ranking] = []
+    for start in range(0, len(queries), chunk):
+        sims = index.all_scores(qvec[start:start + chunk])  # (chunk, n_names)
+        for j, q in enumerate(queries[start:start + chunk]):
+            top, ranks = top_k_and_gold_ranks(sims[j], k, gold_indices(q, candidates))
+            out.append(Ranking(query=q, ids=tuple(int(i) for i in top), names=tuple(candidates.names[i] for i in top),
+                               scores=tuple(float(sims[j, i]) for i in top), gold_ranks=tuple(ranks),
+                               n_candidates=len(candidates)))
+        if progress:
+            progress(min(start + chunk, len(queries)), len(queries))
+    return out
+
+
+def _retrieval(model, queries, candidates, opts, k, stage, timings) -> list[Ranking]:
+    """The retrieval probe with cached query embeddings (same calls and scores as ``probe.rank``)."""
+    from .probes.base import check_inputs
+
+    check_inputs(model, queries, candidates, k=k)
+    layer, pooling, fast = opts["layer"], opts["pooling"], bool(opts.get("fast"))
+    t = time.perf_counter()
+    index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=opts["similarity"],
+                        batch_size=opts["batch_size"], progress=stage("encoding candidates"),
+                        **({"fast": True} if fast else {}))
+    t2 = time.perf_counter()
+    timings["encoding candidates"] += t2 - t
+    texts = [q.text(model.mask_token) for q in queries]
+    qvec = query_embeddings(model, texts, layers=[layer], pooling=pooling, max_length=opts["max_length"],
+                            batch_size=opts["batch_size"], fast=fast, progress=stage("encoding queries"))[layer]
+    t3 = time.perf_counter()
+    timings["encoding queries"] += t3 - t2
+    out = rank_vectors(queries, candidates, index, qvec, k=k, progress=stage("scoring"))
+    timings["scoring"] += time.perf_counter() - t3
+    return out
+
+
+# ---------------------------------------------------------------- running a benchmark
+_ACTIVE: set[str] = set()
+_ACTIVE_LOCK = threading.Lock()
+
+
+def _resumable(key: str) -> str | None:
+    """The newest unfinished run with these settings that no thread of this process is running."""
+    for (run_id,) in _store().fetch("SELECT run_id FROM runs WHERE settings_key = ? AND status IN "
+                                    "('cancelled', 'failed', 'running') ORDER BY created_at DESC", [key]):
+        with _ACTIVE_LOCK:
+            if run_id not in _ACTIVE:
+                return run_id
+    return None
+
+
+def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                  vocab: str = "heads+tails", k: int = 10, progress: Progress | None = None,
+                  should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
+                  label: str | None = None) -> Run:
+    """Probe every query of ``dataset``, relation by relation, and (by default) store the run.
+
+    With ``reuse`` a finished run with the same settings is loaded instead, and an unfinished one
+    (cancelled, failed or killed) is resumed: relations already stored are skipped. ``progress`` gets
+    ``(done, total, stage)``; ``should_cancel`` is checked between relations and encoding batches and
+    stops the run with :class:`Cancelled` (finished relations stay stored). ``reuse=False`` always
+    computes a new run (cached embeddings are still used).
+    """
+    probe = _probe(probe)
+    settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
+    opts = resolve_options(model, probe, options)
+    if probe.requires_mlm and not model.has_mlm:
+        raise ProbekitError(f"probe {probe.name!r} needs a model with an MLM head; {model.id!r} has none")
+    key = settings_key(settings)
+
+    def report(done, total, stage):
+        if progress is not None:
+            progress(done, total, stage)
+
+    def check_cancel():
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("the run was cancelled; finished relations are stored and resume on the next start")
+
+    if save and reuse:
+        found = find_run(key)
+        if found:
+            report(1, 1, "found in the store")
+            return load_run(found)
+    run_id = _resumable(key) if (save and reuse) else None
+    done_rels: set[str] = set()
+    if run_id:
+        done_rels = {r for (r,) in _store().fetch("SELECT DISTINCT relation FROM run_results WHERE run_id = ?",
+                                                  [run_id])}
+        with _store().transaction() as cur:
+            cur.execute("UPDATE runs SET status = 'running', message = NULL WHERE run_id = ?", [run_id])
+    elif save:
+        run_id = _new_run_id()
+        _insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
+                    settings=settings, status="running", label=label)
+    prev_seconds = (get_run(run_id)["seconds"] or 0.0) if run_id else 0.0
+    if run_id:
+        with _ACTIVE_LOCK:
+            _ACTIVE.add(run_id)
+    start = time.perf_counter()
+    timings: dict[str, float] = defaultdict(float)
+    relations = [r for r in dataset.relations if r not in done_rels]
+    total = sum(len(dataset.queries_for(r)) for r in relations)
+    collected: list[Ranking] = []
+    done = 0
+    try:
+        for i, rel in enumerate(relations):
+            check_cancel()
+            queries = dataset.queries_for(rel)
+            candidates = dataset.candidates(vocab, rel if vocab == "relation" else None)
+            where = f"relation {i + 1}/{len(relations)} {rel}"
+
+            def stage(name, _base=done, _n=len(queries), _where=where):
+                def inner(n_done, n_total):
+                    check_cancel()
+                    # candidate encoding counts names, the other stages count this relation's queries
+                    frac = n_done / max(n_total, 1)
+                    shown = _base if name == "encoding candidates" else _base + int(frac * _n)
+                    report(shown, total, f"{_where} · {name} {n_done:,}/{n_total:,}")
+                return inner
+
+            if probe.name == "retrieval":
+                rankings = _retrieval(model, queries, candidates, opts, k, stage, timings)
+            else:
+                t = time.perf_counter()
+                rankings = probe.rank(model, queries, candidates, k=k, **opts,
+                                      progress=lambda d, tot, s, _st=stage: _st(s)(d, tot))
+                timings["probing"] += time.perf_counter() - t
+            if save:
+                t = time.perf_counter()
+                _insert_results(run_id, rankings_frame(rankings))
+                timings["saving"] += time.perf_counter() - t
+            else:
+                collected += rankings
+            done += len(queries)
+            report(done, total, f"{where} · done")
+    except Cancelled:
+        if run_id:
+            _finish_run(run_id, "cancelled", seconds=prev_seconds + time.perf_counter() - start,
+                        message="cancelled by the user")
+        raise
+    except BaseException as e:
+        if run_id:
+            _finish_run(run_id, "failed", seconds=prev_seconds + time.perf_counter() - start,
+                        message=f"{type(e).__name__}: {str(e)[:300]}")
+        raise
+    finally:
+        if run_id:
+            with _ACTIVE_LOCK:
+                _ACTIVE.discard(run_id)
+    seconds = time.perf_counter() - start
+    timings = {name: round(v, 3) for name, v in timings.items()}
+    if not save:
+        meta = {"run_id": None, "label": label or _label(model, dataset, probe.name, opts), "model": model.id,
+                "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
+                "seconds": seconds, "timings": timings, "status": "done", "settings_key": key}
+        return Run(None, meta, rankings_frame(collected), collected)
+    _finish_run(run_id, "done", seconds=prev_seconds + seconds, timings=timings)
+    return load_run(run_id)
+
+
+# ---------------------------------------------------------------- background jobs
+_WORK = threading.Semaphore(1)
+"""One heavy job at a time per process: the CPU (or GPU) is shared by every user of the app."""
+
+
+class Job:
+    """Run ``fn(progress, should_cancel)`` in a thread; pages poll ``status``/``fraction``/``text``.
+
+    ``status`` goes ``queued`` -> ``running`` -> ``done`` | ``cancelled`` | ``failed``; ``result`` holds
+    fn's return value, ``error`` a user-facing message.
+    """
+
+    def __init__(self, fn: Callable[[Progress, Callable[[], bool]], object], *, label: str = "job"):
+        self.fn, self.label = fn, label
+        self.status = "queued"
+        self.done, self.total, self.stage = 0, 0, "waiting for another job to finish"
+        self.result = None
+        self.error: str | None = None
+        self.started_at = time.time()
+        self.finished_at: float | None = None
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=f"probekit-{label}", daemon=True)
+
+    def start(self) -> Job:
+        self._thread.start()
+        return self
+
+    def progress(self, done: int, total: int, stage: str = "") -> None:
+        self.done, self.total, self.stage = done, total, stage
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def should_cancel(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "cancelled", "failed")
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 if self.status == "done" else min(1.0, self.done / self.total) if self.total else 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished_at or time.time()) - self.started_at
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return self.finished
+
+    def _main(self) -> None:
+        acquired = False
+        try:
+            while not (acquired := _WORK.acquire(timeout=0.2)):
+                if self._cancel.is_set():
+                    raise Cancelled("cancelled before it started")
+            self.status = "running"
+            self.stage = "starting"
+            self.result = self.fn(self.progress, self.should_cancel)
+            self.status = "done"
+        except Cancelled as e:
+            self.error, self.status = str(e), "cancelled"
+        except ProbekitError as e:
+            self.error, self.status = str(e), "failed"
+        except MemoryError:
+            self.error, self.status = "out of memory: try fewer relations or a smaller batch size", "failed"
+        except Exception as e:  # noqa: BLE001 - reported to the page, traceback to the log
+            traceback.print_exc()
+            self.error, self.status = f"unexpected {type(e).__name__}: {str(e)[:300]}", "failed"
+        finally:
+            if acquired:
+                _WORK.release()
+            self.finished_at = time.time()
+
+
+def start_benchmark(models_: Sequence, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                    vocab: str = "heads+tails", k: int = 10, device: str | None = None,
+                    reuse: bool = True) -> Job:
+    """A started :class:`Job` benchmarking each model in turn; ``result`` is the list of run ids.
+
+    Models are :class:`~probekit.models.LoadedModel` objects or ids; ids are loaded in the job (and
+    released after), so a typo fails the job with a message, not the page.
+    """
+    from . import models as models_mod
+
+    if not models_:
+        raise ProbekitError("pick at least one model")
+    probe = _probe(probe)
+    _check_run_args(dataset, vocab, k)
+
+    def work(progress, should_cancel):
+        run_ids = []
+        for n, m in enumerate(models_):
+            own = isinstance(m, str)
+            prefix = f"model {n + 1}/{len(models_)}" if len(models_) > 1 else ""
+            if own:
+                progress(0, 1, f"{prefix} loading {m}".strip())
+                m = models_mod.load(m, device=device)
+            try:
+                def report(d, t, s, _p=prefix):
+                    progress(d, t, f"{_p} · {s}" if _p else s)
+
+                run = run_benchmark(m, dataset, probe=probe, options=options, vocab=vocab, k=k, progress=report,
+                                    should_cancel=should_cancel, reuse=reuse)
+                run_ids.append(run.run_id)
+            finally:
+                if own:
+                    models_mod.release(m)
+        return run_ids
+
+    return Job(work, label="benchmark").start()
+
+
+# ---------------------------------------------------------------- CLI: python -m probekit runs ...
+def _print_summary(meta: dict, summary: dict) -> None:
+    ks = [int(c.split("@")[1]) for c in summary["macro"]]
+    print(f"{meta['run_id']}  {meta['label']}  [{meta['status']}, {meta['n_queries']} queries, "
+          f"{meta['device']}, {meta['seconds'] or 0:.1f} s]")
+    head = f"{'':<44}" + "".join(f"{'full@' + str(k):>9}" for k in ks) + "".join(f"{'hard@' + str(k):>9}" for k in ks)
+    print(head)
+    hard = summary.get("hard") or {}
+    for rel, row in summary["relations"].items():
+        hrow = (hard.get("relations") or {}).get(rel, {})
+        print(f"{rel[:43]:<44}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks)
+              + "".join(f"{100 * hrow[f'acc@{k}']:>9.2f}" if hrow else f"{'-':>9}" for k in ks))
+    for avg in ("macro", "micro"):
+        print(f"{avg:<44}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks)
+              + "".join(f"{100 * hard[avg][f'acc@{k}']:>9.2f}" if hard else f"{'-':>9}" for k in ks))
+
+
+def _cmd_runs(args) -> int:
+    from .cli import print_json
+
+    if args.action == "list":
+        frame = list_runs()
+        if args.format == "json":
+            print_json(frame.to_dict(orient="records"))
+        elif frame.empty:
+            print("no stored runs (run `python -m probekit bench --save`)")
+        else:
+            for r in frame.to_dict(orient="records"):
+                a1, a10 = r["macro acc@1"], r["macro acc@10"]
+                acc = "" if pd.isna(a1) else f"macro acc@1 {100 * a1:.2f}  acc@10 {100 * a10:.2f}"
+                print(f"{r['run_id']}  {r['status']:<9} {r['label']}  [{r['n_done']}/{r['n_queries']}]  {acc}")
+        return 0
+    if not args.run:
+        raise ProbekitError(f"`runs {args.action}` needs a run id (see `python -m probekit runs list`)")
+    if args.action == "show":
+        run = load_run(args.run)
+        summary = run.summary()
+        if args.format == "json":
+            print_json({"run": run.meta, **summary})
+        else:
+            _print_summary(run.meta, summary)
+        return 0
+    if args.action == "export":
+        fmt = args.format if args.format in EXPORT_FORMATS else None
+        if not args.out:
+            raise ProbekitError("`runs export` needs --out FILE (.csv or .parquet)")
+        path = export_run(args.run, args.out, fmt=fmt)
+        print(f"wrote {path}")
+        return 0
+    if args.action == "delete":
+        delete_run(args.run)
+        print(f"deleted {args.run}")
+        return 0
+    raise ProbekitError(f"unknown action {args.action!r}")  # pragma: no cover - argparse choices
+
+
+def add_cli(sub) -> None:
+    p = sub.add_parser("runs", help="stored benchmark runs: list, show, export, delete")
+    p.add_argument("action", choices=["list", "show", "export", "delete"])
+    p.add_argument("run", nargs="?", default=None, help="run id (show, export, delete)")
+    p.add_argument("--format", default="table", choices=["table", "json", *EXPORT_FORMATS],
+                   help="list/show: table | json; export: csv | parquet (default from --out's suffix)")
+    p.add_argument("--out", default=None, help="export: output file")
+    p.set_defaults(func=_cmd_runs)

@@ -1,0 +1,147 @@
+"""layers: per-layer accuracy equals the retrieval probe at each layer, one encoding pass, stored and reused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from probekit import cli, encode, index, layers, metrics, runs
+from probekit.datasets import hardness
+from probekit.errors import ProbekitError
+from probekit.probes import get_probe
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memo():
+    runs.clear_memo()
+    index.clear_memo()
+
+
+def count_encodes(monkeypatch):
+    calls = []
+    real = encode.encode_layers
+
+    def counting(model, texts, *, layers=None, **kw):
+        calls.append((len(texts), tuple(layers or ())))
+        return real(model, texts, layers=layers, **kw)
+
+    monkeypatch.setattr(runs, "encode_layers", counting)
+    monkeypatch.setattr(index, "encode_layers", counting)
+    return calls
+
+
+def test_each_layer_equals_the_probe_at_that_layer(tiny_encoder, tiny_dataset, monkeypatch):
+    calls = count_encodes(monkeypatch)
+    result = layers.run_layers(tiny_encoder, tiny_dataset, pooling="mean", layers=[0, 1, 2])
+    # one pass over the candidates for all layers, one per relation for the queries
+    n_cands = len(tiny_dataset.candidates())
+    assert calls[0] == (n_cands, (0, 1, 2))
+    assert sorted(calls[1:]) == sorted((len(tiny_dataset.queries_for(r)), (0, 1, 2)) for r in tiny_dataset.relations)
+    probe = get_probe("retrieval")
+    for L in (0, 1, 2):
+        rankings = probe.rank(tiny_encoder, tiny_dataset.queries, tiny_dataset.candidates(), k=10, layer=L,
+                              pooling="mean")
+        per = metrics.per_relation(rankings)
+        for k in (1, 5, 10):
+            acc = result.accuracy(k=k)
+            for rel, v in per.items():
+                assert acc.loc[rel, L] == pytest.approx(v[k])
+            assert result.averages().loc[L, f"micro acc@{k}"] == pytest.approx(metrics.acc_at_k(rankings, k=k,
+                                                                                            average="micro"))
+            assert result.averages().loc[L, f"macro acc@{k}"] == pytest.approx(metrics.acc_at_k(rankings, k=k))
+        hard = [r for r in rankings if hardness.is_hard(r.query.subject, list(r.query.golds))]
+        hard_acc = result.averages(subset="hard").loc[L, "micro acc@10"]
+        assert hard_acc == pytest.approx(metrics.acc_at_k(hard, k=10, average="micro"))
+
+
+def test_stored_and_reused(tiny_encoder, tiny_dataset, monkeypatch):
+    first = layers.run_layers(tiny_encoder, tiny_dataset)
+    assert first.layers == [1, 2] and first.run_id
+    calls = count_encodes(monkeypatch)
+    again = layers.run_layers(tiny_encoder, tiny_dataset, pooling=tiny_encoder.spec.pooling)
+    assert again.run_id == first.run_id and calls == []
+    pd.testing.assert_frame_equal(again.table, first.table, check_dtype=False)
+    # a fresh sweep reuses the cached embeddings; the benchmark at layer 1 does too
+    fresh = layers.run_layers(tiny_encoder, tiny_dataset, reuse=False, save=False)
+    assert fresh.run_id is None and calls == []
+    run = runs.run_benchmark(tiny_encoder, tiny_dataset, options={"layer": 1}, save=False)
+    assert calls == []
+    micro = metrics.acc_at_k(run.rankings(), k=1, average="micro")
+    assert first.averages().loc[1, "micro acc@1"] == pytest.approx(micro)
+    assert list(layers.list_layer_runs().run_id) == [first.run_id]
+    layers.delete_layer_run(first.run_id)
+    assert layers.list_layer_runs().empty
+
+
+def test_relation_vocab_and_cancel(tiny_encoder, tiny_dataset):
+    result = layers.run_layers(tiny_encoder, tiny_dataset, vocab="relation", save=False)
+    assert set(result.table.relation) == set(tiny_dataset.relations)
+    with pytest.raises(runs.Cancelled):
+        layers.run_layers(tiny_encoder, tiny_dataset, similarity="dot", should_cancel=lambda: True)
+    assert layers.list_layer_runs().empty
+
+
+def test_bad_inputs(tiny_encoder, tiny_dataset):
+    with pytest.raises(ProbekitError, match="out of range"):
+        layers.run_layers(tiny_encoder, tiny_dataset, layers=[3])
+    with pytest.raises(ProbekitError, match="integers"):
+        layers.run_layers(tiny_encoder, tiny_dataset, layers=["x"])
+    with pytest.raises(ProbekitError, match="pooling"):
+        layers.run_layers(tiny_encoder, tiny_dataset, pooling="max")
+    with pytest.raises(ProbekitError, match="no stored layer sweep"):
+        layers.load_layer_run("layers-nope")
+
+
+HAND = pd.DataFrame(
+    [(1, "a", "full", 4, 1, 2, 3), (2, "a", "full", 4, 3, 3, 4), (3, "a", "full", 4, 3, 4, 4),
+     (1, "b", "full", 2, 2, 2, 2), (2, "b", "full", 2, 0, 1, 2), (3, "b", "full", 2, 1, 2, 2),
+     (1, "a", "hard", 2, 0, 1, 1), (2, "a", "hard", 2, 1, 1, 2), (3, "a", "hard", 2, 1, 2, 2)],
+    columns=layers.TABLE_COLUMNS)
+
+
+def test_tables_against_naive_loops():
+    for subset in ("full", "hard"):
+        rows = [r for r in HAND.itertuples(index=False) if r.subset == subset]
+        for k in (1, 5, 10):
+            acc = layers.layer_accuracy(HAND, k=k, subset=subset)
+            col = 4 + (1, 5, 10).index(k)
+            for r in rows:
+                assert acc.loc[r.relation, r.layer] == r[col] / r.n
+            avg = layers.layer_averages(HAND, subset=subset)
+            for L in (1, 2, 3):
+                mine = [r for r in rows if r.layer == L]
+                assert avg.loc[L, f"micro acc@{k}"] == pytest.approx(sum(r[col] for r in mine) / sum(r.n for r in mine))
+                assert avg.loc[L, f"macro acc@{k}"] == pytest.approx(np.mean([r[col] / r.n for r in mine]))
+            best = layers.best_layers(acc).set_index("relation")
+            for rel in acc.index:
+                values = {r.layer: r[col] / r.n for r in rows if r.relation == rel}
+                top = max(values.values())
+                assert best.loc[rel, "best layer"] == min(L for L, v in values.items() if v == top)
+                assert best.loc[rel, "gain"] == pytest.approx(top - values[3])
+    with pytest.raises(ProbekitError, match="k must be"):
+        layers.layer_accuracy(HAND, k=3)
+
+
+def test_job_and_cli(capsys, tiny_encoder, tiny_encoder_dir, tiny_dataset, tmp_path):
+    from conftest import TINY_TRIPLES
+
+    job = layers.start_layers(tiny_encoder, tiny_dataset, similarity="dot")
+    assert job.wait(120) and job.status == "done", job.error
+    assert job.result.layers == [1, 2]
+    facts = tmp_path / "facts.csv"
+    facts.write_text(TINY_TRIPLES)
+    base = ["layers", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(facts), "--quiet"]
+    assert cli.main([*base, "--format", "json", "--save"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["layers"] == [1, 2] and data["run_id"]
+    assert set(data["full"]["per_layer"]) == {1, 2} or set(data["full"]["per_layer"]) == {"1", "2"}
+    assert set(data["full"]["best_layers"]["acc@1"]) == set(tiny_dataset.relations)
+    assert cli.main([*base, "--layers", "2"]) == 0
+    assert "best layer per relation" in capsys.readouterr().out
+    assert cli.main([*base, "--layers", "9"]) == 2
+    assert "out of range" in capsys.readouterr().err
+    assert cli.main(["layers", "--list"]) == 0
+    assert data["run_id"] in capsys.readouterr().out
