@@ -10,6 +10,9 @@ st.set_page_config(page_title="probekit", page_icon=":material/biotech:", layout
 PAGES = [
     ("Explore", st.Page("pages/probe.py", title="Probe", icon=":material/search:", default=True)),
     ("Explore", st.Page("pages/context.py", title="Context", icon=":material/segment:")),
+    ("Benchmark", st.Page("pages/benchmark.py", title="Benchmark", icon=":material/leaderboard:")),
+    ("Benchmark", st.Page("pages/compare.py", title="Compare runs", icon=":material/compare_arrows:")),
+    ("Benchmark", st.Page("pages/layers.py", title="Layers", icon=":material/stacked_line_chart:")),
 ]
 
 sections: dict[str, list] = {}

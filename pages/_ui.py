@@ -58,7 +58,7 @@ class progress:  # noqa: N801 - used like a function: report = ui.progress("…"
 
 
 # ---------------------------------------------------------------- models
-def _release(_key, model) -> None:
+def _release(model) -> None:  # streamlit passes the released value only
     models.release(model)
 
 

@@ -194,10 +194,10 @@ def align(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     return fa.merge(fb, on="key", suffixes=("_a", "_b"), how="inner")
 
 
-def hit_miss(a: pd.DataFrame, b: pd.DataFrame, *, k: int) -> pd.DataFrame:
-    """Shared queries that run ``a`` gets (gold in its top-k) and run ``b`` misses."""
+def hit_miss(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "full") -> pd.DataFrame:
+    """Shared queries (of ``which`` subset) that run ``a`` gets (gold in its top-k) and run ``b`` misses."""
     k = _check_k(k)
-    m = align(a, b)
+    m = align(subset(a, which), subset(b, which))
     m = m[_rank_hits(m["best_gold_rank_a"].to_numpy(), k) & ~_rank_hits(m["best_gold_rank_b"].to_numpy(), k)]
     return pd.DataFrame({
         "relation": m["relation_a"].to_numpy(), "query_id": m["query_id_a"].to_numpy(),
@@ -214,7 +214,7 @@ def _jaccard(x, y) -> float:
     return len(x & y) / len(x | y) if (x or y) else float("nan")
 
 
-def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int) -> dict:
+def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "full") -> dict:
     """How alike two runs rank the same queries.
 
     ``n`` shared queries; hit@k contingency (``both``, ``only_a``, ``only_b``, ``neither``); Spearman
@@ -225,7 +225,7 @@ def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int) -> dict:
     from scipy import stats
 
     k = _check_k(k)
-    m = align(a, b)
+    m = align(subset(a, which), subset(b, which))
     ha, hb = _rank_hits(m["best_gold_rank_a"].to_numpy(), k), _rank_hits(m["best_gold_rank_b"].to_numpy(), k)
     ra = pd.to_numeric(m["best_gold_rank_a"], errors="coerce").astype(float).to_numpy()
     rb = pd.to_numeric(m["best_gold_rank_b"], errors="coerce").astype(float).to_numpy()
@@ -249,11 +249,11 @@ def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int) -> dict:
     }
 
 
-def agreement_table(runs: Mapping[str, pd.DataFrame], *, k: int) -> pd.DataFrame:
+def agreement_table(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full") -> pd.DataFrame:
     """:func:`rank_agreement` for every pair of runs (``a``, ``b`` in the mapping's order)."""
     runs = _check_runs(runs)
     labels = list(runs)
-    rows = [{"a": x, "b": y, **rank_agreement(runs[x], runs[y], k=k)}
+    rows = [{"a": x, "b": y, **rank_agreement(runs[x], runs[y], k=k, which=which)}
             for i, x in enumerate(labels) for y in labels[i + 1:]]
     cols = ["a", "b", "n", "both", "only_a", "only_b", "neither", "n_ranked", "spearman", "kendall",
             "top1_agreement", "jaccard"]

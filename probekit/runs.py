@@ -17,6 +17,7 @@ query: golds, gold ranks, best gold rank, top-k ids/names/scores as JSON, gold l
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -166,26 +167,29 @@ def _check_run_args(dataset, vocab, k) -> None:
 
 # ---------------------------------------------------------------- results <-> frames
 def _is_hard(q: Query) -> bool | None:
+    return _hardness(q.subject, tuple(q.golds))
+
+
+@functools.lru_cache(maxsize=65536)
+def _hardness(subject: str, golds: tuple[str, ...]) -> bool | None:
     try:
-        return hardness.is_hard(q.subject, list(q.golds))
+        return hardness.is_hard(subject, list(golds))
     except ProbekitError:  # no golds or no subject (free queries): hardness undefined
         return None
 
 
 def rankings_frame(rankings: Sequence[Ranking]) -> pd.DataFrame:
     """One row per ranking with :data:`RESULT_COLUMNS` (list columns as Python lists)."""
-    rows = []
-    for r in rankings:
-        q = r.query
-        rows.append({
-            "query_id": q.id, "relation": q.relation, "subject": q.subject, "template": q.template,
-            "query": q.text(), "golds": list(q.golds), "gold_ranks": list(r.gold_ranks),
-            "best_gold_rank": r.best_gold_rank, "top_ids": [int(i) for i in r.ids], "top_names": list(r.names),
-            "top_scores": [float(s) for s in r.scores],
-            "gold_length": float(np.mean([len(g) for g in q.golds])) if q.golds else None,
-            "hard": _is_hard(q), "n_candidates": r.n_candidates,
-        })
-    frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    qs = [r.query for r in rankings]
+    frame = pd.DataFrame({
+        "query_id": [q.id for q in qs], "relation": [q.relation for q in qs], "subject": [q.subject for q in qs],
+        "template": [q.template for q in qs], "query": [q.text() for q in qs], "golds": [list(q.golds) for q in qs],
+        "gold_ranks": [list(r.gold_ranks) for r in rankings], "best_gold_rank": [r.best_gold_rank for r in rankings],
+        "top_ids": [[int(i) for i in r.ids] for r in rankings], "top_names": [list(r.names) for r in rankings],
+        "top_scores": [[float(s) for s in r.scores] for r in rankings],
+        "gold_length": [sum(map(len, q.golds)) / len(q.golds) if q.golds else None for q in qs],
+        "hard": [_is_hard(q) for q in qs], "n_candidates": [r.n_candidates for r in rankings],
+    }, columns=list(RESULT_COLUMNS))
     return _typed(frame)
 
 
@@ -244,13 +248,26 @@ def _json_frame(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
     return out
 
 
+def _arrow_schema():
+    import pyarrow as pa
+
+    types = {"golds": pa.list_(pa.string()), "gold_ranks": pa.list_(pa.int64()), "top_ids": pa.list_(pa.int64()),
+             "top_names": pa.list_(pa.string()), "top_scores": pa.list_(pa.float64()), "best_gold_rank": pa.int64(),
+             "gold_length": pa.float64(), "hard": pa.bool_(), "n_candidates": pa.int64()}
+    return pa.schema([(c, types.get(c, pa.string())) for c in RESULT_COLUMNS])
+
+
 def _insert_results(run_id: str, frame: pd.DataFrame) -> None:
-    data = _json_frame(frame, run_id)
-    cols = ", ".join(data.columns)
+    """Insert a results frame; list columns go in as typed Arrow lists and DuckDB writes their JSON."""
+    import pyarrow as pa
+
+    data = pa.Table.from_pandas(frame[list(RESULT_COLUMNS)], schema=_arrow_schema(), preserve_index=False)
+    select = ", ".join(f"to_json({c})::VARCHAR" if c in JSON_COLUMNS else c for c in RESULT_COLUMNS)
     with _store().transaction() as cur:
-        cur.register("pk_run_results_df", data)
-        cur.execute(f"INSERT INTO run_results ({cols}) SELECT {cols} FROM pk_run_results_df")
-        cur.unregister("pk_run_results_df")
+        cur.register("pk_run_results_arrow", data)
+        cur.execute(f"INSERT INTO run_results (run_id, {', '.join(RESULT_COLUMNS)}) "
+                    f"SELECT ?, {select} FROM pk_run_results_arrow", [run_id])
+        cur.unregister("pk_run_results_arrow")
 
 
 def _label(model, dataset, probe_name, opts) -> str:
@@ -335,10 +352,34 @@ def _results(run_id: str, relations: Sequence[str] | None = None) -> pd.DataFram
     return _typed(frame)
 
 
+_RUNS: OrderedDict[tuple, Run] = OrderedDict()
+_RUNS_SIZE = 12
+_RUNS_LOCK = threading.Lock()
+
+
 def load_run(run_id: str, *, relations: Sequence[str] | None = None) -> Run:
-    """A stored run (optionally only some relations) as a :class:`Run`."""
+    """A stored run (optionally only some relations) as a :class:`Run`.
+
+    Finished runs never change, so whole ones are kept in a small in-process memo shared by every
+    caller (treat the returned frame as read-only).
+    """
     meta = get_run(run_id)
-    return Run(meta["run_id"], meta, _results(meta["run_id"], relations))
+    rid = meta["run_id"]
+    key = (_store().path, rid)
+    whole = relations is None and meta["status"] == "done"
+    if whole:
+        with _RUNS_LOCK:
+            hit = _RUNS.get(key)
+            if hit is not None:
+                _RUNS.move_to_end(key)
+                return hit
+    run = Run(rid, meta, _results(rid, relations))
+    if whole:
+        with _RUNS_LOCK:
+            _RUNS[key] = run
+            while len(_RUNS) > _RUNS_SIZE:
+                _RUNS.popitem(last=False)
+    return run
 
 
 def find_run(settings, *, statuses: Sequence[str] = ("done",)) -> str | None:
@@ -383,11 +424,13 @@ def delete_run(run_id: str) -> None:
     with _store().transaction() as cur:
         cur.execute("DELETE FROM run_results WHERE run_id = ?", [meta["run_id"]])
         cur.execute("DELETE FROM runs WHERE run_id = ?", [meta["run_id"]])
+    with _RUNS_LOCK:
+        _RUNS.pop((_store().path, meta["run_id"]), None)
 
 
-def export_frame(run_id: str) -> pd.DataFrame:
+def export_frame(run: str | Run) -> pd.DataFrame:
     """A run's results with its model, dataset and probe: the export table (JSON text columns)."""
-    run = load_run(run_id)
+    run = load_run(run) if isinstance(run, str) else run
     data = _json_frame(run.frame, run.run_id)
     for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "probe", "vocab")):
         data.insert(1 + i, c, run.meta[c])
@@ -494,18 +537,20 @@ def query_embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pool
 
 
 def rank_vectors(queries: Sequence[Query], candidates, index: EntityIndex, qvec: np.ndarray, *, k: int,
-                 progress: Callable[[int, int], None] | None = None, chunk: int = 256) -> list[Ranking]:
-    """Rankings from query vectors (n_queries, dim) against an index: the retrieval probe's scoring step."""
+                 progress: Callable[[int, int], None] | None = None, chunk: int = 1024) -> list[Ranking]:
+    """Rankings from query vectors (n_queries, dim) against an index: the retrieval probe's scoring step
+    (:func:`~probekit.probes.base.top_k_and_gold_ranks` on every row of exact scores)."""
     from .probes.base import gold_indices, top_k_and_gold_ranks
 
     out: list[Ranking] = []
+    names, n = candidates.names, len(candidates)
     for start in range(0, len(queries), chunk):
         sims = index.all_scores(qvec[start:start + chunk])  # (chunk, n_names)
         for j, q in enumerate(queries[start:start + chunk]):
             top, ranks = top_k_and_gold_ranks(sims[j], k, gold_indices(q, candidates))
-            out.append(Ranking(query=q, ids=tuple(int(i) for i in top), names=tuple(candidates.names[i] for i in top),
-                               scores=tuple(float(sims[j, i]) for i in top), gold_ranks=tuple(ranks),
-                               n_candidates=len(candidates)))
+            ids = top.tolist()
+            out.append(Ranking(query=q, ids=tuple(ids), names=tuple(names[i] for i in ids),
+                               scores=tuple(sims[j, top].tolist()), gold_ranks=tuple(ranks), n_candidates=n))
         if progress:
             progress(min(start + chunk, len(queries)), len(queries))
     return out
@@ -600,6 +645,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
     relations = [r for r in dataset.relations if r not in done_rels]
     total = sum(len(dataset.queries_for(r)) for r in relations)
     collected: list[Ranking] = []
+    frames: list[pd.DataFrame] = []
     done = 0
     try:
         for i, rel in enumerate(relations):
@@ -624,12 +670,12 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
                 rankings = probe.rank(model, queries, candidates, k=k, **opts,
                                       progress=lambda d, tot, s, _st=stage: _st(s)(d, tot))
                 timings["probing"] += time.perf_counter() - t
+            t = time.perf_counter()
+            frames.append(rankings_frame(rankings))
             if save:
-                t = time.perf_counter()
-                _insert_results(run_id, rankings_frame(rankings))
-                timings["saving"] += time.perf_counter() - t
-            else:
-                collected += rankings
+                _insert_results(run_id, frames[-1])
+            timings["saving"] += time.perf_counter() - t
+            collected += rankings
             done += len(queries)
             report(done, total, f"{where} · done")
     except Cancelled:
@@ -652,9 +698,18 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
         meta = {"run_id": None, "label": label or _label(model, dataset, probe.name, opts), "model": model.id,
                 "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
                 "seconds": seconds, "timings": timings, "status": "done", "settings_key": key}
-        return Run(None, meta, rankings_frame(collected), collected)
+        return Run(None, meta, _concat(frames), collected)
     _finish_run(run_id, "done", seconds=prev_seconds + seconds, timings=timings)
-    return load_run(run_id)
+    if done_rels:  # resumed: part of the results came from the store
+        return load_run(run_id)
+    frame = _concat(frames).sort_values(["relation", "query_id"], ignore_index=True)
+    return Run(run_id, get_run(run_id), frame)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    if not frames:
+        return _typed(pd.DataFrame({c: [] for c in RESULT_COLUMNS}))
+    return _typed(pd.concat(frames, ignore_index=True))
 
 
 # ---------------------------------------------------------------- background jobs
@@ -714,7 +769,9 @@ class Job:
         try:
             while not (acquired := _WORK.acquire(timeout=0.2)):
                 if self._cancel.is_set():
-                    raise Cancelled("cancelled before it started")
+                    break
+            if self._cancel.is_set():
+                raise Cancelled("cancelled before it started")
             self.status = "running"
             self.stage = "starting"
             self.result = self.fn(self.progress, self.should_cancel)
