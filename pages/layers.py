@@ -73,11 +73,12 @@ if acc.empty:
     st.info(f"No {which} queries in this sweep.")
     st.stop()
 best = result.best_layers(k=k, subset=which)
+marked = best.dropna(subset=["best layer"]).astype({"best layer": int})  # relations with at least one hit
 
 st.subheader(f"acc@{k} (%) per relation and layer")
 fig = px.imshow(acc, aspect="auto", text_auto=".1f", color_continuous_scale="Blues",
                 labels={"x": "layer", "y": "relation", "color": f"acc@{k}"})
-fig.add_scatter(x=best["best layer"], y=best["relation"], mode="markers", name="best layer",
+fig.add_scatter(x=marked["best layer"], y=marked["relation"], mode="markers", name="best layer",
                 marker=dict(symbol="star", size=14, color="#c62828", line=dict(width=1, color="white")),
                 hovertemplate="%{y}: best layer %{x}<extra></extra>")
 fig.update_layout(height=max(320, 28 * len(acc)), margin=dict(l=0, r=0, t=30, b=0), xaxis=dict(dtick=1),
@@ -87,8 +88,8 @@ st.plotly_chart(fig, key="ly_heatmap")
 lines = go.Figure()
 for rel, row in acc.iterrows():
     lines.add_scatter(x=list(row.index), y=list(row.values), mode="lines+markers", name=rel)
-lines.add_scatter(x=best["best layer"], y=best["best acc"] * 100, mode="markers", name="best layer",
-                  marker=dict(symbol="star", size=13, color="#c62828"), text=best["relation"],
+lines.add_scatter(x=marked["best layer"], y=marked["best acc"] * 100, mode="markers", name="best layer",
+                  marker=dict(symbol="star", size=13, color="#c62828"), text=marked["relation"],
                   hovertemplate="%{text}: best layer %{x} (%{y:.1f})<extra></extra>")
 avg = result.averages(subset=which)
 lines.add_scatter(x=list(avg.index), y=list(avg[f"macro acc@{k}"] * 100), mode="lines", name="macro average",

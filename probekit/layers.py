@@ -105,12 +105,13 @@ def layer_averages(table: pd.DataFrame, *, subset: str = "full") -> pd.DataFrame
 
 
 def best_layers(accuracy: pd.DataFrame) -> pd.DataFrame:
-    """Per relation (row of a :func:`layer_accuracy` matrix): the best layer (the lowest on ties), its
-    accuracy, the last layer's accuracy and the gain of the best over the last.
+    """Per relation (row of a :func:`layer_accuracy` matrix): the best layer (the lowest on ties; missing
+    when no layer gets a single hit), its accuracy, the last layer's accuracy and the gain of the best
+    over the last.
 
-    >>> acc = pd.DataFrame({1: [0.2, 0.5], 2: [0.4, 0.5], 3: [0.3, 0.1]}, index=["a", "b"])
+    >>> acc = pd.DataFrame({1: [0.2, 0.5, 0.0], 2: [0.4, 0.5, 0.0], 3: [0.3, 0.1, 0.0]}, index=["a", "b", "c"])
     >>> best_layers(acc)[["best layer", "best acc"]].to_dict("list")
-    {'best layer': [2, 1], 'best acc': [0.4, 0.5]}
+    {'best layer': [2, 1, None], 'best acc': [0.4, 0.5, 0.0]}
     """
     if accuracy.empty:
         return pd.DataFrame(columns=["relation", "best layer", "best acc", "last layer acc", "gain"])
@@ -120,7 +121,8 @@ def best_layers(accuracy: pd.DataFrame) -> pd.DataFrame:
     layers = list(accuracy.columns)
     best_acc = values[np.arange(len(values)), best]
     last = values[:, -1]
-    return pd.DataFrame({"relation": list(accuracy.index), "best layer": [int(layers[i]) for i in best],
+    best_layer = pd.array([int(layers[i]) if v > 0 else pd.NA for i, v in zip(best, best_acc)], dtype="Int64")
+    return pd.DataFrame({"relation": list(accuracy.index), "best layer": best_layer,
                          "best acc": best_acc, "last layer acc": last, "gain": best_acc - last})
 
 
@@ -163,8 +165,10 @@ class LayerRun:
                 "relations": {rel: {f"acc@{k}": {int(L): v for L, v in self.accuracy(k=k, subset=subset)
                                                  .loc[rel].items() if not pd.isna(v)} for k in KS}
                               for rel in self.accuracy(subset=subset).index},
-                "best_layers": {f"acc@{k}": self.best_layers(k=k, subset=subset).set_index("relation")
-                                .to_dict("index") for k in (1, 10)},
+                "best_layers": {f"acc@{k}": {row["relation"]: {c: (None if pd.isna(v) else v) for c, v in row.items()
+                                                          if c != "relation"}
+                                             for row in self.best_layers(k=k, subset=subset).to_dict("records")}
+                                for k in (1, 10)},
             }
         return out
 
@@ -259,16 +263,16 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
     rows: list[tuple] = []
     done = 0
 
-    def stage(name, base):
+    def stage(name):
         def inner(d, t):
             check_cancel()
-            report(base, total, f"{name} {d:,}/{t:,}")
+            report(d, t, name)
         return inner
 
     def indexes_for(candidates, where):
         t = time.perf_counter()
         vecs = index.candidate_embeddings(model, candidates, layers=layers, pooling=pooling, batch_size=batch_size,
-                                          progress=stage(f"{where}encoding candidates ({len(layers)} layers)", done),
+                                          progress=stage(f"{where}encoding candidates ({len(layers)} layers)"),
                                           **fast_kw)  # {layer: (n_names, dim)}
         timings["encoding candidates"] += time.perf_counter() - t
         return {L: EntityIndex(vecs[L], similarity=similarity) for L in layers}
@@ -284,7 +288,7 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
         t = time.perf_counter()
         texts = [q.text(model.mask_token) for q in queries]
         qvecs = runs.query_embeddings(model, texts, layers=layers, pooling=pooling, max_length=max_length,
-                                      batch_size=batch_size, progress=stage(f"{where}encoding queries", done),
+                                      batch_size=batch_size, progress=stage(f"{where}encoding queries"),
                                       fast=fast)  # {layer: (n_queries, dim)}
         timings["encoding queries"] += time.perf_counter() - t
         t = time.perf_counter()
@@ -376,8 +380,9 @@ def _print_table(result: LayerRun) -> None:
         best1, best10 = result.best_layers(k=1, subset=subset), result.best_layers(k=10, subset=subset)
         print(f"\n{subset} set: best layer per relation (acc@1 | acc@10, %)")
         for a, b in zip(best1.itertuples(index=False), best10.itertuples(index=False)):
-            print(f"  {a.relation[:44]:<45} L{a[1]:<3} {100 * a[2]:>6.2f} (last {100 * a[3]:>6.2f})   |   "
-                  f"L{b[1]:<3} {100 * b[2]:>6.2f} (last {100 * b[3]:>6.2f})")
+            la, lb = ("-" if pd.isna(x[1]) else f"L{x[1]}" for x in (a, b))
+            print(f"  {a.relation[:44]:<45} {la:<4} {100 * a[2]:>6.2f} (last {100 * a[3]:>6.2f})   |   "
+                  f"{lb:<4} {100 * b[2]:>6.2f} (last {100 * b[3]:>6.2f})")
 
 
 def _cmd_layers(args) -> int:

@@ -98,7 +98,8 @@ def test_bad_inputs(tiny_encoder, tiny_dataset):
 HAND = pd.DataFrame(
     [(1, "a", "full", 4, 1, 2, 3), (2, "a", "full", 4, 3, 3, 4), (3, "a", "full", 4, 3, 4, 4),
      (1, "b", "full", 2, 2, 2, 2), (2, "b", "full", 2, 0, 1, 2), (3, "b", "full", 2, 1, 2, 2),
-     (1, "a", "hard", 2, 0, 1, 1), (2, "a", "hard", 2, 1, 1, 2), (3, "a", "hard", 2, 1, 2, 2)],
+     (1, "a", "hard", 2, 0, 1, 1), (2, "a", "hard", 2, 1, 1, 2), (3, "a", "hard", 2, 1, 2, 2),
+     (1, "c", "hard", 3, 0, 0, 1), (2, "c", "hard", 3, 0, 0, 0), (3, "c", "hard", 3, 0, 1, 1)],
     columns=layers.TABLE_COLUMNS)
 
 
@@ -119,7 +120,10 @@ def test_tables_against_naive_loops():
             for rel in acc.index:
                 values = {r.layer: r[col] / r.n for r in rows if r.relation == rel}
                 top = max(values.values())
-                assert best.loc[rel, "best layer"] == min(L for L, v in values.items() if v == top)
+                if top == 0:
+                    assert pd.isna(best.loc[rel, "best layer"])
+                else:
+                    assert best.loc[rel, "best layer"] == min(L for L, v in values.items() if v == top)
                 assert best.loc[rel, "gain"] == pytest.approx(top - values[3])
     with pytest.raises(ProbekitError, match="k must be"):
         layers.layer_accuracy(HAND, k=3)

@@ -66,6 +66,9 @@ def test_retrieval_run_equals_probe_and_round_trips(tiny_encoder, tiny_dataset):
     assert meta["device"] == "cpu" and meta["probekit_version"] and meta["k"] == 5
     assert set(meta["timings"]) >= {"encoding candidates", "encoding queries", "scoring", "saving"}
     assert len(expected) == len(loaded.frame)
+    from probekit.store import get_store
+
+    assert get_store().schema_version("runs") == len(runs.MIGRATIONS)
 
 
 def test_mask_average_run_equals_probe(tiny_mlm, tiny_dataset):
