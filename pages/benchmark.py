@@ -100,7 +100,8 @@ if not selected:
     st.stop()
 loaded = {}
 with ui.guard("Loading runs"):
-    loaded = {names[r]: runs.load_run(r) for r in selected if info.n_done[r]}  # finished runs are memoised
+    short = rm.short_labels({r: names[r] for r in selected})
+    loaded = {short[r]: runs.load_run(r) for r in selected if info.n_done[r]}  # finished runs are memoised
 if len(loaded) < len(selected):
     st.caption("Runs without results yet (cancelled before their first relation) are left out.")
 if not loaded:
@@ -119,14 +120,15 @@ st.caption("Hard: MedLAMA's hard queries (avg_match and avg_rouge_l < 0.1) withi
 c1, c2 = st.columns(2)
 kk = c1.segmented_control("acc@", [1, 5, 10], default=10, key="bm_show_k") or 10
 which = c2.segmented_control("Queries", ["full", "hard"], default="full", key="bm_show_set") or "full"
-per = rm.relation_accuracy(frames, k=kk, which=which)
+per = rm.relation_accuracy(frames, k=kk, which=which).assign(acc=lambda d: d.acc * 100)
 fig = px.bar(per, x="relation", y="acc", color="run", barmode="group", hover_data=["n"],
-             labels={"acc": f"acc@{kk}"})
+             labels={"acc": f"acc@{kk} (%)"})
 fig.update_layout(height=420, margin=dict(l=0, r=0, t=30, b=0), legend=dict(orientation="h", y=-0.45))
 st.plotly_chart(fig, key="bm_rel_chart")
-by_len = rm.accuracy_by_length({lab: rm.subset(f, which) for lab, f in frames.items()})
+by_len = rm.accuracy_by_length({lab: rm.subset(f, which) for lab, f in frames.items()}, ks=[kk])
+by_len[f"acc@{kk}"] *= 100
 fig = px.bar(by_len, x="bin", y=f"acc@{kk}", color="run", barmode="group", hover_data=["n"],
-             labels={"bin": "gold answer length (characters, mean over a query's golds)"})
+             labels={"bin": "gold answer length (characters, mean over a query's golds)", f"acc@{kk}": f"acc@{kk} (%)"})
 fig.update_layout(height=340, margin=dict(l=0, r=0, t=30, b=0), showlegend=False)
 st.plotly_chart(fig, key="bm_len_chart")
 

@@ -25,8 +25,9 @@ if len(selected) < 2:
     st.info("Pick at least two runs.")
     st.stop()
 frames = {}
+short = rm.short_labels({r: names[r] for r in selected})
 with ui.guard("Loading runs"):
-    frames = {names[r]: runs.load_run(r).frame for r in selected}
+    frames = {short[r]: runs.load_run(r).frame for r in selected}
 if len(frames) < len(selected):
     st.stop()
 labels = list(frames)

@@ -179,6 +179,20 @@ def relation_queries(frame: pd.DataFrame, relation: str, *, k: int) -> pd.DataFr
     })
 
 
+def short_labels(labels: Mapping[str, str], *, sep: str = " · ") -> dict[str, str]:
+    """Labels without the parts every label shares (model, dataset… when only a setting differs).
+
+    >>> short_labels({"a": "MiniLM · medlama · cosine [x1]", "b": "MiniLM · medlama · l2 [x2]"})
+    {'a': 'cosine [x1]', 'b': 'l2 [x2]'}
+    """
+    parts = {key: str(label).split(sep) for key, label in labels.items()}
+    if len(parts) < 2:
+        return {key: str(label) for key, label in labels.items()}
+    common = set.intersection(*(set(p) for p in parts.values()))
+    out = {key: sep.join(x for x in p if x not in common) or str(labels[key]) for key, p in parts.items()}
+    return out if len(set(out.values())) == len(out) else {key: str(label) for key, label in labels.items()}
+
+
 # ---------------------------------------------------------------- comparing runs
 def query_keys(frame: pd.DataFrame) -> pd.Series:
     """A key naming the same query across runs and sets (MedLAMA full and hard ids differ)."""

@@ -207,3 +207,11 @@ def test_relation_differences():
         assert out.loc[rel, "A"] == pytest.approx(na) and out.loc[rel, "Δ B"] == pytest.approx(nb - na)
     assert math.isnan(out.loc["r3", "B"]) and math.isnan(out.loc["r4", "A"])
     assert out.loc["macro", "A"] == pytest.approx(naive_acc(records(a), 10, "macro"))
+
+
+def test_short_labels():
+    labels = {"a": "M · d · cosine [1]", "b": "M · d · l2 [2]", "c": "M · e · l2 [3]"}
+    assert rm.short_labels(labels) == {"a": "d · cosine [1]", "b": "d · l2 [2]", "c": "e · l2 [3]"}
+    assert rm.short_labels({"a": "x · y"}) == {"a": "x · y"}
+    same = {"a": "M · d", "b": "M · d"}  # nothing tells them apart: keep the full labels
+    assert rm.short_labels(same) == same
