@@ -23,6 +23,7 @@ COMMAND_MODULES = ["probekit.cli"]
 """Feature modules with an ``add_cli(subparsers)``; each issue adds its module here."""
 COMMAND_MODULES.append("probekit.context")  # context variance: single triple and dataset UCM
 COMMAND_MODULES += ["probekit.runs", "probekit.layers"]  # stored benchmark runs; layer-wise probing
+COMMAND_MODULES.append("probekit.annotations")  # expert annotation sessions: create, list, stats, export
 
 
 # ---------------------------------------------------------------- shared helpers for subcommands
