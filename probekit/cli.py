@@ -47,12 +47,15 @@ def add_probe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer", type=int, default=None, help="hidden_states[L] (default: last layer)")
     p.add_argument("--vocab", default="heads+tails", choices=["heads+tails", "tails", "relation"])
     p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--fast", action="store_true", help="retrieval: bf16 autocast on CPU (about 2x faster encoding)")
 
 
 def probe_options(args, probe) -> dict:
     """The subset of parsed args that ``probe`` accepts, dropping unset ones."""
     names = {o.name for o in probe.options}
     opts = {k: getattr(args, k, None) for k in ("pooling", "similarity", "layer", "batch_size")}
+    if getattr(args, "fast", False):
+        opts["fast"] = True
     return {k: v for k, v in opts.items() if k in names and v is not None}
 
 

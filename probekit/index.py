@@ -32,10 +32,11 @@ _LOCK = threading.Lock()
 
 
 def embedding_key(model: LoadedModel, candidates: CandidateSet, *, layer: int, pooling: str,
-                  max_length: int = NAME_MAX_LENGTH) -> str:
+                  max_length: int = NAME_MAX_LENGTH, fast: bool = False) -> str:
     """Hash of everything that determines the candidate embeddings."""
-    # CUDA encodes under autocast, so its vectors differ slightly from CPU fp32 ones: keep them apart.
-    precision = "amp" if model.device.type == "cuda" else "fp32"
+    # CUDA encodes under autocast and CPU ``fast`` mode under bf16 autocast, so their vectors differ
+    # slightly from CPU fp32 ones: keep them apart.
+    precision = "amp" if model.device.type == "cuda" else ("bf16" if fast else "fp32")
     parts = {"model": model.source, "rev": model.revision, "layer": layer, "pooling": pooling,
              "max_length": max_length, "names": candidates.key, "enc": ENCODER_VERSION, "precision": precision}
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
@@ -64,13 +65,16 @@ def clear_memo() -> None:
 
 def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers: Sequence[int],
                          pooling: str, batch_size: int = 128, progress: Progress | None = None,
-                         use_cache: bool = True) -> dict[int, np.ndarray]:
-    """(n_names, dim) float32 per layer, from memo, disk cache, or by encoding the missing layers once."""
+                         use_cache: bool = True, fast: bool = False) -> dict[int, np.ndarray]:
+    """(n_names, dim) float32 per layer, from memo, disk cache, or by encoding the missing layers once.
+
+    ``fast`` encodes under bf16 autocast on CPU (about 2x faster on CPUs with bf16 support).
+    """
     out: dict[int, np.ndarray] = {}
     missing: list[int] = []
     folder = config.cache_dir() / "embeddings"
     for layer in layers:
-        key = embedding_key(model, candidates, layer=layer, pooling=pooling)
+        key = embedding_key(model, candidates, layer=layer, pooling=pooling, fast=fast)
         vec = _memo_get(key) if use_cache else None
         if vec is None and use_cache and (folder / f"{key}.npy").exists():
             try:
@@ -85,10 +89,10 @@ def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers
             out[layer] = vec
     if missing:
         vecs = encode_layers(model, candidates.names, layers=missing, pooling=pooling,
-                             batch_size=batch_size, max_length=NAME_MAX_LENGTH, progress=progress)
+                             batch_size=batch_size, max_length=NAME_MAX_LENGTH, progress=progress, fast=fast)
         folder.mkdir(parents=True, exist_ok=True)
         for layer, vec in zip(missing, vecs):
-            key = embedding_key(model, candidates, layer=layer, pooling=pooling)
+            key = embedding_key(model, candidates, layer=layer, pooling=pooling, fast=fast)
             if use_cache:
                 tmp = folder / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.npy"
                 np.save(tmp, vec)
@@ -144,18 +148,18 @@ class EntityIndex:
 
 def build_index(model: LoadedModel, candidates: CandidateSet, *, layer: int | None = None, pooling: str = "mean",
                 similarity: str = "cosine", batch_size: int = 128, progress: Progress | None = None,
-                use_cache: bool = True) -> EntityIndex:
+                use_cache: bool = True, fast: bool = False) -> EntityIndex:
     """The index for one (model, layer, pooling, candidate set), from cache when possible."""
     if len(candidates) == 0:
         raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
     layer = model.num_layers if layer is None else layer
-    key = embedding_key(model, candidates, layer=layer, pooling=pooling) + ":" + similarity
+    key = embedding_key(model, candidates, layer=layer, pooling=pooling, fast=fast) + ":" + similarity
     with _LOCK:
         hit = _INDEX_MEMO.get(key) if use_cache else None
     if hit is not None:
         return hit
     vec = candidate_embeddings(model, candidates, layers=[layer], pooling=pooling, batch_size=batch_size,
-                               progress=progress, use_cache=use_cache)[layer]
+                               progress=progress, use_cache=use_cache, fast=fast)[layer]
     index = EntityIndex(vec, similarity=similarity)
     if use_cache:
         with _LOCK:

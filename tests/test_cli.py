@@ -194,3 +194,9 @@ def test_module_entry_point(tmp_path):
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert res.returncode == 2 and res.stderr.startswith("error: the query needs exactly one [MASK]")
     assert "Traceback" not in res.stderr
+
+
+def test_bench_fast_flag(capsys, tiny_encoder_dir, triples_file):
+    code, out, _ = run(capsys, "bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir",
+                       triples_file, "--fast", "--format", "json", "--quiet")
+    assert code == 0 and json.loads(out)["options"] == {"similarity": "cosine", "fast": True}

@@ -153,3 +153,14 @@ def test_no_cache(tiny_encoder, count_encodes):
 def test_empty_candidates(tiny_encoder):
     with pytest.raises(ProbekitError, match="candidate set is empty"):
         build_index(tiny_encoder, CandidateSet.from_names([]))
+
+
+def test_fast_mode_has_its_own_cache_entry(tiny_encoder, count_encodes):
+    cands = CandidateSet.from_names(NAMES)
+    assert embedding_key(tiny_encoder, cands, layer=2, pooling="mean", fast=True) != \
+        embedding_key(tiny_encoder, cands, layer=2, pooling="mean")
+    exact = build_index(tiny_encoder, cands)
+    fast = build_index(tiny_encoder, cands, fast=True)
+    assert count_encodes == [[2], [2]] and fast is not exact
+    cos = (exact.vectors * fast.vectors).sum(1)  # both normalised (cosine)
+    assert cos.min() > 0.99  # bf16 autocast: close, not equal

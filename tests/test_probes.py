@@ -211,3 +211,13 @@ def test_registry():
 def test_probes_for(tiny_mlm, tiny_encoder):
     assert probes_for(tiny_encoder) == ["retrieval"]
     assert set(probes_for(tiny_mlm)) == {"retrieval", "mask_average"}
+
+
+def test_retrieval_fast_mode_close_to_exact(tiny_encoder, cands):
+    exact = get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, k=len(NAMES))
+    fast = get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, k=len(NAMES), fast=True)
+    for a, b in zip(exact, fast):
+        sa, sb = dict(zip(a.names, a.scores)), dict(zip(b.names, b.scores))
+        assert max(abs(sa[n] - sb[n]) for n in NAMES) < 0.05
+    with pytest.raises(ProbekitError, match="fast='yes'"):
+        get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, fast="yes")

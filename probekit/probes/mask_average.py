@@ -57,7 +57,8 @@ class MaskAverageProbe(Probe):
                     if (mask_pos.sum(1) != n).any():
                         raise ProbekitError(f"a query is too long to hold {n} mask tokens within "
                                             f"{max_length} tokens; shorten it")
-                    logp = logits.float().log_softmax(-1)[mask_pos].view(len(batch_q), n, -1)  # (batch, n, vocab)
+                    # only the n mask rows need a softmax over the vocabulary: (batch, n, vocab)
+                    logp = logits[mask_pos].float().log_softmax(-1).view(len(batch_q), n, -1)
                     # gather each candidate's token log-prob at each mask position: (batch, n_cand, n)
                     pos = torch.arange(n, device=model.device)
                     per_tok = logp[:, pos[None, :], cand]  # (batch, n_cand, n)

@@ -17,7 +17,8 @@ QUERY_MAX_LENGTH = 50
 
 
 class RetrievalProbe(Probe):
-    def _rank(self, model, queries, candidates, *, k, progress, pooling, similarity, layer, batch_size, max_length):
+    def _rank(self, model, queries, candidates, *, k, progress, pooling, similarity, layer, batch_size, max_length,
+              fast):
         pooling = pooling or model.spec.pooling
         try:
             layer = model.num_layers if layer in (None, -1, "") else int(layer)
@@ -28,10 +29,10 @@ class RetrievalProbe(Probe):
             return None if progress is None else (lambda d, t: progress(d, t, name))
 
         index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
-                            batch_size=batch_size, progress=stage("encoding candidates"))
+                            batch_size=batch_size, progress=stage("encoding candidates"), fast=fast)
         texts = [q.text(model.mask_token) for q in queries]
         qvec = encode(model, texts, layer=layer, pooling=pooling, batch_size=batch_size,
-                      max_length=max_length, progress=stage("encoding queries"))  # (n_queries, dim)
+                      max_length=max_length, fast=fast, progress=stage("encoding queries"))  # (n_queries, dim)
         # Gold ranks beyond k need every candidate's score anyway, so one exact matrix product per
         # chunk gives both the top-k and the ranks (no separate faiss search: half the work, and a
         # single live query is then as fast as encoding it plus a bare faiss search).
@@ -59,6 +60,8 @@ PROBE = RetrievalProbe(
         Option("layer", None, (), "hidden_states[L]; None = last layer"),
         Option("batch_size", 128, (), "encoding batch size"),
         Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept; longer queries are cut at the end"),
+        Option("fast", False, (False, True), "bf16 autocast on CPU: about 2x faster encoding, scores differ "
+               "slightly (needs a CPU with bf16 support; CUDA always uses autocast)"),
     ),
     description="Encode the masked query and all entity names; rank names by similarity (any encoder).",
 )
