@@ -85,10 +85,11 @@ with single:
                        f"in which segments are added (left first, then alternating).")
 
     if st.button("Run", type="primary", key="ctx_run", disabled=seg is None):
-        with ui.guard("Context run"):
+        with ui.guard("Context run"), (bar := st.empty()).container():
             st.session_state.ctx_result = ctx.run_context(
                 model, query, target=target, pool=pool, document=document, variant=variant, probe=probe,
                 seed=int(seed), permutations=int(perms), progress=ui.progress("Ranking the pool"))
+        bar.empty()
     result = st.session_state.get("ctx_result")
     if result is not None and result.query.id == query.id:
         run = result.runs[0]
@@ -126,9 +127,10 @@ with dataset:
     negative = c3.checkbox("Also negative target", True, key="ctx_d_neg")
     save = c3.checkbox("Store the run", True, key="ctx_d_save")
     if st.button("Run dataset mode", type="primary", key="ctx_d_run"):
-        with ui.guard("Dataset run"):
+        with ui.guard("Dataset run"), (bar := st.empty()).container():
             res = ctx.run_dataset(model, ds, probe=probe, relations=rels or None, limit=int(limit) or None,
                                   negative=negative, progress=ui.progress("Context runs"))
+            bar.empty()
             st.session_state.ctx_d_result = res
             if save:
                 st.session_state.ctx_d_saved = context_runs.save_run(res, model=model, label=ui.model_label())
