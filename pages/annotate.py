@@ -1,0 +1,195 @@
+"""Annotate (expert): rate each answer of a session 1–5 with the MedLAMA rubric, blind, by keyboard or clicks.
+
+The session and the expert's name live in the URL (``?session=…&annotator=…``), so a reload or a later visit
+resumes exactly where the expert stopped. Keys: 1–5 rate the marked answer, S skips it, U undoes the last
+rating, Enter goes to the next query. Only the expert's own ratings are ever shown.
+
+Keys are read by a small ``st.components.v2`` listener that numbers every key press and sends the queue of
+unprocessed presses as component *state*: st.button's ``shortcut`` triggers lost presses typed faster than a
+rerun (measured in a browser: of 5, 3, S typed at once only two arrived), a queue of state keeps all, in order."""
+
+import logging
+import time
+import traceback
+
+import streamlit as st
+
+from pages import _ui as ui
+from probekit import annotations as ann
+from probekit.errors import ProbekitError
+
+log = logging.getLogger("probekit.app")
+KEYS_JS = """
+export default function (component) {
+  const { setStateValue, data } = component;
+  const box = (window.__probekitKeys = window.__probekitKeys || { seq: 0, queue: [] });
+  const ack = (data && data.ack) || 0;
+  box.queue = box.queue.filter((e) => e[0] > ack);
+  const names = { 1: "1", 2: "2", 3: "3", 4: "4", 5: "5", s: "s", S: "s", u: "u", U: "u", Enter: "enter" };
+  const onKey = (e) => {
+    const key = names[e.key];
+    const t = e.target, tag = t && t.tagName;
+    if (!key || e.repeat || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) return;
+    e.preventDefault();
+    box.seq += 1;
+    box.queue.push([box.seq, key]);
+    setStateValue("presses", { queue: box.queue.slice() });
+  };
+  if (box.listener) document.removeEventListener("keydown", box.listener, true);
+  box.listener = onKey;
+  document.addEventListener("keydown", onKey, true);
+  return () => document.removeEventListener("keydown", onKey, true);
+}
+"""
+KEY_ACTIONS = {**{str(s): ("key", None, s) for s in range(1, 6)}, "s": ("key_skip",), "u": ("undo",),
+               "enter": ("next",)}
+
+
+@st.cache_resource
+def key_listener():
+    """Registered once per server (a page script reruns on every interaction)."""
+    return st.components.v2.component("probekit.rating_keys", js=KEYS_JS)
+SHORT = {5: "perfect", 4: "similar", 3: "related", 2: "same domain", 1: "unrelated"}
+st.title("Annotate")
+qp = st.query_params
+
+# ---- which session, and who (both kept in the URL)
+sid = qp.get("session")
+if not sid:
+    sessions = None
+    with ui.guard("Listing sessions"):
+        sessions = ann.list_sessions()
+    if sessions is None or sessions.empty:
+        st.info("No annotation session yet: the organiser creates one on the Results page and shares its link.")
+        st.stop()
+    names = dict(zip(sessions.session_id, sessions.name))
+    pick = st.selectbox("Session", list(names), index=None, key="an_pick", placeholder="Choose a session…",
+                        format_func=lambda s: f"{names[s]} [{s}]")
+    if pick:
+        qp["session"] = pick
+        st.rerun()
+    st.stop()
+meta = None
+with ui.guard("Opening the session"):
+    meta = ann.get_session(sid)
+if meta is None:
+    if st.button("Choose another session", key="an_other"):
+        del qp["session"]
+        st.rerun()
+    st.stop()
+st.caption(f"Session **{meta['name']}** · {meta['n_queries']} queries × top-{meta['k']} answers"
+           + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
+
+if not qp.get("annotator"):
+    typed = st.text_input("Your name", key="an_name", max_chars=ann.MAX_NAME,
+                          help="Used to keep your ratings apart and to resume later; it is kept in the page URL.")
+    if st.button("Start annotating", type="primary", key="an_start"):
+        with ui.guard("Joining"):
+            ann.join(sid, typed)
+            qp["annotator"] = " ".join(typed.split())
+            st.rerun()
+    st.stop()
+who = None
+with ui.guard("Joining"):
+    who = ann.join(sid, qp["annotator"])
+if who is None:
+    st.stop()
+QKEY = f"an_q:{sid}:{who}"
+
+
+def act(kind: str, item: str | None = None, score: int | None = None) -> None:
+    """Button callback: one write (or a move), then a fresh timer for the next answer."""
+    elapsed = int(1000 * (time.time() - st.session_state.get("an_t0", time.time())))
+    try:
+        if kind in ("key", "key_skip"):  # keyboard: the marked answer *now*, so fast typing never hits a stale one
+            qi = st.session_state.get(QKEY)
+            todo = [] if qi is None else [a for a in ann.query_view(sid, who, qi)["answers"] if a["status"] is None]
+            if not todo:
+                st.session_state.an_flash = "Every answer of this query is done: Enter moves on, a click changes one."
+                return
+            kind, item = ("rate" if kind == "key" else "skip"), todo[0]["item_id"]
+        if kind == "rate":
+            ann.rate(sid, item, who, score, elapsed_ms=elapsed)
+        elif kind == "skip":
+            ann.skip(sid, item, who, elapsed_ms=elapsed)
+        elif kind == "undo":
+            undone = ann.undo(sid, who)
+            if undone is None:
+                st.session_state.an_flash = "Nothing to undo."
+            else:
+                st.session_state[QKEY] = undone["query_index"]
+        elif kind == "next":
+            qi = st.session_state.get(QKEY)
+            if qi is not None and not ann.query_view(sid, who, qi)["complete"]:
+                st.session_state.an_flash = "Rate or skip every answer of this query first (S skips one)."
+            else:
+                st.session_state[QKEY] = ann.next_query(sid, who)
+    except ProbekitError as e:
+        st.session_state.an_flash = str(e)
+    except Exception as e:  # noqa: BLE001 - never a traceback in the page
+        log.error("annotation action failed\n%s", traceback.format_exc())
+        st.session_state.an_flash = f"That did not work ({type(e).__name__}); the server log has details."
+    st.session_state.an_t0 = time.time()
+
+
+main, side = st.columns([3, 1], gap="large")
+with side:
+    with st.container(border=True):
+        st.markdown("**Rubric**")
+        st.markdown("\n".join(f"- **{s}** {text}" for s, text in ann.RUBRIC.items()))
+        st.caption(ann.GUIDELINES)
+        st.caption("Keys: **1–5** rate the marked answer · **S** skip · **U** undo · **Enter** next query")
+    st.caption(f"Annotating as **{qp['annotator']}**")
+    if st.button("Not you? Change name", key="an_switch", type="tertiary"):
+        del qp["annotator"]
+        st.session_state.pop(QKEY, None)
+        st.rerun()
+
+with main:
+    pressed = key_listener()(key="an_keys_js", data={"ack": st.session_state.get("an_seq", 0)},
+                             default={"presses": None}, on_presses_change=lambda: None, height=0)
+    for seq, key in ((pressed.get("presses") or {}).get("queue") or []):  # every press once, in the order typed
+        if seq > st.session_state.get("an_seq", 0) and key in KEY_ACTIONS:
+            st.session_state.an_seq = seq
+            act(*KEY_ACTIONS[key])
+    if QKEY not in st.session_state:
+        with ui.guard("Finding your next query"):
+            st.session_state[QKEY] = ann.next_query(sid, who)
+    st.session_state.setdefault("an_t0", time.time())
+    progress = ann.progress(sid, who)
+    per = progress["seconds_per_answer"]
+    st.progress(progress["done"] / max(progress["total"], 1),
+                text=f"{progress['done']}/{progress['total']} answers · {progress['queries_done']}/"
+                     f"{progress['queries_total']} queries" + (f" · {per:.1f} s per answer" if per is not None else ""))
+    if flash := st.session_state.pop("an_flash", None):
+        st.warning(flash)
+    qi = st.session_state.get(QKEY)
+    if qi is None:
+        st.success("All done, thank you! Your ratings are saved; U undoes the last one.")
+        st.button("Undo · U", key="an_undo", on_click=act, args=KEY_ACTIONS["u"])
+        st.stop()
+    view = ann.query_view(sid, who, qi)
+    st.subheader(view["query"].replace("[MASK]", r"\_\_\_\_\_"), anchor=False)
+    st.caption(f"Query {qi + 1} of {meta['n_queries']} · relation {view['relation']} · subject {view['subject']}"
+               + ("" if meta["blind"] else f" · gold: {'; '.join(view['golds']) or '–'}"))
+    focus = next((a for a in view["answers"] if a["status"] is None), None)
+    for a in view["answers"]:
+        row = st.container(horizontal=True, vertical_alignment="center", key=f"an_row_{a['position']}")
+        mark = "▶" if focus is a else ("✓" if a["status"] == "rate" else ("–" if a["status"] == "skip" else "·"))
+        info = "" if meta["blind"] else (f"  ·  rank {a['rank']}  ·  {a['model_score']:.3f}"
+                                         + ("  ·  **gold**" if a["gold"] else ""))
+        row.markdown(f"{mark} &nbsp; **{a['answer']}**{info}", width="stretch")
+        for s in range(1, 6):
+            row.button(str(s), key=f"an_b_{a['position']}_{s}", help=ann.RUBRIC[s], on_click=act,
+                       args=("rate", a["item_id"], s), type="primary" if a["score"] == s else "secondary")
+        row.button("skip", key=f"an_s_{a['position']}", on_click=act, args=("skip", a["item_id"]),
+                   type="primary" if a["status"] == "skip" else "tertiary")
+    if view["complete"]:
+        st.success("Every answer of this query is done: Enter (or Next query) moves on.")
+    keys = st.container(horizontal=True, key="an_keys")
+    for s in range(5, 0, -1):
+        keys.button(f"{s} · {SHORT[s]}", key=f"an_k{s}", on_click=act, args=KEY_ACTIONS[str(s)])
+    keys.button("Skip · S", key="an_skip", on_click=act, args=KEY_ACTIONS["s"])
+    keys.button("Undo · U", key="an_undo", on_click=act, args=KEY_ACTIONS["u"])
+    keys.button("Next query · Enter", key="an_next", type="primary", on_click=act, args=KEY_ACTIONS["enter"])

@@ -1,0 +1,137 @@
+"""Annotation results (organiser): create a session from a fresh probe or a stored run, share its link, and read
+the experts' ratings: MedLAMA Table 5, expert-adjusted acc@k, agreement and candidate missing facts."""
+
+import re
+
+import streamlit as st
+
+from pages import _ui as ui
+from probekit import annotations as ann
+from probekit import runs
+from probekit.probes import PROBES
+
+st.title("Annotation results")
+qp = st.query_params
+sessions = None
+with ui.guard("Listing sessions"):
+    sessions = ann.list_sessions()
+if sessions is None:
+    st.stop()
+
+
+def share_link(sid: str) -> str:
+    base = re.sub(r"/results/?$", "", (st.context.url or "http://localhost:8501").rstrip("/"))
+    return f"{base}/annotate?session={sid}"
+
+
+# ---- a new session
+with st.expander("New annotation session", expanded=sessions.empty, icon=":material/add:"):
+    source = st.segmented_control("Answers from", ["Fresh probe", "Stored run"], default="Fresh probe",
+                                  key="rs_source") or "Fresh probe"
+    c1, c2, c3 = st.columns(3)
+    name = c1.text_input("Session name", "Expert check", key="rs_name", max_chars=200)
+    organiser = c1.text_input("Organiser", key="rs_org", max_chars=ann.MAX_NAME)
+    ds, run_id, relations = None, None, []
+    if source == "Fresh probe":
+        ds = ui.current_dataset()
+        probe = c1.selectbox("Probe", list(PROBES), key="rs_probe", help="mask_average needs a model with an MLM head")
+        relations = ds.relations if ds is not None else []
+        c1.caption(f"Model **{ui.model_label()}** and dataset from the sidebar.")
+    else:
+        done = runs.list_runs(status="done")
+        labels = dict(zip(done.run_id, done.label + " · k=" + done.k.astype(str)))
+        run_id = c1.selectbox("Stored run", list(labels), format_func=labels.get, key="rs_run", index=None,
+                              placeholder="Benchmark runs…" if labels else "No finished runs yet")
+        if run_id:
+            relations = sorted(runs.load_run(run_id).frame.relation.unique())
+    chosen = c2.multiselect("Relations (none: all)", relations, key="rs_rels")
+    n = int(c2.number_input("Queries (seeded sample, spread over relations)", 1, 1000, 15, key="rs_n"))
+    seed = int(c2.number_input("Seed", 0, 10**9, 0, key="rs_seed"))
+    k = int(c3.number_input("Top-k answers per query", 1, 50, 10, key="rs_k"))
+    raters = int(c3.number_input("Annotators per query (0: everyone rates all)", 0, 50, 0, key="rs_raters"))
+    blind = c3.toggle("Blind (no gold marks, ranks or scores)", True, key="rs_blind")
+    if st.button("Create session", type="primary", key="rs_create", icon=":material/play_arrow:"):
+        with ui.guard("Creating the session"):
+            common = dict(name=name, organiser=organiser, relations=chosen, n_queries=n, k=k, seed=seed,
+                          blind=blind, raters_per_item=raters or None)
+            sid = None
+            if source == "Stored run":
+                if not run_id:
+                    st.warning("Pick a stored run first.")
+                else:
+                    sid = ann.from_run(run_id, **common)
+            elif ds is not None and (model := ui.current_model()) is not None:
+                bar = ui.progress("Probing the sampled queries")
+                sid = ann.from_probe(model, ds, probe=probe, progress=bar, **common)
+                bar.clear()
+            if sid:
+                st.session_state.rs_session = sid
+                qp["session"] = sid
+                st.rerun()
+
+if sessions.empty:
+    st.info("No annotation session yet: create one above, then share its link with the experts.")
+    st.stop()
+names = dict(zip(sessions.session_id, sessions.name + " · " + sessions.created_at.astype(str).str[:16]))
+if st.session_state.get("rs_session") not in names:
+    st.session_state.rs_session = qp.get("session") if qp.get("session") in names else sessions.session_id[0]
+sid = st.selectbox("Session", list(names), key="rs_session", format_func=lambda s: f"{names[s]} [{s}]")
+qp["session"] = sid
+meta = ann.get_session(sid)
+st.markdown(f"Share with the experts: `{share_link(sid)}`")
+per_query = f"{meta['raters_per_item']} annotators per query" if meta["raters_per_item"] else "everyone rates all"
+st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta['blind'] else 'not blind'} · {per_query}"
+           f" · {meta['source']}: {meta['model'] or '–'} on {meta['dataset'] or '–'} ({meta['probe'] or '–'})")
+st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
+
+c1, c2 = st.columns(2)
+threshold = c1.segmented_control("Expert hit: score ≥", [5, 4], default=5, key="rs_threshold") or 5
+consensus = c2.segmented_control("Consensus over annotators", list(ann.agreement.CONSENSUS), default="median",
+                                 key="rs_consensus", help="median = lower median: with two raters both must agree")
+result = None
+with ui.guard("Computing the statistics"):
+    result = ann.stats(sid, threshold=threshold, consensus=consensus or "median")
+if result is None:
+    st.stop()
+if not result["n_ratings"]:
+    st.info("No ratings yet. Share the link above; results appear here as the experts rate.")
+    st.stop()
+
+st.subheader("Expert score × gold hit (MedLAMA Table 5)")
+whose = st.selectbox("Ratings of", ["consensus", *result["table5_by_annotator"]], key="rs_whose")
+st.dataframe(result["table5"] if whose == "consensus" else result["table5_by_annotator"][whose], hide_index=True,
+             key="rs_table5")
+s = result["shares"]
+m1, m2, m3 = st.columns(3)
+m1.metric(f"Rated top-{s['k']} answers", s["rated"], help=f"{s['unrated']} not rated yet")
+m2.metric("Gold hits (UMLS)", f"{100 * s['gold_share']:.1f}%", help=f"{s['gold_hits']} of {s['rated']}")
+m3.metric(f"Rated ≥ {s['threshold']} by experts", f"{100 * s['expert_share']:.1f}%",
+          help=f"{s['expert_hits']} of {s['rated']}")
+
+st.subheader("Query-level accuracy: gold labels vs expert labels")
+acc = result["accuracy"]
+pct = [c for c in acc.columns if "acc" in c]
+st.dataframe(acc.assign(**{c: acc[c] * 100 for c in pct}), hide_index=True, key="rs_acc",
+             column_config={c: st.column_config.NumberColumn(format="%.1f") for c in pct})
+st.caption("A query counts once all its top-k answers are rated; gold acc is on the same queries.")
+
+st.subheader("Inter-annotator agreement")
+st.dataframe(result["agreement"], hide_index=True, key="rs_agreement",
+             column_config={c: st.column_config.NumberColumn(format="%.3f")
+                            for c in ("alpha (ordinal)", "mean kappa (quadratic)")})
+if len(result["kappa"]):
+    st.dataframe(result["kappa"], hide_index=True, key="rs_kappa")
+st.caption("Krippendorff's alpha (ordinal) over all annotators; Cohen's kappa (quadratic weights) per pair.")
+
+st.subheader(f"Candidate missing facts: rated ≥ {threshold}, not gold")
+facts = result["missing_facts"]
+st.dataframe(facts, hide_index=True, key="rs_facts")
+st.download_button("Missing facts (CSV)", ann.frame_bytes(facts, "csv"), file_name=f"{sid}_missing_facts.csv",
+                   mime="text/csv", key="rs_facts_dl", disabled=facts.empty)
+
+st.subheader("Exports")
+table = st.segmented_control("Table", ann.EXPORT_TABLES, default="ratings", key="rs_export_table") or "ratings"
+cols = st.columns(len(ann.EXPORT_FORMATS))
+for col, fmt in zip(cols, ann.EXPORT_FORMATS):
+    col.download_button(f"{table} ({fmt.upper()})", lambda fmt=fmt: ann.frame_bytes(ann.export_frame(sid, table), fmt),
+                        file_name=f"{sid}_{table}.{fmt}", key=f"rs_dl_{fmt}")

@@ -1,0 +1,194 @@
+"""AppTest of the Annotate and Annotation results pages: a whole small session with a tiny model: create, share,
+rate by keyboard buttons and clicks, skip, undo, resume in a new browser session, results and exports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from apptest_utils import errors, open_app
+
+from probekit import annotations as ann
+
+
+def create_session(model_dir, *, blind=True, n=2, k=3) -> str:
+    at = open_app("results", model=str(model_dir))
+    assert errors(at) == []
+    assert any("No annotation session yet" in i.value for i in at.info)
+    at.number_input(key="rs_n").set_value(n)
+    at.number_input(key="rs_k").set_value(k)
+    at.text_input(key="rs_org").set_value("Org")
+    if not blind:
+        at.toggle(key="rs_blind").set_value(False)
+    at.button(key="rs_create").click().run()
+    assert errors(at) == []
+    sid = at.session_state["rs_session"]
+    assert at.query_params["session"] in (sid, [sid])
+    assert any(f"/annotate?session={sid}" in m.value for m in at.markdown)  # the share link
+    return sid
+
+
+def annotate(sid, name=None):
+    at = open_app("annotate", query_params={"session": sid, **({"annotator": name} if name else {})})
+    assert errors(at) == []
+    return at
+
+
+def texts(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader])
+
+
+def pressed(at, position) -> int | None:
+    """The score button shown as chosen (primary) for the answer at ``position``."""
+    chosen = [s for s in range(1, 6) if at.button(key=f"an_b_{position}_{s}").proto.type == "primary"]
+    return chosen[0] if chosen else None
+
+
+def qkey(sid, who="alice"):
+    return f"an_q:{sid}:{who}"
+
+
+def test_whole_session_rate_undo_resume_results(tiny_encoder_dir):
+    sid = create_session(tiny_encoder_dir)
+    # the expert opens the shared link and enters a name, which goes into the URL
+    at = annotate(sid)
+    at.text_input(key="an_name").set_value("Alice").run()
+    at.button(key="an_start").click().run()
+    assert errors(at) == [] and at.query_params["annotator"] in ("Alice", ["Alice"])
+    assert at.session_state[qkey(sid)] == 0
+    page = texts(at)
+    assert "Perfectly answers the query" in page and "Completely unrelated" in page  # rubric always visible
+    assert "gold" not in page.lower().replace("gold (correct)", "") and "rank " not in page  # blind
+    # keyboard buttons rate the marked answer (the first not yet rated), then the mark moves on
+    assert at.markdown[0].value.startswith("▶")
+    at.button(key="an_k5").click().run()
+    at.button(key="an_k3").click().run()
+    assert pressed(at, 0) == 5 and pressed(at, 1) == 3 and at.markdown[2].value.startswith("▶")
+    at.button(key="an_next").click().run()  # Enter before the query is done: a warning, no move
+    assert any("every answer" in w.value for w in at.warning) and at.session_state[qkey(sid)] == 0
+    at.button(key="an_skip").click().run()
+    assert any("Enter" in s.value for s in at.success)
+    at.button(key="an_b_0_4").click().run()  # a click changes a rating
+    assert pressed(at, 0) == 4
+    at.button(key="an_next").click().run()
+    assert at.session_state[qkey(sid)] == 1 and errors(at) == []
+    p = ann.progress(sid, "alice")
+    assert (p["done"], p["total"], p["rated"], p["skipped"]) == (3, 6, 2, 1)
+    assert p["seconds_per_answer"] is not None
+    # undo takes back the last action (the edit 5 -> 4) and shows that query again
+    at.button(key="an_undo").click().run()
+    assert at.session_state[qkey(sid)] == 0 and pressed(at, 0) == 5
+    at.button(key="an_undo").click().run()  # then the skip
+    assert at.markdown[2].value.startswith("▶")
+    # resume: a new browser session with the same URL lands on the unfinished query, progress intact
+    again = annotate(sid, "Alice")
+    assert again.session_state[qkey(sid)] == 0 and pressed(again, 0) == 5 and pressed(again, 1) == 3
+    assert again.get("progress")[0].value == 33  # 2 of 6 answers
+    for key in ("an_k1", "an_next", "an_k2", "an_k2", "an_k4", "an_next"):
+        again.button(key=key).click().run()
+    assert errors(again) == []
+    assert any("All done" in s.value for s in again.success)
+    # a second expert never sees the first one's ratings
+    bob = annotate(sid, "Bob")
+    assert bob.session_state[qkey(sid, "bob")] == 0 and all(pressed(bob, i) is None for i in range(3))
+    for _ in range(2):
+        for pos in range(3):
+            bob.button(key=f"an_b_{pos}_{5 if pos == 0 else 2}").click().run()
+        bob.button(key="an_next").click().run()
+    assert ann.progress(sid, "bob")["done"] == 6
+    # the organiser's results
+    res = open_app("results", query_params={"session": sid})
+    assert errors(res) == []
+    frames = [d.value for d in res.dataframe]
+    table5 = next(f for f in frames if "gold" in f.columns and "total" in f.columns)
+    assert list(table5.answers) == ["top-1"] * 3 + ["top-3"] * 3
+    assert table5.total.iloc[-1] == 6  # 2 queries x 3 answers, all rated by both (consensus)
+    agree = next(f for f in frames if "alpha (ordinal)" in f.columns)
+    assert agree.relation[0] == "all" and agree.annotators[0] == 2
+    assert any("expert acc (≥5)" in f.columns for f in frames)
+    res.segmented_control(key="rs_threshold").set_value(4).run()
+    assert errors(res) == [] and any("expert acc (≥4)" in d.value.columns for d in res.dataframe)
+    res.selectbox(key="rs_whose").set_value("bob").run()
+    assert errors(res) == []
+    assert len(res.get("download_button")) == 4  # missing facts + CSV/Parquet/JSONL
+
+
+def test_not_blind_session_shows_gold_and_scores(tiny_encoder_dir):
+    sid = create_session(tiny_encoder_dir, blind=False, n=1, k=2)
+    at = annotate(sid, "Carol")
+    page = texts(at)
+    assert "rank 1" in page and "rank 2" in page and "gold:" in page
+
+
+def test_bad_session_and_name_are_messages(tiny_encoder_dir):
+    at = open_app("annotate", query_params={"session": "s-nope"})
+    assert not at.exception and any("no annotation session 's-nope'" in e.value for e in at.error)
+    at.button(key="an_other").click().run()
+    assert "session" not in at.query_params and not at.exception
+    sid = create_session(tiny_encoder_dir, n=1, k=2)
+    at = annotate(sid)
+    at.text_input(key="an_name").set_value("<script>").run()
+    at.button(key="an_start").click().run()
+    assert not at.exception and any("plain name" in e.value for e in at.error)
+    assert "annotator" not in at.query_params
+    empty = open_app("annotate")
+    assert not empty.exception and [s.key for s in empty.selectbox if s.key == "an_pick"] == ["an_pick"]
+
+
+@pytest.mark.browser
+def test_keyboard_only_rating_in_chromium(tmp_path):
+    """Real key presses in headless Chromium, typed faster than the page reruns: 5, 3, S rate/skip the marked
+    answers, Enter moves on, 1, 2 rate there, U undoes the last."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed")
+    from test_annotations import rankings
+    from test_browser import CHROMIUM, ROOT, _free_port  # skips when no Chromium is installed
+
+    from probekit import store
+
+    sid = ann.from_rankings(rankings(2, k=3), name="keyboard", k=3)
+    db = os.environ["PROBEKIT_DB"]
+    store.close_all()  # the server process must own the database file
+    port = _free_port()
+    env = {**os.environ, "PROBEKIT_DB": db, "PROBEKIT_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
+                             str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+                             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            page.set_default_timeout(60_000)
+            page.goto(f"{url}/annotate?session={sid}&annotator=Kim")  # the shared link plus the name
+            page.get_by_text("0/6 answers").wait_for()
+            for key in ("5", "3", "s", "Enter", "1", "2", "u"):  # typed at once, faster than the reruns
+                page.keyboard.press(key)
+            page.get_by_text("Query 2 of 2").wait_for()
+            page.get_by_text("4/6 answers").wait_for()
+            assert page.get_by_test_id("stException").count() == 0
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    events = ann.events_frame(sid)  # every key arrived once, in order, on the answer marked at that moment
+    assert events.kind.tolist() == ["rate", "rate", "skip", "rate", "rate", "undo"]
+    assert events.score.tolist()[:2] == [5, 3] and events.score.tolist()[3:5] == [1, 2]
+    assert events.item_id.tolist() == [f"{sid}:0:0", f"{sid}:0:1", f"{sid}:0:2", f"{sid}:1:0", f"{sid}:1:1",
+                                       f"{sid}:1:1"]
+    assert events.annotator.unique().tolist() == ["kim"]
