@@ -84,10 +84,20 @@ def test_retrieval_uses_model_default_pooling(tiny_encoder, cands):
 def test_top_k_ties_and_ranks():
     scores = np.array([0.5, 0.9, 0.9, 0.1, 0.9, 0.3])
     top, ranks = top_k_and_gold_ranks(scores, 2, [4, 2, 0, None, 3])
-    assert top.tolist() == [1, 2]  # ties at the border go to the lower id
-    assert ranks == [3, 2, 4, None, 6]  # 4 ties 1 and 2 but is beyond k -> k+1 at best
+    assert top.tolist() == [2, 4]  # tied with 1 at the top: golds first, then lower ids
+    assert ranks == [1, 1, 4, None, 6]  # 1 + number strictly higher
+    top, ranks = top_k_and_gold_ranks(scores, 2, [])
+    assert top.tolist() == [1, 2] and ranks == []
     top, ranks = top_k_and_gold_ranks(np.array([-np.inf, 1.0, -np.inf]), 2, [0, 2])
-    assert top.tolist() == [1, 0] and ranks == [2, 3]
+    assert top.tolist() == [1, 0] and ranks == [2, 2]
+
+
+def test_case_variant_tie_counts_as_hit(cands):
+    """'Pain' and 'pain' get one vector from an uncased model: the gold spelling must not lose the tie."""
+    c = CandidateSet.from_names(["Pain", "fever", "pain"])
+    q = Query("t", "aspirin", "may_treat", "[X] treats [Y].", golds=("pain",))
+    r = ranking_from_scores(q, c, np.array([0.8, 0.1, 0.8], dtype=np.float32), 1)
+    assert r.names == ("pain",) and r.gold_ranks == (1,) and r.hit(1)
 
 
 def test_ranking_from_scores_matches_brute_force(cands):

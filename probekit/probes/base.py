@@ -79,33 +79,27 @@ def gold_indices(query: Query, candidates: CandidateSet) -> list[int | None]:
 def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]) -> tuple[np.ndarray, list]:
     """Top-k ids (best first) and 1-based gold ranks from one row of scores over all candidates.
 
-    Ties in the top-k go to the lower candidate id (as faiss orders them). A gold inside the top-k
-    gets its position there; beyond it, 1 + the number of candidates scoring strictly higher
-    (ties favour the gold), never less than k + 1. ``None`` golds (not candidates) stay ``None``.
+    Ties favour the gold: a gold's rank is 1 + the number of candidates scoring strictly higher, and
+    among equal scores the top-k lists golds first, then lower ids. Exact ties are common: an uncased
+    model gives case variants of a name (MedLAMA's vocabulary keeps them) the same vector, and which
+    spelling wins must not decide whether a query counts as a hit. ``None`` golds (not candidates)
+    stay ``None``.
 
     >>> top, ranks = top_k_and_gold_ranks(np.array([0.1, 0.9, 0.5, 0.9, 0.2]), 2, [3, 4, None])
     >>> top.tolist(), ranks
-    ([1, 3], [2, 4, None])
+    ([3, 1], [1, 4, None])
     """
     n = scores.shape[0]
     k = min(k, n)
     if k < n:
-        part = np.argpartition(-scores, k - 1)[:k]
-        kth = scores[part].min()
-        # every candidate tied with the k-th score competes, so the lower id wins a tie at the border
-        cand = np.flatnonzero(scores >= kth)
+        kth = np.partition(scores, n - k)[n - k]  # the k-th best score
+        cand = np.flatnonzero(scores >= kth)  # everything tied with it competes for the last places
     else:
         cand = np.arange(n)
-    top = cand[np.lexsort((cand, -scores[cand]))][:k]
-    pos = {int(i): r for r, i in enumerate(top.tolist(), start=1)}
-    ranks: list[int | None] = []
-    for g in golds:
-        if g is None:
-            ranks.append(None)
-        elif g in pos:
-            ranks.append(pos[g])
-        else:
-            ranks.append(max(int(np.count_nonzero(scores > scores[g])) + 1, k + 1))
+    gold_set = [g for g in golds if g is not None]
+    not_gold = ~np.isin(cand, gold_set)
+    top = cand[np.lexsort((cand, not_gold, -scores[cand]))][:k]
+    ranks = [None if g is None else int(np.count_nonzero(scores > scores[g])) + 1 for g in golds]
     return top, ranks
 
 
