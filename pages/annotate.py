@@ -9,6 +9,7 @@ unprocessed presses as component *state*: st.button's ``shortcut`` triggers lost
 rerun (measured in a browser: of 5, 3, S typed at once only two arrived), a queue of state keeps all, in order."""
 
 import logging
+import threading
 import time
 import traceback
 
@@ -98,8 +99,17 @@ if who is None:
 QKEY = f"an_q:{sid}:{who}"
 
 
+LOCK = st.session_state.setdefault("an_lock", threading.RLock())
+
+
 def act(kind: str, item: str | None = None, score: int | None = None) -> None:
-    """Button callback: one write (or a move), then a fresh timer for the next answer."""
+    """One write (or a move), then a fresh timer for the next answer. Serialised per browser session: Streamlit
+    starts a new run before an interrupted one has finished, so two runs could otherwise rate the same answer."""
+    with LOCK:
+        _act(kind, item, score)
+
+
+def _act(kind: str, item: str | None, score: int | None) -> None:
     elapsed = int(1000 * (time.time() - st.session_state.get("an_t0", time.time())))
     try:
         if kind in ("key", "key_skip"):  # keyboard: the marked answer *now*, so fast typing never hits a stale one
@@ -149,10 +159,11 @@ with side:
 with main:
     pressed = key_listener()(key="an_keys_js", data={"ack": st.session_state.get("an_seq", 0)},
                              default={"presses": None}, on_presses_change=lambda: None, height=0)
-    for seq, key in ((pressed.get("presses") or {}).get("queue") or []):  # every press once, in the order typed
-        if seq > st.session_state.get("an_seq", 0) and key in KEY_ACTIONS:
-            st.session_state.an_seq = seq
-            act(*KEY_ACTIONS[key])
+    with LOCK:  # every press once, in the order typed, even when two runs overlap
+        for seq, key in ((pressed.get("presses") or {}).get("queue") or []):
+            if seq > st.session_state.get("an_seq", 0) and key in KEY_ACTIONS:
+                st.session_state.an_seq = seq
+                act(*KEY_ACTIONS[key])
     if QKEY not in st.session_state:
         with ui.guard("Finding your next query"):
             st.session_state[QKEY] = ann.next_query(sid, who)

@@ -67,6 +67,8 @@ def list_checkpoints() -> list[dict]:
     root = config.cache_dir() / "rewired"
     out = []
     for meta in sorted(root.glob(f"*/*/{CHECKPOINT_META}")):
+        if meta.parent.name.startswith("."):  # a checkpoint still being written
+            continue
         try:
             info = json.loads(meta.read_text())
         except (OSError, ValueError):

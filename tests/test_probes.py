@@ -55,13 +55,18 @@ def test_retrieval_equals_brute_force(tiny_encoder, cands, similarity, pooling, 
     for q, r in zip(QUERIES, rankings):
         scores = _brute_scores(tiny_encoder, q, 2 if layer is None else layer, pooling, similarity)
         order = np.argsort(-scores, kind="stable")
-        assert list(r.ids) == list(order[:k]) and list(r.names) == [NAMES[i] for i in order[:k]]
-        np.testing.assert_allclose(r.scores, scores[order[:k]], rtol=1e-4, atol=1e-4)
+        # Batched and one-by-one encoding differ by float noise (~1e-6), and a random tiny model's [CLS]
+        # vectors are nearly parallel, so near-ties may swap: compare up to that tolerance.
+        tol = 1e-4
+        assert [NAMES[i] for i in r.ids] == list(r.names) and len(set(r.ids)) == k
+        assert scores[list(r.ids)].min() >= scores[order[k - 1]] - tol  # each listed id is a true top-k score
+        np.testing.assert_allclose(r.scores, scores[order[:k]], rtol=tol, atol=tol)
         for gold, rank in zip(q.golds, r.gold_ranks):
             if gold not in NAMES:
                 assert rank is None
             else:  # rank among ALL candidates, also beyond k
-                assert rank == int(np.flatnonzero(order == NAMES.index(gold))[0]) + 1
+                s = scores[NAMES.index(gold)]
+                assert 1 + np.count_nonzero(scores > s + tol) <= rank <= 1 + np.count_nonzero(scores > s - tol)
         assert r.n_candidates == len(NAMES) and r.query is q
     # golds beyond k do occur in this set-up (otherwise the test would not check them)
     assert any(rank is not None and rank > k for r in rankings for rank in r.gold_ranks)
