@@ -24,6 +24,7 @@ COMMAND_MODULES = ["probekit.cli"]
 COMMAND_MODULES.append("probekit.context")  # context variance: single triple and dataset UCM
 COMMAND_MODULES += ["probekit.runs", "probekit.layers"]  # stored benchmark runs; layer-wise probing
 COMMAND_MODULES.append("probekit.annotations")  # expert annotation sessions: create, list, stats, export
+COMMAND_MODULES.append("probekit.rewire")  # contrastive rewiring and checkpoint sweeps
 
 
 # ---------------------------------------------------------------- shared helpers for subcommands

@@ -1,0 +1,113 @@
+"""Sweep: probe every checkpoint of one or more rewiring runs on the sidebar dataset and plot acc@k against the
+training step (MedLAMA Fig. 4): macro with a ±1 std band over runs (seeds, corpora), and per relation."""
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import _ui as ui
+from probekit import rewire, runs
+from probekit.datasets import VOCABS
+
+st.title("Checkpoint sweep")
+ds = ui.current_dataset()
+if ds is None:
+    st.stop()
+listed = None
+with ui.guard("Listing rewiring runs"):
+    listed = rewire.list_runs()
+if listed is None or listed.empty:
+    st.info("No rewiring runs yet: train one on the **Rewire** page (or `python -m probekit rewire`).")
+    st.stop()
+listed = listed[listed.checkpoints > 0]
+labels = {r.run_id: f"{r.label} · {r.checkpoints} checkpoints [{r.run_id[-4:]}]" for r in listed.itertuples()}
+st.session_state.sw_runs = [r for r in st.session_state.get("sw_runs", []) if r in labels] or list(labels)[:1]
+
+job = st.session_state.get("sw_job")
+running = job is not None and not job.finished
+with st.container(border=True):
+    st.markdown(f"Retrieval-probe each checkpoint on **{ds.name}** ({len(ds):,} queries) with the pooling and layer "
+                "it was trained with; step 0 is the base model. Points are stored runs: a repeat reads them back.")
+    chosen = st.multiselect("Rewiring runs (several: mean ± 1 std)", list(labels), format_func=labels.get,
+                            key="sw_runs")
+    c1, c2, c3 = st.columns(3)
+    similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity")
+    vocab = c2.radio("Candidates", VOCABS, key="sw_vocab", horizontal=True)
+    base = c3.checkbox("Include the base model (step 0)", value=True, key="sw_base")
+    if st.button("Run sweep", type="primary", icon=":material/play_arrow:", key="sw_start",
+                 disabled=running or not chosen):
+        with ui.guard("Starting the sweep"):
+            st.session_state.sw_job = rewire.start_sweep(chosen, ds, similarity=similarity, vocab=vocab,
+                                                         include_base=base, device=ui.selected_device())
+            st.rerun()
+
+
+@st.fragment(run_every=1.0 if running else None)
+def job_panel():
+    job = st.session_state.get("sw_job")
+    if job is None or job.finished:
+        if running:
+            st.rerun()
+        return
+    st.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
+    if st.button("Cancel", icon=":material/stop:", key="sw_cancel"):
+        job.cancel()
+
+
+job_panel()
+if job is not None and job.finished:
+    if job.status == "done":
+        st.session_state.sw_result = job.result
+    else:
+        (st.warning if job.status == "cancelled" else st.error)(job.error or job.status)
+frame = st.session_state.get("sw_result")
+if frame is None:
+    st.info("Press **Run sweep**.")
+    st.stop()
+
+c1, c2 = st.columns(2)
+k = c1.segmented_control("acc@", [1, 5, 10], default=10, key="sw_k") or 10
+subset = c2.segmented_control("Queries", ["full", "hard"], default="full", key="sw_subset") or "full"
+if subset not in set(frame["subset"]):
+    st.info(f"No {subset} queries in this dataset.")
+    st.stop()
+n_runs = frame["rewire_run"].nunique()
+best = rewire.best_checkpoint(frame, k=k, subset=subset)
+m1, m2, m3 = st.columns(3)
+if best["base"] is not None:
+    m1.metric(f"base model, macro acc@{k}", f"{100 * best['base']:.2f}%")
+if best["step"] is not None:
+    delta = None if best["base"] is None else f"{100 * (best['acc'] - best['base']):+.2f} points"
+    m2.metric(f"best checkpoint (step {best['step']})", f"{100 * best['acc']:.2f}%", delta)
+m3.metric("runs averaged", n_runs)
+
+fig = go.Figure()
+for avg, color in (("macro", "#1565c0"), ("micro", "#2e7d32")):
+    curve = rewire.sweep_curve(frame, k=k, relation=avg, subset=subset)
+    x, mean, std = curve["step"], 100 * curve["mean"], 100 * curve["std"]
+    if n_runs > 1:  # the ±1 std band: upper edge, then lower edge filled up to it
+        fig.add_scatter(x=x, y=mean + std, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip")
+        fig.add_scatter(x=x, y=mean - std, mode="lines", line=dict(width=0), fill="tonexty", showlegend=False,
+                        fillcolor="rgba(21,101,192,0.15)" if avg == "macro" else "rgba(46,125,50,0.15)",
+                        hoverinfo="skip")
+    fig.add_scatter(x=x, y=mean, mode="lines+markers", name=f"{avg} (mean of {n_runs})" if n_runs > 1 else avg,
+                    line=dict(color=color, width=3), customdata=std,
+                    hovertemplate="step %{x}: %{y:.2f}% ± %{customdata:.2f}<extra></extra>")
+fig.update_layout(height=380, margin=dict(l=0, r=0, t=10, b=0), xaxis_title="training step",
+                  yaxis_title=f"acc@{k} (%)", legend=dict(orientation="h", y=1.1))
+st.plotly_chart(fig, key="sw_macro")
+
+st.subheader(f"Per relation (acc@{k}, %)")
+per = frame[(frame.subset == subset) & ~frame.relation.isin(["macro", "micro"])]
+table = per.groupby(["relation", "step"])[f"acc@{k}"].mean().unstack("step") * 100
+lines = go.Figure()
+for rel, row in table.iterrows():
+    lines.add_scatter(x=list(row.index), y=list(row.values), mode="lines+markers", name=rel)
+lines.update_layout(height=460, margin=dict(l=0, r=0, t=10, b=0), xaxis_title="training step",
+                    yaxis_title=f"acc@{k} (%)")
+st.plotly_chart(lines, key="sw_relations")
+st.dataframe(table.round(2).reset_index(), hide_index=True, key="sw_table")
+d1, d2 = st.columns(2)
+d1.download_button("Sweep (CSV)", runs.frame_bytes(frame, "csv"), file_name="sweep.csv", mime="text/csv",
+                   key="sw_csv")
+d2.download_button("Sweep (Parquet)", lambda: runs.frame_bytes(frame, "parquet"), file_name="sweep.parquet",
+                   key="sw_parquet")

@@ -1,0 +1,112 @@
+"""AppTest of the Rewire and Checkpoint sweep pages: train in the background with a live loss curve, stop, list
+checkpoints in the model picker, sweep them (stored, reused) with the macro curve and the ±1 std band."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from apptest_utils import errors, open_app
+
+from probekit import models, rewire, runs
+
+WORDS = "aspirin metformin insulin fever pain stroke treats prevents causes in patients with the of and".split()
+
+
+@pytest.fixture
+def corpora(tmp_path, monkeypatch):
+    rng = random.Random(1)
+    (tmp_path / "pubmed_sents_no_punkt_10k_0").write_text(
+        "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))) for _ in range(40)))
+    monkeypatch.setenv("PROBEKIT_CORPORA_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _wait(at, key):
+    job = at.session_state[key]
+    assert job.wait(180), job.stage
+    at.run()
+    return job
+
+
+def _train(at, steps=4, every=2, batch=8):
+    at.number_input(key="rw_steps").set_value(steps)
+    at.number_input(key="rw_every").set_value(every)
+    at.number_input(key="rw_batch").set_value(batch).run()
+    at.button(key="rw_start").click().run()
+    return _wait(at, "rw_job")
+
+
+def test_rewire_train_live_curve_and_checkpoints(tiny_encoder_dir, corpora):
+    at = open_app("rewire", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    assert any("No rewiring runs yet" in i.value for i in at.info)
+    assert at.selectbox(key="rw_corpus").value == "pubmed_0"
+    assert at.number_input(key="rw_batch").value == rewire.CPU_BATCH_SIZE  # CPU: smaller batch, with a notice
+    assert any("On CPU the batch defaults" in c.value for c in at.caption)
+    job = _train(at)
+    assert job.status == "done", job.error
+    assert errors(at) == []
+    info = job.result
+    assert [c["step"] for c in info["checkpoints"]] == [2, 4]
+    assert at.selectbox(key="rw_sel").value == info["run_id"]
+    assert len(at.get("plotly_chart")) == 1  # the run's loss curve
+    table = next(d.value for d in at.dataframe if "checkpoint" in d.value.columns)
+    assert list(table.step) == [2, 4] and table.checkpoint[0].endswith("rewired on pubmed_0, step 2")
+    # the checkpoints are in the sidebar's model picker
+    assert info["checkpoints"][1]["path"] in dict(models.available_models())
+
+
+def test_rewire_stop_and_bad_upload(tiny_encoder_dir, corpora):
+
+
+    at = open_app("rewire", model=str(tiny_encoder_dir))
+    runs._WORK.acquire()  # another job holds the machine: this one waits, and we stop it
+    try:
+        at.number_input(key="rw_batch").set_value(8).run()
+        at.button(key="rw_start").click().run()
+        assert at.button(key="rw_start").disabled
+        at.button(key="rw_stop").click().run()
+    finally:
+        runs._WORK.release()
+    assert _wait(at, "rw_job").status == "cancelled" and errors(at) == []
+    at.selectbox(key="rw_corpus").set_value("__upload__").run()
+    assert at.button(key="rw_start").disabled  # nothing uploaded yet
+    assert errors(at) == []
+
+
+def test_sweep_page_macro_band_and_reuse(tiny_encoder_dir, corpora):
+    at = open_app("sweep", model=str(tiny_encoder_dir))
+    assert any("No rewiring runs yet" in i.value for i in at.info)
+    for seed in (0, 1):  # two seeds: mean ± std
+        rewire.train(rewire.RewireSettings(model=str(tiny_encoder_dir), corpus="pubmed_0", batch_size=8, steps=2,
+                                           checkpoint_every=1, seed=seed, lr=1e-3), device="cpu")
+    at.run()
+    assert len(at.multiselect(key="sw_runs").value) == 1
+    at.multiselect(key="sw_runs").set_value(list(rewire.list_runs().run_id)).run()
+    at.button(key="sw_start").click().run()
+    job = _wait(at, "sw_job")
+    assert job.status == "done", job.error
+    assert errors(at) == []
+    frame = job.result
+    assert sorted(set(frame.step)) == [0, 1, 2] and frame.rewire_run.nunique() == 2
+    assert len(at.get("plotly_chart")) == 2
+    assert any(m.label == "runs averaged" and m.value == "2" for m in at.metric)
+    band = at.get("plotly_chart")[0].proto.spec
+    assert "tonexty" in band  # the ±1 std band is drawn
+    at.segmented_control(key="sw_k").set_value(1).run()
+    at.segmented_control(key="sw_subset").set_value("hard").run()
+    assert errors(at) == []
+    n_runs = len(runs.list_runs())
+    at.button(key="sw_start").click().run()
+    assert _wait(at, "sw_job").result.run_id.tolist() == frame.run_id.tolist()  # read back from the store
+    assert len(runs.list_runs()) == n_runs
+
+
+def test_checkpoint_opens_on_probe_page(tiny_encoder_dir, corpora):
+    info = rewire.train(rewire.RewireSettings(model=str(tiny_encoder_dir), corpus="pubmed_0", batch_size=8, steps=1),
+                        device="cpu")
+    path = info["checkpoints"][0]["path"]
+    at = open_app(model=None, state={"pk_model": path})
+    assert errors(at) == []
+    assert models.available_models()[-1][0] == path
