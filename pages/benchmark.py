@@ -51,6 +51,10 @@ with st.container(border=True):
         layer = c3.selectbox("Layer", ["last", *range(model.num_layers + 1)], key="bm_layer",
                              help="hidden_states[L]: 0 = embeddings; 'last' = each model's last layer")
         opts["layer"] = None if layer == "last" else int(layer)
+        if model.device.type == "cpu" and c2.toggle("Fast (int8)", key="bm_fast",
+                                                    help="int8 weights on CPU: about 3x faster encoding, acc@10 "
+                                                         "within 0.2 points on MedLAMA; stored as its own run"):
+            opts["fast"] = True
     if st.button("Start", type="primary", icon=":material/play_arrow:", key="bm_start", disabled=running):
         with ui.guard("Starting the benchmark"):
             ids = [m.strip() for m in extra.split(",") if m.strip()]
@@ -59,21 +63,7 @@ with st.container(border=True):
             st.rerun()
 
 
-@st.fragment(run_every=1.0 if running else None)
-def job_panel():
-    """Polls the background job; other pages and sessions stay usable meanwhile."""
-    job = st.session_state.get("bm_job")
-    if job is None:
-        return
-    if not job.finished:
-        st.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
-        if st.button("Cancel", icon=":material/stop:", key="bm_cancel"):
-            job.cancel()
-    elif running:  # it just finished: refresh the whole page to show the new runs
-        st.rerun()
-
-
-job_panel()
+ui.job_panel("bm_job", stop_key="bm_cancel")
 if job is not None and job.finished and st.session_state.get("bm_seen") is not job:
     st.session_state.bm_seen = job
     if job.status == "done":

@@ -7,6 +7,7 @@ sentence-transformers does; results are returned in the caller's order.
 from __future__ import annotations
 
 import contextlib
+import copy
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -23,14 +24,46 @@ ENCODER_VERSION = "1"
 Progress = Callable[[int, int], None]
 
 
+def precision(model: LoadedModel, fast: bool = False) -> str:
+    """How vectors are computed: ``amp`` (CUDA autocast), ``int8`` (CPU fast mode) or ``fp32``.
+
+    Part of every embedding cache key and of a run's settings: vectors of different precisions
+    differ slightly and must never be mixed.
+    """
+    if model.device.type == "cuda":
+        return "amp"
+    return "int8" if fast else "fp32"
+
+
 def _autocast(device: torch.device, fast: bool):
-    """fp16/bf16 autocast on CUDA; on CPU only in ``fast`` mode (bf16)."""
+    """fp16/bf16 autocast on CUDA (always: ``fast`` changes nothing there); none on CPU."""
     if device.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype)
-    if fast:
-        return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def _int8_encoder(model: LoadedModel) -> torch.nn.Module:
+    """The CPU fast-mode encoder: a copy with int8 dynamically quantised Linear layers, made once per model.
+
+    Why int8 and not bf16 autocast: measured on MedLAMA (22,923 names + 19,000 queries, MiniLM, 2 cores)
+    int8 with per-channel weight scales encodes about 3x faster than fp32 and moves acc@10 by -0.19
+    points on any x86 CPU, while bf16 autocast depends on the hardware: 2x faster on a CPU with
+    AVX512-BF16, 4x *slower* on one without (benchmarks/encode.py --fast). Per-channel scales keep
+    the accuracy loss under half of per-tensor ones (-0.46 points). The copy lives on the model
+    (``meta``), so releasing the model releases it too.
+    """
+    cached = model.meta.get("_int8_encoder")
+    if cached is not None:
+        return cached
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao dynamic quantisation is deprecated in favour of torchao
+        quantised = quantize_dynamic(copy.deepcopy(model.encoder).to("cpu").eval(),
+                                     {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+    model.meta["_int8_encoder"] = quantised
+    return quantised
 
 
 def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -138,6 +171,7 @@ def encode_layers(
     order = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows up on the first batch
     want_hidden = layers != [n_layers]
     device, moved = model.device, False
+    encoder = _int8_encoder(model) if (fast and device.type == "cpu") else model.encoder
     done, start, bs = 0, 0, batch_size
     try:
         with torch.inference_mode():
@@ -146,7 +180,7 @@ def encode_layers(
                 feats = _pad_batch(enc, idx, tok, device)  # each (batch, width)
                 try:
                     with _autocast(device, fast):
-                        res = _run_encoder(model.encoder, feats, want_hidden)
+                        res = _run_encoder(encoder, feats, want_hidden)
                 except RuntimeError as err:
                     if not _is_oom(err):
                         raise

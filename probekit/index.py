@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 
 from . import config
-from .encode import ENCODER_VERSION, Progress, encode_layers
+from .encode import ENCODER_VERSION, Progress, encode_layers, precision
 from .errors import ProbekitError
 from .models import LoadedModel
 from .types import CandidateSet
@@ -34,11 +34,11 @@ _LOCK = threading.Lock()
 def embedding_key(model: LoadedModel, candidates: CandidateSet, *, layer: int, pooling: str,
                   max_length: int = NAME_MAX_LENGTH, fast: bool = False) -> str:
     """Hash of everything that determines the candidate embeddings."""
-    # CUDA encodes under autocast and CPU ``fast`` mode under bf16 autocast, so their vectors differ
+    # CUDA encodes under autocast and CPU ``fast`` mode with int8 weights, so their vectors differ
     # slightly from CPU fp32 ones: keep them apart.
-    precision = "amp" if model.device.type == "cuda" else ("bf16" if fast else "fp32")
     parts = {"model": model.source, "rev": model.revision, "layer": layer, "pooling": pooling,
-             "max_length": max_length, "names": candidates.key, "enc": ENCODER_VERSION, "precision": precision}
+             "max_length": max_length, "names": candidates.key, "enc": ENCODER_VERSION,
+             "precision": precision(model, fast)}
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -68,7 +68,7 @@ def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers
                          use_cache: bool = True, fast: bool = False) -> dict[int, np.ndarray]:
     """(n_names, dim) float32 per layer, from memo, disk cache, or by encoding the missing layers once.
 
-    ``fast`` encodes under bf16 autocast on CPU (about 2x faster on CPUs with bf16 support).
+    ``fast`` encodes with int8 weights on CPU (2.6-3x faster, see :func:`probekit.encode.precision`).
     """
     out: dict[int, np.ndarray] = {}
     missing: list[int] = []

@@ -283,6 +283,7 @@ def release(model: LoadedModel | None) -> None:
         return
     model.encoder = None  # type: ignore[assignment]
     model.mlm = None
+    model.meta.pop("_int8_encoder", None)  # the fast-mode copy (probekit.encode)
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -38,7 +38,7 @@ import pandas as pd
 
 from . import __version__, config, metrics, run_metrics
 from .datasets import VOCABS, Dataset, hardness
-from .encode import ENCODER_VERSION, encode_layers
+from .encode import ENCODER_VERSION, encode_layers, precision
 from .errors import ProbekitError
 from .index import EntityIndex, build_index
 from .store import get_store
@@ -131,7 +131,7 @@ def dataset_spec(dataset: Dataset) -> str | None:
 
 
 def _precision(model, opts: dict) -> str:
-    return "amp" if model.device.type == "cuda" else ("bf16" if opts.get("fast") else "fp32")
+    return precision(model, bool(opts.get("fast")))
 
 
 def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
@@ -477,9 +477,9 @@ def clear_memo() -> None:
 def query_embedding_key(model, texts: Sequence[str], *, layer: int, pooling: str, max_length: int,
                         fast: bool = False) -> str:
     texts_hash = hashlib.sha1(json.dumps(list(texts)).encode()).hexdigest()
-    precision = "amp" if model.device.type == "cuda" else ("bf16" if fast else "fp32")
     parts = {"kind": "queries", "model": model.source, "rev": model.revision, "layer": layer, "pooling": pooling,
-             "max_length": max_length, "texts": texts_hash, "enc": ENCODER_VERSION, "precision": precision}
+             "max_length": max_length, "texts": texts_hash, "enc": ENCODER_VERSION,
+             "precision": precision(model, fast)}
     return "q" + hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 

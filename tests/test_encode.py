@@ -188,3 +188,26 @@ def test_pad_batch(tiny_encoder):
         assert torch.equal(feats[name], ref[name]), name
     if torch.cuda.is_available():
         assert enc_mod._pad_batch(enc, [0], tok, torch.device("cuda"))["input_ids"].shape == (1, 8)
+
+
+def test_fast_mode_uses_one_int8_copy_released_with_the_model(tiny_encoder):
+    """CPU fast mode encodes with an int8 copy of the Linear layers: close to fp32, built once, freed on release."""
+    import copy
+
+    from probekit import models
+
+    model = copy.copy(tiny_encoder)
+    model.meta = {}
+    exact = encode(model, TEXTS, batch_size=4)
+    fast = encode(model, TEXTS, batch_size=4, fast=True)
+    int8 = model.meta["_int8_encoder"]
+    assert any("quantized" in type(m).__module__ for m in int8.modules())
+    assert not any("quantized" in type(m).__module__ for m in tiny_encoder.encoder.modules())  # original untouched
+    cos = (fast * exact).sum(1) / (np.linalg.norm(fast, axis=1) * np.linalg.norm(exact, axis=1))
+    assert cos.min() > 0.99 and np.abs(fast - exact).max() > 0  # close, not equal
+    encode(model, TEXTS, batch_size=4, fast=True)
+    assert model.meta["_int8_encoder"] is int8  # made once
+    assert enc_mod.precision(model, fast=True) == "int8" and enc_mod.precision(model) == "fp32"
+    model.encoder = copy.deepcopy(tiny_encoder.encoder)
+    models.release(model)
+    assert "_int8_encoder" not in model.meta

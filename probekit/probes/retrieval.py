@@ -60,8 +60,8 @@ PROBE = RetrievalProbe(
         Option("layer", None, (), "hidden_states[L]; None = last layer"),
         Option("batch_size", 128, (), "encoding batch size"),
         Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept; longer queries are cut at the end"),
-        Option("fast", False, (False, True), "bf16 autocast on CPU: about 2x faster encoding, scores differ "
-               "slightly (needs a CPU with bf16 support; CUDA always uses autocast)"),
+        Option("fast", False, (False, True), "int8 weights on CPU: about 3x faster encoding, scores differ "
+               "slightly (acc@10 -0.2 points on MedLAMA); CUDA always uses autocast"),
     ),
     description="Encode the masked query and all entity names; rank names by similarity (any encoder).",
 )
