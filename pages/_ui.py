@@ -57,6 +57,33 @@ class progress:  # noqa: N801 - used like a function: report = ui.progress("…"
         self.slot.empty()
 
 
+def job_panel(state_key: str, *, stop: str = "Cancel", stop_key: str | None = None, extra=None) -> None:
+    """Poll the background job ``st.session_state[state_key]`` (a :class:`probekit.runs.Job`) once a second.
+
+    While it runs: a progress bar with its stage and elapsed time, a stop button, and ``extra(job)`` (e.g. a
+    live loss curve), all in a fragment so only this panel reruns; other pages and sessions stay usable.
+    When it finishes the whole page reruns once, so the page can show the result.
+    """
+    job = st.session_state.get(state_key)
+    running = job is not None and not job.finished
+
+    @st.fragment(run_every=1.0 if running else None)
+    def panel():
+        job = st.session_state.get(state_key)
+        if job is None or job.finished:
+            if running:  # it just finished: refresh the whole page
+                st.rerun()
+            return
+        c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+        c1.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
+        if c2.button(stop, icon=":material/stop:", key=stop_key or f"{state_key}_stop"):
+            job.cancel()
+        if extra is not None:
+            extra(job)
+
+    panel()
+
+
 # ---------------------------------------------------------------- models
 def _release(model) -> None:  # streamlit passes the released value only
     models.release(model)

@@ -141,6 +141,9 @@ with dataset:
                     + (f" — stored as `{st.session_state.ctx_d_saved}`" if st.session_state.get("ctx_d_saved") else ""))
         st.plotly_chart(ucm_bars(ucm, "relation", facet="mode"), key="ctx_d_ucm")
         st.dataframe(acc, hide_index=True, key="ctx_d_acc")
+        st.caption("acc@k (macro) with the prompt alone (none) and with the whole context (full). Target and "
+                   "negative target agree by construction: both start from the same prompt and end with the same "
+                   "full context; they differ only in the order segments are added, which UCM measures.")
     with ui.guard("Stored runs"):
         runs = context_runs.list_runs()
         if len(runs):

@@ -33,20 +33,7 @@ with st.container(border=True):
             st.rerun()
 
 
-@st.fragment(run_every=1.0 if running else None)
-def job_panel():
-    job = st.session_state.get("ly_job")
-    if job is None:
-        return
-    if not job.finished:
-        st.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
-        if st.button("Cancel", icon=":material/stop:", key="ly_cancel"):
-            job.cancel()
-    elif running:
-        st.rerun()
-
-
-job_panel()
+ui.job_panel("ly_job", stop_key="ly_cancel")
 if job is not None and job.finished and st.session_state.get("ly_seen") is not job:
     st.session_state.ly_seen = job
     if job.status == "done":

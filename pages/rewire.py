@@ -76,24 +76,14 @@ with st.container(border=True):
             st.rerun()
 
 
-@st.fragment(run_every=1.0 if running else None)
-def live_panel():
-    """The live loss curve and step counter, redrawn every second while training."""
-    job = st.session_state.get("rw_job")
-    if job is None or job.finished:
-        if running:
-            st.rerun()
-        return
-    c1, c2 = st.columns([5, 1])
-    c1.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
-    if c2.button("Stop", icon=":material/stop:", key="rw_stop"):
-        job.cancel()
+def live_curve(job) -> None:
+    """The live loss curve, redrawn with the job panel every second while training."""
     log = rewire.load_log(job.run_id) if (rewire.runs_dir() / job.run_id / "run.json").exists() else None
     if log is not None and len(log):
         st.plotly_chart(loss_figure(log, rewire.checkpoints(job.run_id)), key="rw_live")
 
 
-live_panel()
+ui.job_panel("rw_job", stop="Stop", stop_key="rw_stop", extra=live_curve)
 if job is not None and job.finished and job.status == "failed":
     st.error(job.error)
 

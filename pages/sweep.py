@@ -41,19 +41,7 @@ with st.container(border=True):
             st.rerun()
 
 
-@st.fragment(run_every=1.0 if running else None)
-def job_panel():
-    job = st.session_state.get("sw_job")
-    if job is None or job.finished:
-        if running:
-            st.rerun()
-        return
-    st.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
-    if st.button("Cancel", icon=":material/stop:", key="sw_cancel"):
-        job.cancel()
-
-
-job_panel()
+ui.job_panel("sw_job", stop_key="sw_cancel")
 if job is not None and job.finished:
     if job.status == "done":
         st.session_state.sw_result = job.result
@@ -105,7 +93,7 @@ for rel, row in table.iterrows():
 lines.update_layout(height=460, margin=dict(l=0, r=0, t=10, b=0), xaxis_title="training step",
                     yaxis_title=f"acc@{k} (%)")
 st.plotly_chart(lines, key="sw_relations")
-st.dataframe(table.round(2).reset_index(), hide_index=True, key="sw_table")
+st.dataframe(table.round(2).rename(columns=lambda step: f"step {step}").reset_index(), hide_index=True, key="sw_table")
 d1, d2 = st.columns(2)
 d1.download_button("Sweep (CSV)", runs.frame_bytes(frame, "csv"), file_name="sweep.csv", mime="text/csv",
                    key="sw_csv")

@@ -621,7 +621,12 @@ class DatasetContextResult:
 
 
 def _acc(rows: list[dict], ks: Sequence[int]) -> dict:
-    """acc@k without context (step 0) and with the full context (last step), macro over relations and micro."""
+    """acc@k without context (step 0) and with the full context (last step), macro over relations and micro.
+
+    In dataset mode the target and negative-target runs of a triple share both of these inputs (the
+    prompt alone; the whole knowledge-only context in document order), so their acc@k agree by
+    construction: the modes differ only in the order segments arrive, which is what UCM measures.
+    """
     first, last = {}, {}
     for r in rows:
         key = (r["query_id"], r.get("permutation", 0))

@@ -1,4 +1,6 @@
-"""One Playwright test of the main flow in headless Chromium: open the app, probe, see the top-k table.
+"""Playwright tests in headless Chromium against a real ``streamlit run``: the main flow (open the app,
+probe, see the top-k table), a benchmark run started in the browser and reopened from the store, and
+one rank-change curve on the Context page.
 
 Uses Debian's chromium (``playwright install`` cannot download browsers here). Skips, saying so,
 only when no browser is installed.
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,34 +35,48 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    base = tmp_path_factory.mktemp("browser")
+@contextmanager
+def serve(env: dict, log_path: Path):
+    """``streamlit run app.py`` on a free port with ``env``; yields its URL once healthy, stops it after."""
     port = _free_port()
-    env = {**os.environ, "PROBEKIT_CACHE_DIR": str(base / "cache"), "PROBEKIT_DB": str(base / "pk.duckdb"),
-           "PROBEKIT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    log = open(base / "server.log", "w")
+    log = open(log_path, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none",
          "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"streamlit did not start: {(base / 'server.log').read_text()[-2000:]}")
-    yield url
-    proc.terminate()
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"streamlit did not start: {log_path.read_text()[-2000:]}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def launch(pw):
+    return pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    base = tmp_path_factory.mktemp("browser")
+    env = {**os.environ, "PROBEKIT_CACHE_DIR": str(base / "cache"), "PROBEKIT_DB": str(base / "pk.duckdb"),
+           "PROBEKIT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    with serve(env, base / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +84,7 @@ def page(app_url, tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        browser = launch(pw)
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         pg = ctx.new_page()
         pg.set_default_timeout(120_000)
@@ -93,3 +109,48 @@ def test_probe_main_flow(page, app_url):
     assert "query=" in page.url and "model=" in page.url
     assert page.get_by_test_id("stException").count() == 0
     _shot(page, "probe")
+
+
+def _no_exception(page) -> None:
+    assert page.get_by_test_id("stException").count() == 0
+    assert page.get_by_test_id("stAlertContentError").count() == 0
+
+
+def test_benchmark_run_then_reopen_from_the_store(page, app_url):
+    """Start a demo benchmark in the browser (background job, live progress), see its charts, then open the
+    page afresh: the stored run is shown without running anything."""
+    page.goto(f"{app_url}/benchmark")
+    page.get_by_text("No stored runs yet").wait_for()
+    page.get_by_role("button", name="Start").click()
+    page.get_by_text("Accuracy (%): full set vs its hard subset").wait_for()
+    page.locator(".js-plotly-plot").nth(1).wait_for()  # per-relation and by-length charts
+    _no_exception(page)
+    page.goto(f"{app_url}/benchmark")  # a new browser session: the run comes from DuckDB
+    page.get_by_text("Accuracy (%): full set vs its hard subset").wait_for()
+    page.locator(".js-plotly-plot").nth(1).wait_for()
+    assert page.get_by_text("No stored runs yet").count() == 0
+    _no_exception(page)
+    _shot(page, "benchmark")
+
+
+def test_context_draws_a_rank_change_curve(page, app_url):
+    """Paste a note about the default query's subject and golds, see it segmented, run, see the curve."""
+    from probekit.datasets import load_dataset
+
+    ds = load_dataset("demo")
+    q = max(ds.queries_for(ds.relations[0]), key=lambda q: len(q.golds))  # the page's default query
+    pool = [n for n in ds.candidates("relation", ds.relations[0]).names if n not in q.golds]
+    note = (f"{q.subject} was suspected. MRI of the {q.golds[1].lower()} was normal, the {pool[0].lower()} too. "
+            f"Lesions were seen in the {q.golds[0].lower()}. Biopsy of the {pool[1].lower()} was negative; "
+            f"the {q.golds[-1].lower()} is involved.")
+    page.goto(f"{app_url}/context")
+    box = page.get_by_label("Document (e.g. a clinical note mentioning S and O_t)")
+    box.fill(note)
+    box.press("Control+Enter")
+    page.get_by_text("segments; blue = O_t").wait_for()
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_text("O_cor steps").wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 4  # O_t, O_cor, O_incor, O_a
+    _no_exception(page)
+    _shot(page, "context")

@@ -259,6 +259,9 @@ def test_run_dataset_store_and_export(tiny_dataset, tiny_encoder, tmp_path):
         acc = res.summary[mode]["acc"]
         assert set(acc) == {"none", "full"} and 0 <= acc["full"]["micro"]["acc@10"] <= 1
     assert res.summary["target"]["acc"]["full"]["micro"]["acc@5"] == 1.0  # 5 candidates in the pool
+    # Same accuracy for both modes by construction: input_0 and the full context are the same text for
+    # the target and the negative target (knowledge-only keeps document order); only the order differs.
+    assert res.summary["target"]["acc"] == res.summary["negative"]["acc"]
     run_id = context_runs.save_run(res, model=tiny_encoder, label="tiny")
     assert context_runs.load_summary(run_id) == json.loads(json.dumps(res.summary))
     runs = context_runs.list_runs()

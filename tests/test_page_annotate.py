@@ -4,10 +4,6 @@ rate by keyboard buttons and clicks, skip, undo, resume in a new browser session
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 from apptest_utils import errors, open_app
@@ -139,56 +135,90 @@ def test_bad_session_and_name_are_messages(tiny_encoder_dir):
     assert not empty.exception and [s.key for s in empty.selectbox if s.key == "an_pick"] == ["an_pick"]
 
 
+def _chromium_server(tmp_path):
+    """(serve, launch, env) for a real server on this test's database (skips when Chromium or Playwright is missing)."""
+    pytest.importorskip("playwright", reason="playwright is not installed")
+    from test_browser import launch, serve  # skips when no Chromium is installed
+
+    from probekit import store
+
+    store.close_all()  # the server process must own the database file
+    env = {**os.environ, "PROBEKIT_CACHE_DIR": str(tmp_path / "cache")}
+    return serve, launch, env
+
+
 @pytest.mark.browser
 def test_keyboard_only_rating_in_chromium(tmp_path):
     """Real key presses in headless Chromium, typed faster than the page reruns: 5, 3, S rate/skip the marked
     answers, Enter moves on, 1, 2 rate there, U undoes the last."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed")
+    from playwright.sync_api import sync_playwright
     from test_annotations import rankings
-    from test_browser import CHROMIUM, ROOT, _free_port  # skips when no Chromium is installed
-
-    from probekit import store
 
     sid = ann.from_rankings(rankings(2, k=3), name="keyboard", k=3)
-    db = os.environ["PROBEKIT_DB"]
-    store.close_all()  # the server process must own the database file
-    port = _free_port()
-    env = {**os.environ, "PROBEKIT_DB": db, "PROBEKIT_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-                             str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-                             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                         args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-            page.set_default_timeout(60_000)
-            page.goto(f"{url}/annotate?session={sid}&annotator=Kim")  # the shared link plus the name
-            page.get_by_text("0/6 answers").wait_for()
-            for key in ("5", "3", "s", "Enter", "1", "2", "u"):  # typed at once, faster than the reruns
-                page.keyboard.press(key)
-            page.get_by_text("Query 2 of 2").wait_for()
-            page.get_by_text("4/6 answers").wait_for()
-            assert page.get_by_test_id("stException").count() == 0
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    serve, launch, env = _chromium_server(tmp_path)
+    with serve(env, tmp_path / "server.log") as url, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}/annotate?session={sid}&annotator=Kim")  # the shared link plus the name
+        page.get_by_text("0/6 answers").wait_for()
+        for key in ("5", "3", "s", "Enter", "1", "2", "u"):  # typed at once, faster than the reruns
+            page.keyboard.press(key)
+        page.get_by_text("Query 2 of 2").wait_for()
+        page.get_by_text("4/6 answers").wait_for()
+        assert page.get_by_test_id("stException").count() == 0
+        browser.close()
     events = ann.events_frame(sid)  # every key arrived once, in order, on the answer marked at that moment
     assert events.kind.tolist() == ["rate", "rate", "skip", "rate", "rate", "undo"]
     assert events.score.tolist()[:2] == [5, 3] and events.score.tolist()[3:5] == [1, 2]
     assert events.item_id.tolist() == [f"{sid}:0:0", f"{sid}:0:1", f"{sid}:0:2", f"{sid}:1:0", f"{sid}:1:1",
                                        f"{sid}:1:1"]
     assert events.annotator.unique().tolist() == ["kim"]
+
+
+@pytest.mark.browser
+def test_two_experts_at_once_in_two_browsers(tmp_path):
+    """Two experts rate the same blind session at the same time from two browsers (separate contexts, so
+    separate cookies and server sessions), their key presses interleaved: every rating lands once under
+    its own expert, neither sees the other's progress, and the organiser's statistics cover both."""
+    from playwright.sync_api import sync_playwright
+    from test_annotations import rankings
+
+    n_queries, k = 3, 10
+    sid = ann.from_rankings(rankings(n_queries, k=k), name="pair", k=k)
+    total = n_queries * k
+    scores = {"Ana": [1 + i % 5 for i in range(total)], "Ben": [5 - i % 5 for i in range(total)]}
+    serve, launch, env = _chromium_server(tmp_path)
+    with serve(env, tmp_path / "server.log") as url, sync_playwright() as pw:
+        browser = launch(pw)
+        pages = {}
+        for who in scores:
+            pg = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            pg.set_default_timeout(90_000)
+            pg.goto(f"{url}/annotate?session={sid}&annotator={who}")
+            pg.get_by_text(f"0/{total} answers").wait_for()
+            pages[who] = pg
+        for q in range(n_queries):
+            for i in range(k):
+                for who, pg in pages.items():  # alternate: both sessions rerun at the same time
+                    pg.keyboard.press(str(scores[who][q * k + i]))
+            for pg in pages.values():
+                pg.get_by_text(f"{(q + 1) * k}/{total} answers").wait_for()
+                pg.keyboard.press("Enter")
+        for pg in pages.values():
+            pg.get_by_text("All done").wait_for()
+            assert pg.get_by_test_id("stException").count() == 0
+        browser.close()
+    events = ann.events_frame(sid)
+    assert len(events) == 2 * total and set(events.kind) == {"rate"}
+    for who, want in scores.items():
+        mine = events[events.annotator == who.lower()]
+        assert mine.score.tolist() == want  # in order, none lost or doubled
+        assert mine.item_id.nunique() == total  # each of the 30 answers once
+    result = ann.stats(sid)
+    assert result["n_ratings"] == 2 * total and result["annotators"] == ["ana", "ben"]
+    t5 = result["table5"].set_index(["answers", "gold"])
+    assert t5.loc[("top-10", "all"), "total"] == total  # every answer has a consensus score
+    assert set(result["table5_by_annotator"]) == {"ana", "ben"}
+    assert all(t.set_index(["answers", "gold"]).loc[("top-10", "all"), "total"] == total
+               for t in result["table5_by_annotator"].values())
