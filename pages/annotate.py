@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import traceback
+from dataclasses import dataclass, field
 
 import streamlit as st
 
@@ -96,27 +97,42 @@ with ui.guard("Joining"):
     who = ann.join(sid, qp["annotator"])
 if who is None:
     st.stop()
-QKEY = f"an_q:{sid}:{who}"
+QKEY = (sid, who)
 
 
-LOCK = st.session_state.setdefault("an_lock", threading.RLock())
+@dataclass
+class Desk:
+    """This browser session's place in the work: last key press handled, current query per (session, expert),
+    a message to show, the timer. One object kept in session state and only ever mutated in place, under its
+    lock. Why: Streamlit starts a new run before an interrupted one has finished, and a value the old run
+    *assigns* to ``st.session_state`` can be dropped when the new run compacts the state (seen in two browsers
+    at once: an Enter handled, its new query lost, the next ten ratings refused); nor may two runs handle the
+    same key press (one answer rated twice)."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    seq: int = 0
+    query: dict = field(default_factory=dict)
+    flash: str | None = None
+    t0: float = field(default_factory=time.time)
+
+
+DESK: Desk = st.session_state.setdefault("an_desk", Desk())
 
 
 def act(kind: str, item: str | None = None, score: int | None = None) -> None:
-    """One write (or a move), then a fresh timer for the next answer. Serialised per browser session: Streamlit
-    starts a new run before an interrupted one has finished, so two runs could otherwise rate the same answer."""
-    with LOCK:
+    """One write (or a move), then a fresh timer for the next answer; serialised per browser session."""
+    with DESK.lock:
         _act(kind, item, score)
 
 
 def _act(kind: str, item: str | None, score: int | None) -> None:
-    elapsed = int(1000 * (time.time() - st.session_state.get("an_t0", time.time())))
+    elapsed = int(1000 * (time.time() - DESK.t0))
     try:
         if kind in ("key", "key_skip"):  # keyboard: the marked answer *now*, so fast typing never hits a stale one
-            qi = st.session_state.get(QKEY)
+            qi = DESK.query.get(QKEY)
             todo = [] if qi is None else [a for a in ann.query_view(sid, who, qi)["answers"] if a["status"] is None]
             if not todo:
-                st.session_state.an_flash = "Every answer of this query is done: Enter moves on, a click changes one."
+                DESK.flash = "Every answer of this query is done: Enter moves on, a click changes one."
                 return
             kind, item = ("rate" if kind == "key" else "skip"), todo[0]["item_id"]
         if kind == "rate":
@@ -126,21 +142,21 @@ def _act(kind: str, item: str | None, score: int | None) -> None:
         elif kind == "undo":
             undone = ann.undo(sid, who)
             if undone is None:
-                st.session_state.an_flash = "Nothing to undo."
+                DESK.flash = "Nothing to undo."
             else:
-                st.session_state[QKEY] = undone["query_index"]
+                DESK.query[QKEY] = undone["query_index"]
         elif kind == "next":
-            qi = st.session_state.get(QKEY)
+            qi = DESK.query.get(QKEY)
             if qi is not None and not ann.query_view(sid, who, qi)["complete"]:
-                st.session_state.an_flash = "Rate or skip every answer of this query first (S skips one)."
+                DESK.flash = "Rate or skip every answer of this query first (S skips one)."
             else:
-                st.session_state[QKEY] = ann.next_query(sid, who)
+                DESK.query[QKEY] = ann.next_query(sid, who)
     except ProbekitError as e:
-        st.session_state.an_flash = str(e)
+        DESK.flash = str(e)
     except Exception as e:  # noqa: BLE001 - never a traceback in the page
         log.error("annotation action failed\n%s", traceback.format_exc())
-        st.session_state.an_flash = f"That did not work ({type(e).__name__}); the server log has details."
-    st.session_state.an_t0 = time.time()
+        DESK.flash = f"That did not work ({type(e).__name__}); the server log has details."
+    DESK.t0 = time.time()
 
 
 main, side = st.columns([3, 1], gap="large")
@@ -153,29 +169,29 @@ with side:
     st.caption(f"Annotating as **{qp['annotator']}**")
     if st.button("Not you? Change name", key="an_switch", type="tertiary"):
         del qp["annotator"]
-        st.session_state.pop(QKEY, None)
+        DESK.query.pop(QKEY, None)
         st.rerun()
 
 with main:
-    pressed = key_listener()(key="an_keys_js", data={"ack": st.session_state.get("an_seq", 0)},
+    pressed = key_listener()(key="an_keys_js", data={"ack": DESK.seq},
                              default={"presses": None}, on_presses_change=lambda: None, height=0)
-    with LOCK:  # every press once, in the order typed, even when two runs overlap
+    with DESK.lock:  # every press once, in the order typed, even when two runs overlap
         for seq, key in ((pressed.get("presses") or {}).get("queue") or []):
-            if seq > st.session_state.get("an_seq", 0) and key in KEY_ACTIONS:
-                st.session_state.an_seq = seq
+            if seq > DESK.seq and key in KEY_ACTIONS:
+                DESK.seq = seq
                 act(*KEY_ACTIONS[key])
-    if QKEY not in st.session_state:
-        with ui.guard("Finding your next query"):
-            st.session_state[QKEY] = ann.next_query(sid, who)
-    st.session_state.setdefault("an_t0", time.time())
+        if QKEY not in DESK.query:
+            with ui.guard("Finding your next query"):
+                DESK.query[QKEY] = ann.next_query(sid, who)
+        flash, DESK.flash = DESK.flash, None
     progress = ann.progress(sid, who)
     per = progress["seconds_per_answer"]
     st.progress(progress["done"] / max(progress["total"], 1),
                 text=f"{progress['done']}/{progress['total']} answers · {progress['queries_done']}/"
                      f"{progress['queries_total']} queries" + (f" · {per:.1f} s per answer" if per is not None else ""))
-    if flash := st.session_state.pop("an_flash", None):
+    if flash:
         st.warning(flash)
-    qi = st.session_state.get(QKEY)
+    qi = DESK.query.get(QKEY)
     if qi is None:
         st.success("All done, thank you! Your ratings are saved; U undoes the last one.")
         st.button("Undo · U", key="an_undo", on_click=act, args=KEY_ACTIONS["u"])
