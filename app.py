@@ -24,4 +24,5 @@ for section, page in PAGES:
     sections.setdefault(section, []).append(page)
 nav = st.navigation(sections)
 ui.sidebar()
-nav.run()
+with ui.shell():
+    nav.run()

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import runpy
+import threading
 import traceback
 from contextlib import contextmanager
+from pathlib import Path
 
 import streamlit as st
 import torch
@@ -22,6 +25,36 @@ CUSTOM = "__custom__"
 UPLOAD = "__upload__"
 MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
 DATASET_KEY, UPLOAD_KEY = "pk_dataset", "pk_upload"
+
+
+# ---------------------------------------------------------------- the app shell
+APP = Path(__file__).resolve().parent.parent / "app.py"
+_SHELL = threading.local()
+
+
+@contextmanager
+def shell():
+    """app.py runs the selected page inside this, so a page can tell it has the app's navigation and sidebar."""
+    _SHELL.depth = getattr(_SHELL, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _SHELL.depth -= 1
+
+
+def title(text: str) -> None:
+    """The page title; first makes sure the page runs inside app.py.
+
+    Why: next to a ``pages/`` folder Streamlit starts in its old multipage mode, in which a page URL runs that
+    page file alone (no sidebar, a file-name navigation), until app.py's ``st.navigation`` has run once in the
+    server process. A fresh server whose first visitor opens a shared link (``/annotate?session=…``) would
+    stay in that mode. A page run outside app.py therefore runs app.py instead (which runs this page through
+    its navigation) and stops.
+    """
+    if not getattr(_SHELL, "depth", 0):
+        runpy.run_path(str(APP), run_name="__main__")
+        st.stop()
+    st.title(text)
 
 
 # ---------------------------------------------------------------- errors and progress

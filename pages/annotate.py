@@ -53,7 +53,7 @@ def key_listener():
     """Registered once per server (a page script reruns on every interaction)."""
     return st.components.v2.component("probekit.rating_keys", js=KEYS_JS)
 SHORT = {5: "perfect", 4: "similar", 3: "related", 2: "same domain", 1: "unrelated"}
-st.title("Annotate")
+ui.title("Annotate")
 qp = st.query_params
 
 # ---- which session, and who (both kept in the URL)

@@ -10,7 +10,7 @@ from probekit import run_metrics as rm
 from probekit.datasets import VOCABS
 from probekit.probes import get_probe, probes_for
 
-st.title("Benchmark")
+ui.title("Benchmark")
 if goto := st.session_state.pop("bm_goto", None):
     st.switch_page("pages/probe.py", query_params=goto)
 model, ds = ui.current_model(), ui.current_dataset()

@@ -8,7 +8,7 @@ from pages import _ui as ui
 from probekit import run_metrics as rm
 from probekit import runs
 
-st.title("Compare runs")
+ui.title("Compare runs")
 listed = None
 with ui.guard("Stored runs"):
     listed = runs.list_runs(status="done")

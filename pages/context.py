@@ -15,7 +15,7 @@ from probekit.probes import probes_for
 ROLE_COLOURS = {"target": "#1565c0", "cor": "#2e7d32", "incor": "#c62828"}
 UCM_COLOURS = {"U": "#2e7d32", "C": "#9e9e9e", "M": "#c62828"}
 
-st.title("Context variance")
+ui.title("Context variance")
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
     st.stop()

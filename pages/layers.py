@@ -9,7 +9,7 @@ from pages import _ui as ui
 from probekit import layers, runs
 from probekit.datasets import VOCABS
 
-st.title("Layer-wise probing")
+ui.title("Layer-wise probing")
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
     st.stop()

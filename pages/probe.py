@@ -9,7 +9,7 @@ from probekit.cli import parse_free_query
 from probekit.datasets import VOCABS
 from probekit.probes import get_probe, probes_for
 
-st.title("Probe")
+ui.title("Probe")
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
     st.stop()

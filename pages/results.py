@@ -10,7 +10,7 @@ from probekit import annotations as ann
 from probekit import runs
 from probekit.probes import PROBES
 
-st.title("Annotation results")
+ui.title("Annotation results")
 qp = st.query_params
 sessions = None
 with ui.guard("Listing sessions"):

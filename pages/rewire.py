@@ -10,7 +10,7 @@ from probekit import rewire
 from probekit.rewire import CPU_BATCH_SIZE, RewireSettings
 
 UPLOAD = "__upload__"
-st.title("Contrastive rewiring")
+ui.title("Contrastive rewiring")
 st.caption("From each sentence a tail span is cut into one mask token; the encoder learns to place the masked "
            "sentence next to its span and away from the rest of the batch (InfoNCE, cosine / τ). "
            "Probe the checkpoints on the **Sweep** page, or pick one in the sidebar.")

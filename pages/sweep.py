@@ -8,7 +8,7 @@ from pages import _ui as ui
 from probekit import rewire, runs
 from probekit.datasets import VOCABS
 
-st.title("Checkpoint sweep")
+ui.title("Checkpoint sweep")
 ds = ui.current_dataset()
 if ds is None:
     st.stop()

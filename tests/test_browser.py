@@ -1,6 +1,6 @@
 """Playwright tests in headless Chromium against a real ``streamlit run``: the main flow (open the app,
-probe, see the top-k table), a benchmark run started in the browser and reopened from the store, and
-one rank-change curve on the Context page.
+probe, see the top-k table), a benchmark run started in the browser and reopened from the store, one
+rank-change curve on the Context page, and a short rewiring run whose checkpoints are swept.
 
 Uses Debian's chromium (``playwright install`` cannot download browsers here). Skips, saying so,
 only when no browser is installed.
@@ -73,8 +73,17 @@ def launch(pw):
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     base = tmp_path_factory.mktemp("browser")
+    corpora = base / "corpora"  # a small stand-in for the elicit corpora, under pubmed_0's file name
+    corpora.mkdir()
+    from probekit.datasets import load_dataset
+    from probekit.rewire import CORPUS_FILES
+
+    demo = load_dataset("demo")
+    (corpora / CORPUS_FILES["pubmed_0"]).write_text(
+        "\n".join(f"In this cohort {q.subject.lower()} was associated with {g.lower()} in most patients"
+                  for q in demo.queries for g in q.golds) + "\n")
     env = {**os.environ, "PROBEKIT_CACHE_DIR": str(base / "cache"), "PROBEKIT_DB": str(base / "pk.duckdb"),
-           "PROBEKIT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+           "PROBEKIT_CORPORA_DIR": str(corpora), "PROBEKIT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     with serve(env, base / "server.log") as url:
         yield url
 
@@ -154,3 +163,35 @@ def test_context_draws_a_rank_change_curve(page, app_url):
     assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 4  # O_t, O_cor, O_incor, O_a
     _no_exception(page)
     _shot(page, "context")
+
+
+def _set_number(page, label: str, value: int) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def test_rewire_then_sweep_the_checkpoints(page, app_url):
+    """Rewire the default model on pubmed_0 for a few steps from the UI (live loss, checkpoints), then sweep
+    its checkpoints on the demo dataset and see the acc@k-vs-step plot."""
+    page.goto(f"{app_url}/rewire")
+    page.get_by_text("No rewiring runs yet").wait_for()
+    _set_number(page, "Steps", 6)
+    _set_number(page, "Checkpoint every", 3)
+    _set_number(page, "Batch size (pairs)", 8)
+    page.get_by_role("button", name="Start training").click()
+    stop = page.locator(".st-key-rw_stop")  # the job panel's Stop button: there while training runs
+    stop.wait_for()
+    page.locator(".st-key-rw_live .js-plotly-plot").wait_for()  # the live loss curve
+    stop.wait_for(state="detached")
+    page.locator(".st-key-rw_curve .js-plotly-plot").wait_for()  # the finished run's curve and checkpoints
+    sweep = page.get_by_role("button", name="Sweep these checkpoints")
+    assert sweep.is_enabled()  # checkpoints at steps 3 and 6
+    _no_exception(page)
+    _shot(page, "rewire")
+    sweep.click()
+    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_text("best checkpoint (step").wait_for()
+    page.locator(".js-plotly-plot").nth(1).wait_for()  # macro/micro vs step, and per relation
+    _no_exception(page)
+    _shot(page, "sweep")

@@ -163,6 +163,9 @@ def test_keyboard_only_rating_in_chromium(tmp_path):
         page.set_default_timeout(60_000)
         page.goto(f"{url}/annotate?session={sid}&annotator=Kim")  # the shared link plus the name
         page.get_by_text("0/6 answers").wait_for()
+        # a fresh server whose first visitor opens a page link still gets app.py's navigation and sidebar
+        assert "Annotation results" in page.get_by_test_id("stSidebarNav").inner_text()
+        assert page.get_by_text("Force CPU").count() == 1
         for key in ("5", "3", "s", "Enter", "1", "2", "u"):  # typed at once, faster than the reruns
             page.keyboard.press(key)
         page.get_by_text("Query 2 of 2").wait_for()
