@@ -918,7 +918,17 @@ def _cmd_runs(args) -> int:
         print(context_runs.export_run(args.run_id, args.export))
         return 0
     if args.run_id:
-        print_json({**context_runs.get_run(args.run_id), **context_runs.load_summary(args.run_id)})
+        meta, summary = context_runs.get_run(args.run_id), context_runs.load_summary(args.run_id)
+        if args.format == "json":
+            print_json({**meta, **summary})
+            return 0
+        ucm, acc = summary_frames(summary)
+        print(f"{meta['run_id']}  {meta['label']}  ({meta['probe']}, {meta['dataset']}, {meta['variant']}, "
+              f"{meta['n_queries']} triples, {meta['seconds'] or 0:.0f} s)")
+        print("\nUCM (share of O_cor steps: Understand / Confuse / Misunderstand)")
+        print(ucm.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nacc@k (macro) with the prompt alone (none) and with the full context")
+        print(acc.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         return 0
     runs = context_runs.list_runs()
     if args.format == "json":

@@ -330,6 +330,11 @@ def test_cli_single_and_dataset(tiny_encoder_dir, tmp_path, capsys):
     assert set(out) >= {"target", "negative", "seconds"}
     assert main(["context", "runs", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["run_id"] == out["run_id"]
+    assert main(["context", "runs", out["run_id"]]) == 0  # one run as tables (the default format)
+    shown = capsys.readouterr().out
+    assert shown.startswith(out["run_id"]) and "UCM_m" in shown and "acc@10" in shown and "{" not in shown
+    assert main(["context", "runs", out["run_id"], "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["target"]["n_triples"] == 1
 
 
 def test_search_sentences_in_corpus_files_and_texts(tmp_path):
