@@ -102,6 +102,20 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def print_listing(frame, fmt: str, *, empty: str, line=None) -> None:
+    """A stored-items listing (``--list`` / ``runs``): JSON records, or one line per row (``line(record)``,
+    default: the frame as a table), or ``empty`` when there is nothing."""
+    if fmt == "json":
+        print_json(frame.to_dict(orient="records"))
+    elif frame.empty:
+        print(empty)
+    elif line is None:
+        print(frame.to_string(index=False))
+    else:
+        for record in frame.to_dict(orient="records"):
+            print(line(record))
+
+
 def _progress_printer(quiet: bool):
     if quiet:
         return None

@@ -910,7 +910,7 @@ def _cmd_dataset(args) -> int:
 
 def _cmd_runs(args) -> int:
     from . import context_runs
-    from .cli import print_json
+    from .cli import print_json, print_listing
 
     if args.export:
         if not args.run_id:
@@ -930,11 +930,7 @@ def _cmd_runs(args) -> int:
         print("\nacc@k (macro) with the prompt alone (none) and with the full context")
         print(acc.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         return 0
-    runs = context_runs.list_runs()
-    if args.format == "json":
-        print_json(runs.to_dict(orient="records"))
-    else:
-        print(runs.to_string(index=False) if len(runs) else "no stored context runs")
+    print_listing(context_runs.list_runs(), args.format, empty="no stored context runs (run `context dataset --save`)")
     return 0
 
 

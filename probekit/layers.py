@@ -387,15 +387,11 @@ def _print_table(result: LayerRun) -> None:
 
 def _cmd_layers(args) -> int:
     from . import models
-    from .cli import _progress_printer, load_dataset_from_args, print_json
+    from .cli import _progress_printer, load_dataset_from_args, print_json, print_listing
 
     if args.list:
-        frame = list_layer_runs()
-        if args.format == "json":
-            print_json(frame.to_dict(orient="records"))
-        else:
-            for r in frame.to_dict(orient="records"):
-                print(f"{r['run_id']}  {r['label']}  layers {r['layers']}  [{r['n_queries']} queries]")
+        print_listing(list_layer_runs(), args.format, empty="no stored layer sweeps (run `layers --save`)",
+                      line=lambda r: f"{r['run_id']}  {r['label']}  layers {r['layers']}  [{r['n_queries']} queries]")
         return 0
     layers = None
     if args.layers:

@@ -625,16 +625,10 @@ def best_checkpoint(frame: pd.DataFrame, *, k: int = 10, subset: str = "full") -
 def _cmd_rewire(args) -> int:
     import sys
 
-    from .cli import print_json
+    from .cli import print_json, print_listing
 
     if args.list:
-        frame = list_runs()
-        if args.format == "json":
-            print_json(frame.to_dict(orient="records"))
-        elif frame.empty:
-            print("no rewiring runs yet")
-        else:
-            print(frame.to_string(index=False))
+        print_listing(list_runs(), args.format, empty="no rewiring runs yet")
         return 0
     settings = RewireSettings(model=args.model, corpus=args.corpus, mask_ratio=args.mask_ratio, tau=args.tau,
                               lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,

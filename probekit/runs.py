@@ -847,19 +847,16 @@ def _print_summary(meta: dict, summary: dict) -> None:
 
 
 def _cmd_runs(args) -> int:
-    from .cli import print_json
+    from .cli import print_json, print_listing
+
+    def line(r: dict) -> str:
+        a1, a10 = r["macro acc@1"], r["macro acc@10"]
+        acc = "" if pd.isna(a1) else f"macro acc@1 {100 * a1:.2f}  acc@10 {100 * a10:.2f}"
+        return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{r['n_done']}/{r['n_queries']}]  {acc}"
 
     if args.action == "list":
-        frame = list_runs()
-        if args.format == "json":
-            print_json(frame.to_dict(orient="records"))
-        elif frame.empty:
-            print("no stored runs (run `python -m probekit bench --save`)")
-        else:
-            for r in frame.to_dict(orient="records"):
-                a1, a10 = r["macro acc@1"], r["macro acc@10"]
-                acc = "" if pd.isna(a1) else f"macro acc@1 {100 * a1:.2f}  acc@10 {100 * a10:.2f}"
-                print(f"{r['run_id']}  {r['status']:<9} {r['label']}  [{r['n_done']}/{r['n_queries']}]  {acc}")
+        print_listing(list_runs(), args.format, empty="no stored runs (run `python -m probekit bench --save`)",
+                      line=line)
         return 0
     if not args.run:
         raise ProbekitError(f"`runs {args.action}` needs a run id (see `python -m probekit runs list`)")
