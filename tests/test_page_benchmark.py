@@ -82,3 +82,15 @@ def test_cancel_and_bad_extra_model(tiny_encoder_dir):
     job = _finish(at)
     assert job.status == "failed" and not at.exception
     assert any("does not exist" in e.value for e in at.error)
+
+
+def test_fast_toggle_stores_an_int8_run_of_its_own(tiny_encoder_dir):
+    at = open_app("benchmark", model=str(tiny_encoder_dir))
+    at.button(key="bm_start").click().run()
+    exact = _finish(at).result
+    at.toggle(key="bm_fast").set_value(True).run()
+    at.button(key="bm_start").click().run()
+    fast = _finish(at).result
+    assert errors(at) == [] and fast != exact  # a separate stored run, not the fp32 one reopened
+    meta = runs.get_run(fast[0])
+    assert meta["options"]["fast"] is True and runs.get_run(exact[0])["options"].get("fast") in (None, False)
