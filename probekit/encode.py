@@ -35,8 +35,8 @@ def precision(model: LoadedModel, fast: bool = False) -> str:
     return "int8" if fast else "fp32"
 
 
-def _autocast(device: torch.device, fast: bool):
-    """fp16/bf16 autocast on CUDA (always: ``fast`` changes nothing there); none on CPU."""
+def _autocast(device: torch.device):
+    """fp16/bf16 autocast on CUDA (whatever ``fast`` says); none on CPU, where fast mode means int8 weights."""
     if device.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype)
@@ -179,7 +179,7 @@ def encode_layers(
                 idx = order[start:start + bs]
                 feats = _pad_batch(enc, idx, tok, device)  # each (batch, width)
                 try:
-                    with _autocast(device, fast):
+                    with _autocast(device):
                         res = _run_encoder(encoder, feats, want_hidden)
                 except RuntimeError as err:
                     if not _is_oom(err):

@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import __version__, index, runs
 from .datasets import VOCABS, Dataset
-from .encode import POOLINGS
+from .encode import POOLINGS, precision
 from .errors import ProbekitError
 from .index import SIMILARITIES, EntityIndex
 from .probes.retrieval import QUERY_MAX_LENGTH
@@ -200,7 +200,7 @@ def layer_settings(model, dataset: Dataset, *, layers=None, pooling: str | None 
     if similarity not in SIMILARITIES:
         raise ProbekitError(f"unknown similarity {similarity!r}; available: {', '.join(SIMILARITIES)}")
     return {"model_source": model.source, "model_revision": model.revision,
-            "precision": runs._precision(model, {"fast": fast}), "dataset": dataset.name,
+            "precision": precision(model, fast), "dataset": dataset.name,
             "dataset_version": dataset.version, "relations": dataset.relations, "n_queries": len(dataset),
             "layers": _check_layers(model, layers), "options": {"pooling": pooling, "similarity": similarity,
                                                                   "max_length": max_length, "fast": bool(fast)},

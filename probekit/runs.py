@@ -130,10 +130,6 @@ def dataset_spec(dataset: Dataset) -> str | None:
     return name
 
 
-def _precision(model, opts: dict) -> str:
-    return precision(model, bool(opts.get("fast")))
-
-
 def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
                 vocab: str = "heads+tails", k: int = 10) -> dict:
     """Everything that decides a run's results; runs with equal settings are interchangeable."""
@@ -141,7 +137,8 @@ def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | N
     _check_run_args(dataset, vocab, k)
     opts = resolve_options(model, probe, options)
     return {
-        "model_source": model.source, "model_revision": model.revision, "precision": _precision(model, opts),
+        "model_source": model.source, "model_revision": model.revision,
+        "precision": precision(model, bool(opts.get("fast"))),
         "dataset": dataset.name, "dataset_version": dataset.version, "relations": dataset.relations,
         "n_queries": len(dataset), "probe": probe.name,
         "options": {k_: v for k_, v in sorted(opts.items()) if k_ not in KEY_EXCLUDED_OPTIONS},

@@ -51,7 +51,7 @@ class MaskAverageProbe(Probe):
                     texts = [q.text(tok.mask_token, n_masks=n) for q in batch_q]
                     enc = tok(texts, padding=True, truncation=True, max_length=max_length,
                               return_tensors="pt").to(model.device)
-                    with _autocast(model.device, False):
+                    with _autocast(model.device):
                         logits = mlm(**enc).logits  # (batch, seq, vocab)
                     mask_pos = enc["input_ids"] == tok.mask_token_id  # (batch, seq)
                     if (mask_pos.sum(1) != n).any():
