@@ -91,7 +91,7 @@ class progress:  # noqa: N801 - used like a function: report = ui.progress("…"
 
 
 def job_panel(state_key: str, *, stop: str = "Cancel", stop_key: str | None = None, extra=None) -> None:
-    """Poll the background job ``st.session_state[state_key]`` (a :class:`probekit.runs.Job`) once a second.
+    """Poll the background job ``st.session_state[state_key]`` (a :class:`probekit.jobs.Job`) once a second.
 
     While it runs: a progress bar with its stage and elapsed time, a stop button, and ``extra(job)`` (e.g. a
     live loss curve), all in a fragment so only this panel reruns; other pages and sessions stay usable.

@@ -5,9 +5,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
-from probekit.cli import parse_free_query
 from probekit.datasets import VOCABS
 from probekit.probes import get_probe, probes_for
+from probekit.types import parse_free_query
 
 ui.title("Probe")
 model, ds = ui.current_model(), ui.current_dataset()

@@ -20,13 +20,10 @@ sessions the gold marks, ranks and model scores are not even returned. Organiser
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import random
 import re
 import secrets
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -40,63 +37,11 @@ import pandas as pd
 
 from . import agreement
 from .errors import ProbekitError
-from .store import get_store
+from .store import component_store
+from .store.export import safe_target, table_bytes, write_table
 from .types import Query, Ranking
 
 COMPONENT = "annotations"
-MIGRATIONS = [
-    """
-    CREATE SEQUENCE annotation_event_seq START 1;
-    CREATE TABLE annotation_sessions (
-        session_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, organiser VARCHAR, created_at TIMESTAMP NOT NULL,
-        source VARCHAR NOT NULL, source_run VARCHAR, model VARCHAR, model_revision VARCHAR,
-        dataset VARCHAR, dataset_version VARCHAR, probe VARCHAR, probe_options VARCHAR, vocab VARCHAR,
-        relations VARCHAR, n_queries INTEGER NOT NULL, k INTEGER NOT NULL CHECK (k >= 1),
-        blind BOOLEAN NOT NULL, raters_per_item INTEGER CHECK (raters_per_item IS NULL OR raters_per_item >= 1),
-        seed BIGINT NOT NULL
-    );
-    CREATE TABLE annotation_queries (
-        session_id VARCHAR NOT NULL, query_index INTEGER NOT NULL, query_id VARCHAR NOT NULL,
-        relation VARCHAR NOT NULL, subject VARCHAR, template VARCHAR, query_text VARCHAR NOT NULL,
-        golds VARCHAR NOT NULL, best_gold_rank INTEGER, n_candidates INTEGER,
-        PRIMARY KEY (session_id, query_index)
-    );
-    CREATE TABLE annotation_items (
-        item_id VARCHAR PRIMARY KEY, session_id VARCHAR NOT NULL, query_index INTEGER NOT NULL,
-        display_order INTEGER NOT NULL, rank INTEGER NOT NULL, answer VARCHAR NOT NULL, answer_id BIGINT,
-        model_score DOUBLE, is_gold BOOLEAN NOT NULL
-    );
-    CREATE TABLE annotation_annotators (
-        session_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL, display_name VARCHAR NOT NULL,
-        joined_at TIMESTAMP NOT NULL, PRIMARY KEY (session_id, annotator)
-    );
-    CREATE TABLE annotation_assignments (
-        session_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL, query_index INTEGER NOT NULL,
-        assigned_at TIMESTAMP NOT NULL, PRIMARY KEY (session_id, annotator, query_index)
-    );
-    CREATE TABLE annotation_events (
-        event_id BIGINT PRIMARY KEY DEFAULT nextval('annotation_event_seq'),
-        session_id VARCHAR NOT NULL, item_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL,
-        kind VARCHAR NOT NULL CHECK (kind IN ('rate', 'skip', 'undo')),
-        score INTEGER CHECK (score BETWEEN 1 AND 5),
-        supersedes BIGINT, elapsed_ms BIGINT CHECK (elapsed_ms IS NULL OR elapsed_ms >= 0),
-        created_at TIMESTAMP NOT NULL,
-        CHECK ((kind = 'rate') = (score IS NOT NULL)),
-        CHECK (kind <> 'undo' OR supersedes IS NOT NULL)
-    );
-    CREATE INDEX annotation_items_session ON annotation_items (session_id);
-    CREATE INDEX annotation_events_session ON annotation_events (session_id);
-    CREATE VIEW annotation_current AS
-        SELECT event_id, session_id, item_id, annotator, kind, score, supersedes, elapsed_ms, created_at
-        FROM (
-            SELECT e.*, row_number() OVER (PARTITION BY e.item_id, e.annotator ORDER BY e.event_id DESC) AS rn
-            FROM annotation_events e
-            WHERE e.kind IN ('rate', 'skip')
-              AND NOT EXISTS (SELECT 1 FROM annotation_events u
-                              WHERE u.kind = 'undo' AND u.supersedes = e.event_id)
-        ) WHERE rn = 1
-    """,
-]
 
 RUBRIC = {
     5: "Perfectly answers the query.",
@@ -123,9 +68,7 @@ _RETRIES = 8
 
 
 def _store():
-    store = get_store()
-    store.ensure_schema(COMPONENT, MIGRATIONS)
-    return store
+    return component_store(COMPONENT)
 
 
 def _now() -> datetime:
@@ -778,144 +721,12 @@ def export_frame(session_id: str, what: str = "ratings") -> pd.DataFrame:
 
 def frame_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     """A table as CSV, Parquet or JSON Lines bytes."""
-    fmt = str(fmt).lower()
-    if fmt not in EXPORT_FORMATS:
-        raise ProbekitError(f"unknown export format {fmt!r}; available: {', '.join(EXPORT_FORMATS)}")
-    if fmt == "csv":
-        return frame.to_csv(index=False).encode("utf-8")
-    if fmt == "jsonl":
-        return frame.to_json(orient="records", lines=True, date_format="iso", force_ascii=False).encode("utf-8")
-    buf = io.BytesIO()
-    frame.to_parquet(buf, index=False)
-    return buf.getvalue()
+    return table_bytes(frame, fmt, formats=EXPORT_FORMATS)
 
 
 def export(session_id: str, path: str | Path, *, fmt: str | None = None, what: str = "ratings") -> Path:
-    """Write :func:`export_frame` to ``path`` (format from ``fmt`` or the suffix), atomically."""
+    """Write :func:`export_frame` to ``path`` (format from ``fmt`` or the suffix), atomically and safely
+    (:func:`probekit.store.export.write_table`)."""
     path = Path(path)
-    fmt = (fmt or path.suffix.lstrip(".")).lower()
-    data = frame_bytes(export_frame(session_id, what), fmt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-    return path
-
-
-# ---------------------------------------------------------------- CLI
-def _print_stats(result: dict) -> None:
-    meta = result["session"]
-    print(f"session {meta['session_id']} '{meta['name']}': {meta['n_queries']} queries × top-{meta['k']}, "
-          f"{'blind' if meta['blind'] else 'not blind'}, {result['n_ratings']} ratings by "
-          f"{len(result['annotators'])} annotator(s)")
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print("\nExpert score × gold hit (consensus per answer):")
-        print(result["table5"].to_string(index=False))
-        s = result["shares"]
-        print(f"\nOf {s['rated']} rated top-{s['k']} answers: {s['gold_hits']} gold hits "
-              f"({100 * s['gold_share']:.1f}%), {s['expert_hits']} rated ≥{s['threshold']} "
-              f"({100 * s['expert_share']:.1f}%)" if s["rated"] else "\nNo ratings yet.")
-        print("\nQuery-level accuracy:")
-        print(result["accuracy"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print("\nAgreement:")
-        print(result["agreement"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print(f"\nCandidate missing facts (rated ≥ threshold, not gold): {len(result['missing_facts'])}")
-        if len(result["missing_facts"]):
-            print(result["missing_facts"][["query_text", "answer", "ratings"]].to_string(index=False))
-
-
-def _cmd_annotations(args) -> int:
-    from .cli import print_json
-
-    if args.action == "list":
-        frame = list_sessions()
-        if args.format == "json":
-            print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
-        elif frame.empty:
-            print("no annotation sessions (create one: `python -m probekit annotations create --name NAME`)")
-        else:
-            for r in frame.to_dict(orient="records"):
-                print(f"{r['session_id']}  {r['name']}  [{r['n_queries']} queries × {r['k']}, "
-                      f"{r['annotators']} annotators, {r['ratings']} ratings]")
-        return 0
-    if args.action == "create":
-        return _cmd_create(args)
-    if not args.session:
-        raise ProbekitError(f"`annotations {args.action}` needs --session ID (see `annotations list`)")
-    if args.action == "stats":
-        result = stats(args.session, threshold=args.threshold)
-        if args.format == "json":
-            print_json(stats_json(result))
-        else:
-            _print_stats(result)
-        return 0
-    if args.action == "export":
-        if not args.out:
-            raise ProbekitError("`annotations export` needs --out FILE (.csv, .parquet or .jsonl)")
-        fmt = args.format if args.format in EXPORT_FORMATS else None
-        path = export(args.session, args.out, fmt=fmt, what=args.table)
-        print(f"wrote {path}")
-        return 0
-    raise ProbekitError(f"unknown action {args.action!r}")  # pragma: no cover - argparse choices
-
-
-def _cmd_create(args) -> int:
-    from .cli import _progress_printer, load_dataset_from_args, probe_options
-
-    common = dict(name=args.name, organiser=args.organiser or "", n_queries=args.n, k=args.k, seed=args.seed,
-                  blind=not args.not_blind, raters_per_item=args.raters or None)
-    if args.run:
-        sid = from_run(args.run, relations=args.relation, **common)
-    else:
-        from . import models
-        from .probes import get_probe
-
-        probe = get_probe(args.probe)
-        ds = load_dataset_from_args(args)
-        model = models.load(args.model, device=args.device)
-        sid = from_probe(model, ds, probe=probe, options=probe_options(args, probe), vocab=args.vocab,
-                         progress=_progress_printer(args.quiet), **common)
-    meta = get_session(sid)
-    print(f"created session {sid}: {meta['n_queries']} queries × top-{meta['k']} "
-          f"(share: the app's Annotate page with ?session={sid})")
-    return 0
-
-
-def add_cli(sub) -> None:
-    from .cli import add_dataset_args, add_model_args, add_probe_args
-
-    p = sub.add_parser("annotations", help="expert annotation sessions: create, list, stats, export")
-    p.add_argument("action", choices=["create", "list", "stats", "export"])
-    p.add_argument("--session", default=None, help="session id (stats, export)")
-    p.add_argument("--format", default=None,
-                   help="list/stats: table | json; export: csv | parquet | jsonl (default from --out's suffix)")
-    p.add_argument("--out", default=None, help="export: output file")
-    p.add_argument("--table", default="ratings", choices=EXPORT_TABLES, help="export: which table")
-    p.add_argument("--threshold", type=int, default=5, choices=[4, 5], help="stats: expert score counted as a hit")
-    g = p.add_argument_group("create")
-    g.add_argument("--name", default=None, help="session name")
-    g.add_argument("--organiser", default="")
-    g.add_argument("--run", default=None, help="build from this stored run instead of probing")
-    g.add_argument("--n", type=int, default=15, help="number of queries (seeded sample, spread over relations)")
-    g.add_argument("--k", type=int, default=10, help="top-k answers per query")
-    g.add_argument("--raters", type=int, default=0, help="annotators per query (0: every annotator rates all)")
-    g.add_argument("--not-blind", action="store_true", help="show gold marks, ranks and scores to annotators")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--quiet", action="store_true")
-    add_model_args(g)
-    add_dataset_args(g)
-    add_probe_args(g)
-    p.set_defaults(func=_cmd_annotations_checked)
-
-
-def _cmd_annotations_checked(args) -> int:
-    allowed = {"list": ("table", "json"), "stats": ("table", "json"), "export": EXPORT_FORMATS, "create": ()}
-    if args.format is None:
-        args.format = "table" if args.action in ("list", "stats") else None
-    elif args.format not in allowed[args.action]:
-        raise ProbekitError(f"--format {args.format!r} does not apply to `annotations {args.action}`; "
-                            f"use {' | '.join(allowed[args.action]) or 'no --format'}")
-    if args.action == "create" and not args.name:
-        raise ProbekitError("`annotations create` needs --name NAME")
-    return _cmd_annotations(args)
+    safe_target(path)
+    return write_table(export_frame(session_id, what), path, fmt=fmt, formats=EXPORT_FORMATS)

@@ -15,36 +15,18 @@ from pathlib import Path
 
 from . import context, metrics
 from .errors import ProbekitError
-from .store import get_store
+from .store import component_store
+from .store.export import safe_target, write_table
 
 COMPONENT = "context"
 STEP_COLUMNS = ("mode", "query_id", "relation", "subject", "target", "permutation", "step", "added", "added_role",
                 "rank_target", "rank_added", "mean_rank_cor", "mean_rank_incor", "rc_target", "rc_added", "rc_cor",
                 "rc_incor", "best_gold_rank", "notice")
-MIGRATIONS = [
-    """
-    CREATE TABLE context_runs (
-        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, label VARCHAR, model VARCHAR NOT NULL,
-        model_source VARCHAR, model_revision VARCHAR, probe VARCHAR NOT NULL, dataset VARCHAR,
-        dataset_version VARCHAR, variant VARCHAR, seed INTEGER, n_queries INTEGER, seconds DOUBLE,
-        settings VARCHAR
-    );
-    CREATE TABLE context_steps (
-        run_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, query_id VARCHAR NOT NULL, relation VARCHAR NOT NULL,
-        subject VARCHAR, target VARCHAR, permutation INTEGER, step INTEGER NOT NULL, added VARCHAR,
-        added_role VARCHAR, rank_target INTEGER, rank_added INTEGER, mean_rank_cor DOUBLE, mean_rank_incor DOUBLE,
-        rc_target INTEGER, rc_added INTEGER, rc_cor DOUBLE, rc_incor DOUBLE, best_gold_rank INTEGER, notice VARCHAR
-    );
-    CREATE INDEX context_steps_run ON context_steps (run_id)
-    """,
-]
 EXPORT_FORMATS = ("csv", "parquet")
 
 
 def _store():
-    store = get_store()
-    store.ensure_schema(COMPONENT, MIGRATIONS)
-    return store
+    return component_store(COMPONENT)
 
 
 def save_run(result: context.DatasetContextResult, *, model=None, label: str | None = None) -> str:
@@ -148,23 +130,11 @@ def steps_frame(run_id: str):
 
 
 def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path:
-    """Write a run's steps (:func:`steps_frame`) to CSV or Parquet (format from the suffix)."""
+    """Write a run's steps (:func:`steps_frame`) to CSV or Parquet (format from the suffix), atomically and
+    safely (:func:`probekit.store.export.write_table`)."""
     path = Path(path)
-    fmt = (fmt or path.suffix.lstrip(".")).lower()
-    if fmt not in EXPORT_FORMATS:
-        raise ProbekitError(f"unknown export format {fmt!r}; available: {', '.join(EXPORT_FORMATS)}")
-    df = steps_frame(run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cur = _store().cursor()
-    try:
-        rel = cur.from_df(df)
-        if fmt == "csv":
-            rel.write_csv(str(path))
-        else:
-            rel.write_parquet(str(path))
-    finally:
-        cur.close()
-    return path
+    safe_target(path)
+    return write_table(steps_frame(run_id), path, fmt=fmt, formats=EXPORT_FORMATS)
 
 
 def delete_run(run_id: str) -> None:

@@ -21,32 +21,16 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from . import __version__, index, runs
-from .datasets import VOCABS, Dataset
+from . import __version__, index, jobs, runs
+from .datasets import Dataset
 from .encode import POOLINGS, precision
 from .errors import ProbekitError
 from .index import SIMILARITIES, EntityIndex
 from .probes.retrieval import QUERY_MAX_LENGTH
 from .run_metrics import KS, SUBSETS
-from .store import get_store
+from .store import component_store
 
 COMPONENT = "layers"
-MIGRATIONS = [
-    """
-    CREATE TABLE layer_runs (
-        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, settings_key VARCHAR NOT NULL, label VARCHAR,
-        model VARCHAR NOT NULL, model_source VARCHAR, model_revision VARCHAR, dataset VARCHAR NOT NULL,
-        dataset_version VARCHAR, dataset_set VARCHAR, dataset_spec VARCHAR, options VARCHAR, vocab VARCHAR,
-        layers VARCHAR, device VARCHAR, probekit_version VARCHAR, n_queries INTEGER, seconds DOUBLE, timings VARCHAR
-    );
-    CREATE TABLE layer_results (
-        run_id VARCHAR NOT NULL, layer INTEGER NOT NULL, relation VARCHAR NOT NULL, subset VARCHAR NOT NULL,
-        n INTEGER NOT NULL, hits_1 INTEGER NOT NULL, hits_5 INTEGER NOT NULL, hits_10 INTEGER NOT NULL
-    );
-    CREATE INDEX layer_results_run ON layer_results (run_id);
-    CREATE INDEX layer_runs_settings ON layer_runs (settings_key)
-    """,
-]
 TOP_K = max(KS)
 TABLE_COLUMNS = ["layer", "relation", "subset", "n", *[f"hits@{k}" for k in KS]]
 RUN_COLUMNS = ("run_id", "created_at", "settings_key", "label", "model", "model_source", "model_revision", "dataset",
@@ -55,9 +39,7 @@ RUN_COLUMNS = ("run_id", "created_at", "settings_key", "label", "model", "model_
 
 
 def _store():
-    store = get_store()
-    store.ensure_schema(COMPONENT, MIGRATIONS)
-    return store
+    return component_store(COMPONENT)
 
 
 # ---------------------------------------------------------------- pure tables
@@ -235,7 +217,7 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
     """Retrieval-probe accuracy per relation at every layer in ``layers`` (default 1..N).
 
     With ``reuse`` a stored sweep with the same settings is returned at once. ``progress`` gets
-    ``(done, total, stage)``; ``should_cancel`` stops the sweep with :class:`~probekit.runs.Cancelled`
+    ``(done, total, stage)``; ``should_cancel`` stops the sweep with :class:`~probekit.jobs.Cancelled`
     (embeddings already computed stay cached, so a restart picks up quickly).
     """
     settings = layer_settings(model, dataset, layers=layers, pooling=pooling, similarity=similarity, vocab=vocab,
@@ -249,7 +231,7 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
 
     def check_cancel():
         if should_cancel is not None and should_cancel():
-            raise runs.Cancelled("the layer sweep was cancelled; embeddings computed so far stay cached")
+            raise jobs.Cancelled("the layer sweep was cancelled; embeddings computed so far stay cached")
 
     if reuse:
         found = find_layer_run(key)
@@ -358,74 +340,9 @@ def delete_layer_run(run_id: str) -> None:
         cur.execute("DELETE FROM layer_runs WHERE run_id = ?", [run_id])
 
 
-def start_layers(model, dataset: Dataset, **options) -> runs.Job:
-    """A started background :class:`~probekit.runs.Job` running :func:`run_layers`; result = the LayerRun."""
+def start_layers(model, dataset: Dataset, **options) -> jobs.Job:
+    """A started background :class:`~probekit.jobs.Job` running :func:`run_layers`; result = the LayerRun."""
     layer_settings(model, dataset, **{k: v for k, v in options.items()
                                       if k in ("layers", "pooling", "similarity", "vocab", "max_length", "fast")})
-    return runs.Job(lambda progress, cancel: run_layers(model, dataset, progress=progress, should_cancel=cancel,
+    return jobs.Job(lambda progress, cancel: run_layers(model, dataset, progress=progress, should_cancel=cancel,
                                                         **options), label="layers").start()
-
-
-# ---------------------------------------------------------------- CLI: python -m probekit layers ...
-def _print_table(result: LayerRun) -> None:
-    print(f"{result.label}  [{result.run_id or 'not saved'}, {result.meta.get('seconds') or 0:.1f} s]")
-    for subset in SUBSETS:
-        if not (result.table["subset"] == subset).any():
-            continue
-        avg = result.averages(subset=subset)
-        print(f"\n{subset} set: per layer (%)")
-        print(f"{'layer':>5}" + "".join(f"{c:>16}" for c in avg.columns if c != "n"))
-        for L, row in avg.iterrows():
-            print(f"{L:>5}" + "".join(f"{100 * v:>16.2f}" for c, v in row.items() if c != "n"))
-        best1, best10 = result.best_layers(k=1, subset=subset), result.best_layers(k=10, subset=subset)
-        print(f"\n{subset} set: best layer per relation (acc@1 | acc@10, %)")
-        for a, b in zip(best1.itertuples(index=False), best10.itertuples(index=False)):
-            la, lb = ("-" if pd.isna(x[1]) else f"L{x[1]}" for x in (a, b))
-            print(f"  {a.relation[:44]:<45} {la:<4} {100 * a[2]:>6.2f} (last {100 * a[3]:>6.2f})   |   "
-                  f"{lb:<4} {100 * b[2]:>6.2f} (last {100 * b[3]:>6.2f})")
-
-
-def _cmd_layers(args) -> int:
-    from . import models
-    from .cli import _progress_printer, load_dataset_from_args, print_json, print_listing
-
-    if args.list:
-        print_listing(list_layer_runs(), args.format, empty="no stored layer sweeps (run `layers --save`)",
-                      line=lambda r: f"{r['run_id']}  {r['label']}  layers {r['layers']}  [{r['n_queries']} queries]")
-        return 0
-    layers = None
-    if args.layers:
-        try:
-            layers = [int(x) for x in args.layers.replace(",", " ").split()]
-        except ValueError:
-            raise ProbekitError(f"--layers takes integers like 1,2,3; got {args.layers!r}") from None
-    ds = load_dataset_from_args(args)
-    model = models.load(args.model, device=args.device)
-    result = run_layers(model, ds, layers=layers, pooling=args.pooling, similarity=args.similarity, vocab=args.vocab,
-                        batch_size=args.batch_size or 128, fast=args.fast, progress=_progress_printer(args.quiet),
-                        reuse=not args.fresh, save=args.save)
-    if args.format == "json":
-        print_json(result.to_dict())
-    else:
-        _print_table(result)
-    return 0
-
-
-def add_cli(sub) -> None:
-    from .cli import add_dataset_args, add_model_args
-
-    p = sub.add_parser("layers", help="layer-wise retrieval probing: acc per relation and layer, best layer")
-    add_model_args(p)
-    add_dataset_args(p, default="medlama")
-    p.add_argument("--pooling", default=None, choices=list(POOLINGS), help="default: the model's")
-    p.add_argument("--similarity", default="cosine", choices=list(SIMILARITIES))
-    p.add_argument("--vocab", default="heads+tails", choices=list(VOCABS))
-    p.add_argument("--layers", default=None, help="e.g. 1,2,3 (default: 1..N; 0 = embeddings)")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--fast", action="store_true", help="int8 weights on CPU (about 3x faster encoding)")
-    p.add_argument("--format", default="table", choices=["table", "json"])
-    p.add_argument("--save", action="store_true", help="store the sweep in the database")
-    p.add_argument("--fresh", action="store_true", help="recompute even if a stored sweep has these settings")
-    p.add_argument("--list", action="store_true", help="list stored sweeps and exit")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.set_defaults(func=_cmd_layers)

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import os
 import secrets
-import tempfile
 import threading
 import time
-import traceback
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,31 +38,12 @@ from .datasets import VOCABS, Dataset, hardness
 from .encode import ENCODER_VERSION, encode_layers, precision
 from .errors import ProbekitError
 from .index import EntityIndex, build_index
-from .store import get_store
+from .jobs import Cancelled, Job, Progress
+from .store import component_store
+from .store.export import safe_target, table_bytes, write_table
 from .types import Query, Ranking
 
 COMPONENT = "runs"
-MIGRATIONS = [
-    """
-    CREATE TABLE runs (
-        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, finished_at TIMESTAMP,
-        status VARCHAR NOT NULL, settings_key VARCHAR NOT NULL, label VARCHAR,
-        model VARCHAR NOT NULL, model_source VARCHAR, model_revision VARCHAR,
-        dataset VARCHAR NOT NULL, dataset_version VARCHAR, dataset_set VARCHAR, dataset_spec VARCHAR,
-        probe VARCHAR NOT NULL, options VARCHAR, vocab VARCHAR, k INTEGER, device VARCHAR,
-        probekit_version VARCHAR, n_queries INTEGER, n_relations INTEGER, seconds DOUBLE, timings VARCHAR,
-        message VARCHAR
-    );
-    CREATE TABLE run_results (
-        run_id VARCHAR NOT NULL, query_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, subject VARCHAR,
-        template VARCHAR, query VARCHAR, golds VARCHAR, gold_ranks VARCHAR, best_gold_rank INTEGER,
-        top_ids VARCHAR, top_names VARCHAR, top_scores VARCHAR, gold_length DOUBLE, hard BOOLEAN,
-        n_candidates INTEGER
-    );
-    CREATE INDEX run_results_run ON run_results (run_id);
-    CREATE INDEX runs_settings ON runs (settings_key)
-    """,
-]
 RESULT_COLUMNS = ("query_id", "relation", "subject", "template", "query", "golds", "gold_ranks", "best_gold_rank",
                   "top_ids", "top_names", "top_scores", "gold_length", "hard", "n_candidates")
 JSON_COLUMNS = ("golds", "gold_ranks", "top_ids", "top_names", "top_scores")
@@ -78,17 +56,8 @@ STATUSES = ("running", "done", "cancelled", "failed")
 KEY_EXCLUDED_OPTIONS = ("batch_size",)
 """Options that do not change results and so do not tell runs apart."""
 
-Progress = Callable[[int, int, str], None]
-
-
-class Cancelled(ProbekitError):
-    """The user cancelled the run; what was finished is kept and resumes on the next start."""
-
-
 def _store():
-    store = get_store()
-    store.ensure_schema(COMPONENT, MIGRATIONS)
-    return store
+    return component_store(COMPONENT)
 
 
 def _now() -> datetime:
@@ -436,27 +405,15 @@ def export_frame(run: str | Run) -> pd.DataFrame:
 
 def frame_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     """Any table as CSV or Parquet bytes (download buttons)."""
-    fmt = str(fmt).lower()
-    if fmt not in EXPORT_FORMATS:
-        raise ProbekitError(f"unknown export format {fmt!r}; available: {', '.join(EXPORT_FORMATS)}")
-    if fmt == "csv":
-        return frame.to_csv(index=False).encode("utf-8")
-    buf = io.BytesIO()
-    frame.to_parquet(buf, index=False)
-    return buf.getvalue()
+    return table_bytes(frame, fmt, formats=EXPORT_FORMATS)
 
 
 def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path:
-    """Write :func:`export_frame` to ``path`` as CSV or Parquet (format from ``fmt`` or the suffix)."""
+    """Write :func:`export_frame` to ``path`` as CSV or Parquet (format from ``fmt`` or the suffix),
+    atomically and safely (:func:`probekit.store.export.write_table`); arguments are checked first."""
     path = Path(path)
-    fmt = (fmt or path.suffix.lstrip(".")).lower()
-    data = frame_bytes(export_frame(run_id), fmt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-    return path
+    safe_target(path)
+    return write_table(export_frame(run_id), path, fmt=fmt, formats=EXPORT_FORMATS)
 
 
 # ---------------------------------------------------------------- query embeddings (retrieval)
@@ -709,85 +666,6 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return _typed(pd.concat(frames, ignore_index=True))
 
 
-# ---------------------------------------------------------------- background jobs
-_WORK = threading.Semaphore(1)
-"""One heavy job at a time per process: the CPU (or GPU) is shared by every user of the app."""
-
-
-class Job:
-    """Run ``fn(progress, should_cancel)`` in a thread; pages poll ``status``/``fraction``/``text``.
-
-    ``status`` goes ``queued`` -> ``running`` -> ``done`` | ``cancelled`` | ``failed``; ``result`` holds
-    fn's return value, ``error`` a user-facing message.
-    """
-
-    def __init__(self, fn: Callable[[Progress, Callable[[], bool]], object], *, label: str = "job"):
-        self.fn, self.label = fn, label
-        self.status = "queued"
-        self.done, self.total, self.stage = 0, 0, "waiting for another job to finish"
-        self.result = None
-        self.error: str | None = None
-        self.started_at = time.time()
-        self.finished_at: float | None = None
-        self._cancel = threading.Event()
-        self._thread = threading.Thread(target=self._main, name=f"probekit-{label}", daemon=True)
-
-    def start(self) -> Job:
-        self._thread.start()
-        return self
-
-    def progress(self, done: int, total: int, stage: str = "") -> None:
-        self.done, self.total, self.stage = done, total, stage
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def should_cancel(self) -> bool:
-        return self._cancel.is_set()
-
-    @property
-    def finished(self) -> bool:
-        return self.status in ("done", "cancelled", "failed")
-
-    @property
-    def fraction(self) -> float:
-        return 1.0 if self.status == "done" else min(1.0, self.done / self.total) if self.total else 0.0
-
-    @property
-    def elapsed(self) -> float:
-        return (self.finished_at or time.time()) - self.started_at
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self._thread.join(timeout)
-        return self.finished
-
-    def _main(self) -> None:
-        acquired = False
-        try:
-            while not (acquired := _WORK.acquire(timeout=0.2)):
-                if self._cancel.is_set():
-                    break
-            if self._cancel.is_set():
-                raise Cancelled("cancelled before it started")
-            self.status = "running"
-            self.stage = "starting"
-            self.result = self.fn(self.progress, self.should_cancel)
-            self.status = "done"
-        except Cancelled as e:
-            self.error, self.status = str(e), "cancelled"
-        except ProbekitError as e:
-            self.error, self.status = str(e), "failed"
-        except MemoryError:
-            self.error, self.status = "out of memory: try fewer relations or a smaller batch size", "failed"
-        except Exception as e:  # noqa: BLE001 - reported to the page, traceback to the log
-            traceback.print_exc()
-            self.error, self.status = f"unexpected {type(e).__name__}: {str(e)[:300]}", "failed"
-        finally:
-            if acquired:
-                _WORK.release()
-            self.finished_at = time.time()
-
-
 def start_benchmark(models_: Sequence, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
                     vocab: str = "heads+tails", k: int = 10, device: str | None = None,
                     reuse: bool = True) -> Job:
@@ -824,66 +702,3 @@ def start_benchmark(models_: Sequence, dataset: Dataset, *, probe="retrieval", o
         return run_ids
 
     return Job(work, label="benchmark").start()
-
-
-# ---------------------------------------------------------------- CLI: python -m probekit runs ...
-def _print_summary(meta: dict, summary: dict) -> None:
-    ks = [int(c.split("@")[1]) for c in summary["macro"]]
-    print(f"{meta['run_id']}  {meta['label']}  [{meta['status']}, {meta['n_queries']} queries, "
-          f"{meta['device']}, {meta['seconds'] or 0:.1f} s]")
-    head = f"{'':<44}" + "".join(f"{'full@' + str(k):>9}" for k in ks) + "".join(f"{'hard@' + str(k):>9}" for k in ks)
-    print(head)
-    hard = summary.get("hard") or {}
-    for rel, row in summary["relations"].items():
-        hrow = (hard.get("relations") or {}).get(rel, {})
-        print(f"{rel[:43]:<44}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks)
-              + "".join(f"{100 * hrow[f'acc@{k}']:>9.2f}" if hrow else f"{'-':>9}" for k in ks))
-    for avg in ("macro", "micro"):
-        print(f"{avg:<44}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks)
-              + "".join(f"{100 * hard[avg][f'acc@{k}']:>9.2f}" if hard else f"{'-':>9}" for k in ks))
-
-
-def _cmd_runs(args) -> int:
-    from .cli import print_json, print_listing
-
-    def line(r: dict) -> str:
-        a1, a10 = r["macro acc@1"], r["macro acc@10"]
-        acc = "" if pd.isna(a1) else f"macro acc@1 {100 * a1:.2f}  acc@10 {100 * a10:.2f}"
-        return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{r['n_done']}/{r['n_queries']}]  {acc}"
-
-    if args.action == "list":
-        print_listing(list_runs(), args.format, empty="no stored runs (run `python -m probekit bench --save`)",
-                      line=line)
-        return 0
-    if not args.run:
-        raise ProbekitError(f"`runs {args.action}` needs a run id (see `python -m probekit runs list`)")
-    if args.action == "show":
-        run = load_run(args.run)
-        summary = run.summary()
-        if args.format == "json":
-            print_json({"run": run.meta, **summary})
-        else:
-            _print_summary(run.meta, summary)
-        return 0
-    if args.action == "export":
-        fmt = args.format if args.format in EXPORT_FORMATS else None
-        if not args.out:
-            raise ProbekitError("`runs export` needs --out FILE (.csv or .parquet)")
-        path = export_run(args.run, args.out, fmt=fmt)
-        print(f"wrote {path}")
-        return 0
-    if args.action == "delete":
-        delete_run(args.run)
-        print(f"deleted {args.run}")
-        return 0
-    raise ProbekitError(f"unknown action {args.action!r}")  # pragma: no cover - argparse choices
-
-
-def add_cli(sub) -> None:
-    p = sub.add_parser("runs", help="stored benchmark runs: list, show, export, delete")
-    p.add_argument("action", choices=["list", "show", "export", "delete"])
-    p.add_argument("run", nargs="?", default=None, help="run id (show, export, delete)")
-    p.add_argument("--format", default="table", choices=["table", "json", *EXPORT_FORMATS],
-                   help="list/show: table | json; export: csv | parquet (default from --out's suffix)")
-    p.add_argument("--out", default=None, help="export: output file")
-    p.set_defaults(func=_cmd_runs)

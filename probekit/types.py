@@ -10,6 +10,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from .errors import ProbekitError
+
 SUBJECT, OBJECT = "[X]", "[Y]"
 MASK = "[MASK]"
 
@@ -143,3 +145,23 @@ class Ranking:
                 for i, (n, s) in enumerate(zip(self.names, self.scores))
             ],
         }
+
+
+def parse_free_query(text: str, *, subject: str = "", relation: str = "free", golds=()) -> Query:
+    """A typed query: text with ``[MASK]``, or a template with ``[Y]`` (and ``[X]`` filled by ``subject``).
+
+    >>> parse_free_query("Metformin might treat [MASK].").template
+    'Metformin might treat [Y].'
+    """
+    text = " ".join(str(text or "").split())
+    if not text:
+        raise ProbekitError("the query is empty: type e.g. 'Metformin might treat [MASK].'")
+    if len(text) > 1000:
+        raise ProbekitError(f"the query is too long ({len(text)} characters; at most 1000)")
+    tpl = text.replace(MASK, OBJECT).replace("<mask>", OBJECT)
+    if tpl.count(OBJECT) != 1:
+        raise ProbekitError("the query needs exactly one [MASK] (or [Y]) where the answer goes, "
+                            f"e.g. 'Metformin might treat [MASK].'; got {text!r}")
+    if SUBJECT in tpl and not subject.strip():
+        raise ProbekitError("the template has [X] but no subject was given")
+    return Query(id="free", subject=subject.strip(), relation=relation, template=tpl, golds=tuple(golds))

@@ -199,4 +199,5 @@ def test_module_entry_point(tmp_path):
 def test_bench_fast_flag(capsys, tiny_encoder_dir, triples_file):
     code, out, _ = run(capsys, "bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir",
                        triples_file, "--fast", "--format", "json", "--quiet")
-    assert code == 0 and json.loads(out)["options"] == {"similarity": "cosine", "fast": True}
+    opts = json.loads(out)["options"]
+    assert code == 0 and opts["fast"] is True and opts.get("similarity", "cosine") == "cosine"

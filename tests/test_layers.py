@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probekit import cli, encode, index, layers, metrics, runs
+from probekit import cli, encode, index, jobs, layers, metrics, runs
 from probekit.datasets import hardness
 from probekit.errors import ProbekitError
 from probekit.probes import get_probe
@@ -79,7 +79,7 @@ def test_stored_and_reused(tiny_encoder, tiny_dataset, monkeypatch):
 def test_relation_vocab_and_cancel(tiny_encoder, tiny_dataset):
     result = layers.run_layers(tiny_encoder, tiny_dataset, vocab="relation", save=False)
     assert set(result.table.relation) == set(tiny_dataset.relations)
-    with pytest.raises(runs.Cancelled):
+    with pytest.raises(jobs.Cancelled):
         layers.run_layers(tiny_encoder, tiny_dataset, similarity="dot", should_cancel=lambda: True)
     assert layers.list_layer_runs().empty
 

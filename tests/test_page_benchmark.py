@@ -2,7 +2,7 @@
 
 from apptest_utils import errors, open_app
 
-from probekit import runs
+from probekit import jobs, runs
 from probekit.datasets import load_dataset
 
 
@@ -66,14 +66,14 @@ def test_open_query_on_probe_page(tiny_encoder_dir):
 
 def test_cancel_and_bad_extra_model(tiny_encoder_dir):
     at = open_app("benchmark", model=str(tiny_encoder_dir))
-    runs._WORK.acquire()  # another job holds the machine: ours waits, shows progress and a Cancel button
+    jobs._WORK.acquire()  # another job holds the machine: ours waits, shows progress and a Cancel button
     try:
         at.button(key="bm_start").click().run()
         assert at.session_state["bm_job"].status == "queued"
         assert at.button(key="bm_start").disabled
         at.button(key="bm_cancel").click().run()
     finally:
-        runs._WORK.release()
+        jobs._WORK.release()
     job = _finish(at)
     assert job.status == "cancelled"
     assert any("cancelled" in w.value for w in at.warning)

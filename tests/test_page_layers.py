@@ -2,7 +2,7 @@
 
 from apptest_utils import errors, open_app
 
-from probekit import layers, runs
+from probekit import jobs, layers
 
 
 def _frame(at, column):
@@ -49,13 +49,13 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
 
 def test_cancel_sweep(tiny_encoder_dir):
     at = open_app("layers", model=str(tiny_encoder_dir))
-    runs._WORK.acquire()  # another job holds the machine
+    jobs._WORK.acquire()  # another job holds the machine
     try:
         at.button(key="ly_run").click().run()
         assert at.button(key="ly_run").disabled
         at.button(key="ly_cancel").click().run()
     finally:
-        runs._WORK.release()
+        jobs._WORK.release()
     assert _finish(at).status == "cancelled"
     assert any("cancelled" in w.value for w in at.warning) and not at.exception
     assert layers.list_layer_runs().empty

@@ -8,7 +8,7 @@ import random
 import pytest
 from apptest_utils import errors, open_app
 
-from probekit import models, rewire, runs
+from probekit import jobs, models, rewire, runs
 
 WORDS = "aspirin metformin insulin fever pain stroke treats prevents causes in patients with the of and".split()
 
@@ -61,14 +61,14 @@ def test_rewire_stop_and_bad_upload(tiny_encoder_dir, corpora):
 
 
     at = open_app("rewire", model=str(tiny_encoder_dir))
-    runs._WORK.acquire()  # another job holds the machine: this one waits, and we stop it
+    jobs._WORK.acquire()  # another job holds the machine: this one waits, and we stop it
     try:
         at.number_input(key="rw_batch").set_value(8).run()
         at.button(key="rw_start").click().run()
         assert at.button(key="rw_start").disabled
         at.button(key="rw_stop").click().run()
     finally:
-        runs._WORK.release()
+        jobs._WORK.release()
     assert _wait(at, "rw_job").status == "cancelled" and errors(at) == []
     at.selectbox(key="rw_corpus").set_value("__upload__").run()
     assert at.button(key="rw_start").disabled  # nothing uploaded yet

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import TINY_TRIPLES
 
-from probekit import cli, encode, index, metrics, runs
+from probekit import cli, encode, index, jobs, metrics, runs
 from probekit.datasets import triples
 from probekit.errors import ProbekitError
 from probekit.probes import get_probe
@@ -66,9 +66,9 @@ def test_retrieval_run_equals_probe_and_round_trips(tiny_encoder, tiny_dataset):
     assert meta["device"] == "cpu" and meta["probekit_version"] and meta["k"] == 5
     assert set(meta["timings"]) >= {"encoding candidates", "encoding queries", "scoring", "saving"}
     assert len(expected) == len(loaded.frame)
-    from probekit.store import get_store
+    from probekit.store import get_store, schema
 
-    assert get_store().schema_version("runs") == len(runs.MIGRATIONS)
+    assert get_store().schema_version("runs") == len(schema.MIGRATIONS["runs"])
 
 
 def test_mask_average_run_equals_probe(tiny_mlm, tiny_dataset):
@@ -129,7 +129,7 @@ def test_cancel_keeps_finished_relations_and_resumes(tiny_encoder, tiny_dataset,
     def progress(d, t, stage):
         done_stages.append(stage)
 
-    with pytest.raises(runs.Cancelled):
+    with pytest.raises(jobs.Cancelled):
         runs.run_benchmark(tiny_encoder, tiny_dataset, k=5, progress=progress,
                            should_cancel=lambda: any(s.endswith("· done") for s in done_stages))
     listed = runs.list_runs()
@@ -148,7 +148,7 @@ def test_cancel_keeps_finished_relations_and_resumes(tiny_encoder, tiny_dataset,
 
 
 def test_cancel_inside_encoding(tiny_encoder, tiny_dataset):
-    with pytest.raises(runs.Cancelled):
+    with pytest.raises(jobs.Cancelled):
         runs.run_benchmark(tiny_encoder, tiny_dataset, options={"batch_size": 2}, k=5,
                            should_cancel=lambda: True)
     assert runs.list_runs().status.tolist() == ["cancelled"]
@@ -217,7 +217,7 @@ def test_jobs_run_in_background(tiny_encoder, tiny_encoder_dir, tiny_dataset):
     assert job.fraction == 1.0
     bad = runs.start_benchmark(["/no/such/model"], tiny_dataset, k=5)
     assert bad.wait(60) and bad.status == "failed" and "does not exist" in bad.error
-    runs._WORK.acquire()  # another job holds the machine: this one waits its turn, then is cancelled
+    jobs._WORK.acquire()  # another job holds the machine: this one waits its turn, then is cancelled
     try:
         queued = runs.start_benchmark([tiny_encoder], tiny_dataset, k=2, options={"layer": 1})
         time.sleep(0.3)
@@ -225,7 +225,7 @@ def test_jobs_run_in_background(tiny_encoder, tiny_encoder_dir, tiny_dataset):
         queued.cancel()
         assert queued.wait(10) and queued.status == "cancelled"
     finally:
-        runs._WORK.release()
+        jobs._WORK.release()
     assert runs.find_run(runs.settings_of(tiny_encoder, tiny_dataset, k=2, options={"layer": 1})) is None
     with pytest.raises(ProbekitError, match="at least one model"):
         runs.start_benchmark([], tiny_dataset)

@@ -17,12 +17,32 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass(frozen=True)
 class Option:
-    """One user-facing option of a probe (drives CLI flags and UI widgets)."""
+    """One user-facing option of a probe: the CLI flags (:func:`probekit.cli.common.add_probe_args`) and
+    the page widgets are generated from these, so a new probe brings its own interface.
+
+    ``type`` is the value type (inferred from ``default`` when not given; ``str`` for a ``None`` default).
+    ``advanced`` options go under an expander in the UI.
+
+    >>> Option("layer", None, type=int).value_type, Option("fast", False).value_type
+    (<class 'int'>, <class 'bool'>)
+    """
 
     name: str
     default: object
     choices: tuple = ()
     help: str = ""
+    type: type | None = None
+    advanced: bool = False
+
+    @property
+    def value_type(self) -> type:
+        if self.type is not None:
+            return self.type
+        return str if self.default is None else type(self.default)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
 
 
 @dataclass

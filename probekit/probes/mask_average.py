@@ -73,9 +73,10 @@ PROBE = MaskAverageProbe(
     name="mask_average",
     requires_mlm=True,
     options=(
-        Option("batch_size", 32, (), "queries per forward pass"),
+        Option("batch_size", 32, (), "queries per forward pass", advanced=True),
         Option("max_tokens", 20, (), "longest candidate (in word pieces) that is scored"),
-        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most"),
+        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most",
+               advanced=True),
     ),
     description="MLM: mean log-prob of each candidate's tokens at n masks, one pass per distinct length.",
 )

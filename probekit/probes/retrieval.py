@@ -57,9 +57,10 @@ PROBE = RetrievalProbe(
     options=(
         Option("pooling", None, (None,) + POOLINGS, "cls (reference) or mean; None = the model's default"),
         Option("similarity", "cosine", SIMILARITIES, "cosine (default), l2 (reference code), dot"),
-        Option("layer", None, (), "hidden_states[L]; None = last layer"),
-        Option("batch_size", 128, (), "encoding batch size"),
-        Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept; longer queries are cut at the end"),
+        Option("layer", None, (), "hidden_states[L]; None = last layer", type=int),
+        Option("batch_size", 128, (), "encoding batch size", advanced=True),
+        Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept; longer queries are cut at the end",
+               advanced=True),
         Option("fast", False, (False, True), "int8 weights on CPU: about 3x faster encoding, scores differ "
                "slightly (acc@10 -0.2 points on MedLAMA); CUDA always uses autocast"),
     ),

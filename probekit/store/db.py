@@ -1,10 +1,10 @@
-"""DuckDB storage shared by runs and annotations: one connection per process, a cursor per caller.
+"""DuckDB storage shared by every component: one connection per process, a cursor per caller.
 
 DuckDB lets one process hold the write lock, so the app (or a CLI call) opens the file once through
 :func:`get_store` and every session/thread works on its own ``cursor()``. Each component (runs,
-annotations, …) owns a list of migrations and calls :meth:`Store.ensure_schema` before use; the
-``schema_version`` table records how far each component's schema has been migrated.
-Only parameterised SQL is used with user values.
+annotations, …) has its migrations in :mod:`probekit.store.schema` and gets the store through
+:func:`component_store`, which applies them; the ``schema_version`` table records how far each
+component's schema has been migrated. Only parameterised SQL is used with user values.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import duckdb
 
-from . import config
-from .errors import ProbekitError
+from .. import config
+from ..errors import ProbekitError
+from .schema import MIGRATIONS
 
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
@@ -71,10 +72,15 @@ class Store:
             cur.close()
         return rows[0][0] if rows else 0
 
-    def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
-        """Apply the migrations of ``component`` not yet applied (each a block of SQL statements)."""
+    def ensure_schema(self, component: str, migrations: Sequence[str] | None = None) -> None:
+        """Apply the migrations of ``component`` not yet applied (each a block of SQL statements);
+        by default the component's list in :data:`probekit.store.schema.MIGRATIONS`."""
         if component in self._migrated:
             return
+        if migrations is None:
+            if component not in MIGRATIONS:
+                raise ProbekitError(f"unknown store component {component!r}; available: {', '.join(MIGRATIONS)}")
+            migrations = MIGRATIONS[component]
         with self._lock:
             current = self.schema_version(component)
             for version, sql in enumerate(migrations, start=1):
@@ -115,6 +121,13 @@ def get_store(path: str | Path | None = None) -> Store:
         if key not in _STORES:
             _STORES[key] = Store(key)
         return _STORES[key]
+
+
+def component_store(component: str) -> Store:
+    """The process-wide store with ``component``'s schema migrated (see :mod:`probekit.store.schema`)."""
+    store = get_store()
+    store.ensure_schema(component)
+    return store
 
 
 def close_all() -> None:
