@@ -45,7 +45,8 @@ def main() -> int:
     os.environ["PROBEKIT_DB"] = str(Path(tmp) / "runs.duckdb")
     import torch
 
-    from probekit import index, models, runs
+    from probekit import index, models
+    from probekit.bench import runs
     from probekit.datasets import load_dataset
 
     t = time.perf_counter()

@@ -5,9 +5,10 @@ import plotly.express as px
 import streamlit as st
 
 from pages import _ui as ui
-from probekit import models, runs
-from probekit import run_metrics as rm
+from probekit import models
+from probekit.bench import runs
 from probekit.datasets import VOCABS
+from probekit.metrics import compare as rm
 from probekit.probes import get_probe, probes_for
 
 ui.title("Benchmark")

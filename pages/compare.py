@@ -5,8 +5,8 @@ import plotly.express as px
 import streamlit as st
 
 from pages import _ui as ui
-from probekit import run_metrics as rm
-from probekit import runs
+from probekit.bench import runs
+from probekit.metrics import compare as rm
 
 ui.title("Compare runs")
 listed = None

@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from probekit import context as ctx
-from probekit import context_runs
+from probekit.context import store as context_runs
 from probekit.probes import probes_for
 
 ROLE_COLOURS = {"target": "#1565c0", "cor": "#2e7d32", "incor": "#c62828"}

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
-from probekit import layers, runs
+from probekit.bench import layers, runs
 from probekit.datasets import VOCABS
 
 ui.title("Layer-wise probing")

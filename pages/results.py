@@ -7,7 +7,8 @@ import streamlit as st
 
 from pages import _ui as ui
 from probekit import annotations as ann
-from probekit import runs
+from probekit.bench import runs
+from probekit.metrics import agreement
 from probekit.probes import PROBES
 
 ui.title("Annotation results")
@@ -86,7 +87,7 @@ st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
 
 c1, c2 = st.columns(2)
 threshold = c1.segmented_control("Expert hit: score ≥", [5, 4], default=5, key="rs_threshold") or 5
-consensus = c2.segmented_control("Consensus over annotators", list(ann.agreement.CONSENSUS), default="median",
+consensus = c2.segmented_control("Consensus over annotators", list(agreement.CONSENSUS), default="median",
                                  key="rs_consensus", help="median = lower median: with two raters both must agree")
 result = None
 with ui.guard("Computing the statistics"):

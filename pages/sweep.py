@@ -5,7 +5,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
-from probekit import rewire, runs
+from probekit import rewire
+from probekit.bench import runs
 from probekit.datasets import VOCABS
 
 ui.title("Checkpoint sweep")

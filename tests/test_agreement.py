@@ -1,4 +1,4 @@
-"""probekit.agreement against published numbers, hand computations and naive loops."""
+"""probekit.metrics.agreement against published numbers, hand computations and naive loops."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probekit import agreement
 from probekit.errors import ProbekitError
+from probekit.metrics import agreement
 
 
 def _long(matrix, annotators):

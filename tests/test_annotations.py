@@ -227,7 +227,7 @@ def test_create_refuses_bad_settings():
 
 
 def test_from_probe_and_from_run(tiny_encoder, tiny_dataset):
-    from probekit import runs
+    from probekit.bench import runs
     from probekit.probes import get_probe
 
     sid = ann.from_probe(tiny_encoder, tiny_dataset, name="fresh", relations=["may_treat"], n_queries=3, k=4,

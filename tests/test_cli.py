@@ -159,12 +159,7 @@ def test_bad_model_and_files(capsys, tmp_path, tiny_encoder_dir, triples_file):
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
     code, out, err = run(capsys, "bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir",
                          triples_file, "--save", "--format", "json", "--quiet")
-    try:
-        import probekit.runs  # noqa: F401
-    except ImportError:
-        assert_one_error_line(code, err, "--save needs the benchmark-runs feature")
-    else:
-        assert code == 0 and json.loads(out)["run_id"]
+    assert code == 0 and json.loads(out)["run_id"]
 
 
 def test_argparse_errors_exit_2(capsys):

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from probekit import context, context_runs
+from probekit import context
 from probekit.context import Mention, build_inputs, match_entities, segment, segment_document
+from probekit.context import store as context_runs
 from probekit.errors import ProbekitError
 from probekit.types import Query
 

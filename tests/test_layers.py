@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probekit import cli, encode, index, jobs, layers, metrics, runs
+from probekit import cli, encode, index, jobs, metrics
+from probekit.bench import layers, runs
 from probekit.datasets import hardness
 from probekit.errors import ProbekitError
 from probekit.probes import get_probe

@@ -2,7 +2,8 @@
 
 from apptest_utils import errors, open_app
 
-from probekit import jobs, runs
+from probekit import jobs
+from probekit.bench import runs
 from probekit.datasets import load_dataset
 
 

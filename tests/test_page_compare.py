@@ -3,9 +3,10 @@
 import pytest
 from apptest_utils import errors, open_app
 
-from probekit import models, runs
-from probekit import run_metrics as rm
+from probekit import models
+from probekit.bench import runs
 from probekit.datasets import load_dataset
+from probekit.metrics import compare as rm
 
 
 def _frame(at, column):

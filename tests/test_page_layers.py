@@ -2,7 +2,8 @@
 
 from apptest_utils import errors, open_app
 
-from probekit import jobs, layers
+from probekit import jobs
+from probekit.bench import layers
 
 
 def _frame(at, column):

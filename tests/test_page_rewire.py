@@ -8,7 +8,8 @@ import random
 import pytest
 from apptest_utils import errors, open_app
 
-from probekit import jobs, models, rewire, runs
+from probekit import jobs, models, rewire
+from probekit.bench import runs
 
 WORDS = "aspirin metformin insulin fever pain stroke treats prevents causes in patients with the of and".split()
 

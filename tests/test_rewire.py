@@ -189,7 +189,7 @@ def test_corpus_errors(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- sweep
 def test_sweep_probes_base_and_every_checkpoint_and_reuses_runs(tiny_encoder_dir, corpus, tiny_dataset):
-    from probekit import runs
+    from probekit.bench import runs
 
     info = rewire.train(_settings(tiny_encoder_dir, corpus, steps=4, checkpoint_every=2, lr=1e-3), device="cpu")
     frame = rewire.sweep([info["run_id"]], tiny_dataset, device="cpu")

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probekit import metrics, runs
-from probekit import run_metrics as rm
+from probekit import metrics
+from probekit.bench import runs
 from probekit.errors import ProbekitError
+from probekit.metrics import compare as rm
 from probekit.types import Query, Ranking
 
 NAMES = [f"e{i}" for i in range(12)]

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from conftest import TINY_TRIPLES
 
-from probekit import cli, encode, index, jobs, metrics, runs
+from probekit import cli, encode, index, jobs, metrics
+from probekit.bench import runs
 from probekit.datasets import triples
 from probekit.errors import ProbekitError
 from probekit.probes import get_probe

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
-from ..errors import ProbekitError
 from .common import (
     _progress_printer,
     add_dataset_args,
@@ -37,9 +34,7 @@ def _cmd_bench(args) -> int:
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,
            "vocab": args.vocab, **summary}
     if getattr(args, "save", False):
-        if importlib.util.find_spec("probekit.runs") is None:
-            raise ProbekitError("--save needs the benchmark-runs feature (probekit.runs), not installed here")
-        from .. import runs  # added by the benchmark-runs feature
+        from ..bench import runs
 
         out["run_id"] = runs.save_run(rankings, model=model, dataset=ds, probe=probe.name, options=opts,
                                       vocab=args.vocab, k=args.k)

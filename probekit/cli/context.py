@@ -112,7 +112,8 @@ def _cmd_single(args) -> int:
 
 
 def _cmd_dataset(args) -> int:
-    from probekit import context_runs, models
+    from probekit import models
+    from probekit.context import store as context_runs
     from probekit.probes import get_probe
 
     from .common import _progress_printer, load_dataset_from_args, print_json, probe_options
@@ -145,7 +146,7 @@ def _cmd_dataset(args) -> int:
 
 
 def _cmd_runs(args) -> int:
-    from probekit import context_runs
+    from probekit.context import store as context_runs
 
     from .common import print_json, print_listing
 

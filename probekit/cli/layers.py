@@ -1,15 +1,15 @@
-"""``python -m probekit layers ...``: the command-line face of :mod:`probekit.layers`."""
+"""``python -m probekit layers ...``: the command-line face of :mod:`probekit.bench.layers`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from probekit.bench.layers import LayerRun, list_layer_runs, run_layers
 from probekit.datasets import VOCABS
 from probekit.encode import POOLINGS
 from probekit.errors import ProbekitError
 from probekit.index import SIMILARITIES
-from probekit.layers import LayerRun, list_layer_runs, run_layers
-from probekit.run_metrics import SUBSETS
+from probekit.metrics.compare import SUBSETS
 
 
 def _print_table(result: LayerRun) -> None:

@@ -53,7 +53,7 @@ def _cmd_sweep(args) -> int:
     frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k,
                   include_base=not args.no_base, device=args.device, progress=report)
     if args.out:
-        from probekit.runs import frame_bytes
+        from probekit.bench.runs import frame_bytes
 
         Path(args.out).write_bytes(frame_bytes(frame, "parquet" if args.out.endswith(".parquet") else "csv"))
     ks = [k for k in (1, 5, 10) if k <= args.k]

@@ -1,11 +1,11 @@
-"""``python -m probekit runs ...``: the command-line face of :mod:`probekit.runs`."""
+"""``python -m probekit runs ...``: the command-line face of :mod:`probekit.bench.runs`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, list_runs, load_run
 from probekit.errors import ProbekitError
-from probekit.runs import EXPORT_FORMATS, delete_run, export_run, list_runs, load_run
 
 
 def _print_summary(meta: dict, summary: dict) -> None:

@@ -1,6 +1,6 @@
 """Accuracy tables and run comparisons over benchmark *results frames* (pure pandas, no I/O).
 
-A results frame holds one row per query (see :data:`probekit.runs.RESULT_COLUMNS`); these functions
+A results frame holds one row per query (see :data:`probekit.bench.runs.RESULT_COLUMNS`); these functions
 need ``relation`` and ``best_gold_rank`` (1-based rank of the best gold answer among *all*
 candidates, missing when no gold is a candidate) and, where named, ``hard`` (MedLAMA hardness of the
 query), ``gold_length`` (mean gold-name length in characters), ``top_names`` (top-k, best first),
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import ProbekitError
+from ..errors import ProbekitError
 
 KS = (1, 5, 10)
 AVERAGES = ("macro", "micro")

@@ -13,10 +13,11 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import context, metrics
-from .errors import ProbekitError
-from .store import component_store
-from .store.export import safe_target, write_table
+from .. import metrics
+from ..errors import ProbekitError
+from ..store import component_store
+from ..store.export import safe_target, write_table
+from . import core as context
 
 COMPONENT = "context"
 STEP_COLUMNS = ("mode", "query_id", "relation", "subject", "target", "permutation", "step", "added", "added_role",

@@ -49,9 +49,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config, metrics
-from .errors import ProbekitError
-from .types import MASK, OBJECT, SUBJECT, CandidateSet, Query, normalize_name
+from .. import config, metrics
+from ..errors import ProbekitError
+from ..types import MASK, OBJECT, SUBJECT, CandidateSet, Query, normalize_name
 
 VARIANTS = ("real", "knowledge-only", "knowledge-sorted", "knowledge-random", "negative-target")
 KNOWLEDGE_VARIANTS = ("knowledge-only", "knowledge-sorted", "knowledge-random")
@@ -312,7 +312,7 @@ def token_budget(model, *, probe: str = "retrieval", pool: Sequence[str] = (), m
     tok = model.tokenizer
     budget = (limit or model_limit(model)) - tok.num_special_tokens_to_add(pair=False)
     if probe == "mask_average" and pool:
-        from .probes.mask_average import candidate_token_ids
+        from ..probes.mask_average import candidate_token_ids
 
         longest = max((len(ids) for ids in candidate_token_ids(tok, list(pool)) if len(ids) <= max_tokens), default=1)
         budget -= longest - 1
@@ -501,7 +501,7 @@ def run_context(model, query: Query, *, target: str, pool: Iterable[str], docume
     O_cor = golds other than O_t. ``negative`` (or variant ``negative-target``) re-centres on the first
     O_incor. ``knowledge-random`` runs ``permutations`` seeded orders; other variants run once.
     """
-    from .probes import get_probe
+    from ..probes import get_probe
 
     started = time.perf_counter()
     base, neg = _variant(variant)
@@ -670,7 +670,7 @@ def sample_queries(dataset, *, relations: Sequence[str] | None = None, limit: in
     rels = relations or dataset.relations
     unknown = [r for r in rels if r not in dataset.relations]
     if unknown:
-        from .errors import UnknownNameError
+        from ..errors import UnknownNameError
 
         raise UnknownNameError("relation", unknown[0], dataset.relations)
     out = []
@@ -689,7 +689,7 @@ def run_dataset(model, dataset, *, probe: str = "retrieval", relations: Sequence
                 **probe_options) -> DatasetContextResult:
     """Dataset mode: KB contexts (:func:`kb_context`) for every query with >= 2 golds, ranked against
     the tails of the query's relation; target (and negative-target) RC rows, UCM and acc@k."""
-    from .probes import get_probe
+    from ..probes import get_probe
 
     if variant not in KNOWLEDGE_VARIANTS:
         raise ProbekitError(f"dataset mode builds knowledge contexts; variant must be one of "

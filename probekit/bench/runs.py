@@ -33,15 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__, config, metrics, run_metrics
-from .datasets import VOCABS, Dataset, hardness
-from .encode import ENCODER_VERSION, encode_layers, precision
-from .errors import ProbekitError
-from .index import EntityIndex, build_index
-from .jobs import Cancelled, Job, Progress
-from .store import component_store
-from .store.export import safe_target, table_bytes, write_table
-from .types import Query, Ranking
+from .. import __version__, config, metrics
+from ..datasets import VOCABS, Dataset, hardness
+from ..encode import ENCODER_VERSION, encode_layers, precision
+from ..errors import ProbekitError
+from ..index import EntityIndex, build_index
+from ..jobs import Cancelled, Job, Progress
+from ..metrics import compare as run_metrics
+from ..store import component_store
+from ..store.export import safe_target, table_bytes, write_table
+from ..types import Query, Ranking
 
 COMPONENT = "runs"
 RESULT_COLUMNS = ("query_id", "relation", "subject", "template", "query", "golds", "gold_ranks", "best_gold_rank",
@@ -66,7 +67,7 @@ def _now() -> datetime:
 
 # ---------------------------------------------------------------- settings
 def _probe(probe):
-    from .probes import get_probe
+    from ..probes import get_probe
 
     return get_probe(probe) if isinstance(probe, str) else probe
 
@@ -494,7 +495,7 @@ def rank_vectors(queries: Sequence[Query], candidates, index: EntityIndex, qvec:
                  progress: Callable[[int, int], None] | None = None, chunk: int = 1024) -> list[Ranking]:
     """Rankings from query vectors (n_queries, dim) against an index: the retrieval probe's scoring step
     (:func:`~probekit.probes.base.top_k_and_gold_ranks` on every row of exact scores)."""
-    from .probes.base import gold_indices, top_k_and_gold_ranks
+    from ..probes.base import gold_indices, top_k_and_gold_ranks
 
     out: list[Ranking] = []
     names, n = candidates.names, len(candidates)
@@ -512,7 +513,7 @@ def rank_vectors(queries: Sequence[Query], candidates, index: EntityIndex, qvec:
 
 def _retrieval(model, queries, candidates, opts, k, stage, timings) -> list[Ranking]:
     """The retrieval probe with cached query embeddings (same calls and scores as ``probe.rank``)."""
-    from .probes.base import check_inputs
+    from ..probes.base import check_inputs
 
     check_inputs(model, queries, candidates, k=k)
     layer, pooling, fast = opts["layer"], opts["pooling"], bool(opts.get("fast"))
@@ -674,7 +675,7 @@ def start_benchmark(models_: Sequence, dataset: Dataset, *, probe="retrieval", o
     Models are :class:`~probekit.models.LoadedModel` objects or ids; ids are loaded in the job (and
     released after), so a typo fails the job with a message, not the page.
     """
-    from . import models as models_mod
+    from .. import models as models_mod
 
     if not models_:
         raise ProbekitError("pick at least one model")

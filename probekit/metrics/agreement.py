@@ -26,7 +26,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from .errors import ProbekitError
+from ..errors import ProbekitError
 
 SCORES = (1, 2, 3, 4, 5)
 CONSENSUS = ("median", "mean", "min", "max")

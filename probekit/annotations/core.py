@@ -35,11 +35,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from . import agreement
-from .errors import ProbekitError
-from .store import component_store
-from .store.export import safe_target, table_bytes, write_table
-from .types import Query, Ranking
+from ..errors import ProbekitError
+from ..metrics import agreement
+from ..store import component_store
+from ..store.export import safe_target, table_bytes, write_table
+from ..types import Query, Ranking
 
 COMPONENT = "annotations"
 
@@ -242,7 +242,7 @@ def from_probe(model, dataset, *, name: str, relations: Sequence[str] | None = N
                k: int = 10, probe="retrieval", options: dict | None = None, vocab: str = "heads+tails", seed: int = 0,
                progress=None, **session) -> str:
     """Probe a seeded sample of ``dataset``'s queries with ``model`` and make a session of the top-k answers."""
-    from .probes import get_probe
+    from ..probes import get_probe
 
     probe = get_probe(probe) if isinstance(probe, str) else probe
     relations = list(relations or [])
@@ -271,7 +271,7 @@ def from_probe(model, dataset, *, name: str, relations: Sequence[str] | None = N
 def from_run(run_id: str, *, name: str, relations: Sequence[str] | None = None, n_queries: int = 15, k: int = 10,
              seed: int = 0, **session) -> str:
     """A session over a seeded sample of a stored benchmark run's queries (no probing needed)."""
-    from . import runs
+    from ..bench import runs
 
     run = runs.load_run(run_id)
     meta = run.meta

@@ -38,8 +38,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from . import __version__, config, jobs
-from .errors import ProbekitError, UnknownNameError
+from .. import __version__, config, jobs
+from ..errors import ProbekitError, UnknownNameError
 
 CPU_BATCH_SIZE = 32
 """Default batch on CPU: 192 pairs (the paper's) take ~6x longer per step on two cores."""
@@ -271,7 +271,7 @@ def run_info(run_id: str) -> dict:
 
 def checkpoints(run_id: str) -> list[dict]:
     """The run's saved checkpoints (each: step, path, label, loss), by step."""
-    from .models import CHECKPOINT_META
+    from ..models import CHECKPOINT_META
 
     out = []
     for meta in (runs_dir() / run_id).glob(f"step-*/{CHECKPOINT_META}"):
@@ -364,7 +364,7 @@ def _amp(device: torch.device):
 
 def _save_checkpoint(model, folder: Path, meta: dict) -> Path:
     """Write to a hidden temp folder, then rename: pickers never see a half-written checkpoint."""
-    from .models import CHECKPOINT_META
+    from ..models import CHECKPOINT_META
 
     tmp = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -383,7 +383,7 @@ def train(settings: RewireSettings, *, device: str | None = None, progress: Step
     The model is loaded afresh (the app's cached copy is never trained). Stopping via
     ``should_cancel`` keeps the checkpoints written so far and saves one at the current step.
     """
-    from . import models
+    from .. import models
 
     settings = settings.checked()
     corpus_path = resolve_corpus(settings.corpus)
@@ -492,7 +492,7 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
 def start_train(settings: RewireSettings, *, device: str | None = None):
     """A started :class:`~probekit.jobs.Job` training in the background; ``job.run_id`` names its folder
     (the page reads the live loss from ``log.jsonl``); ``result`` is the final :func:`run_info`."""
-    from .jobs import Job
+    from ..jobs import Job
 
     settings = settings.checked()
     resolve_corpus(settings.corpus)  # a typo fails now, on the page, not in the job
@@ -532,10 +532,11 @@ def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab:
     """Retrieval-probe every checkpoint of each rewiring run (and, as step 0, the base model) on ``dataset``.
 
     Probing uses each run's pooling and layer, so step 0 is the same experiment before training. Every
-    point is a stored benchmark run (:func:`probekit.runs.run_benchmark`), so a repeated sweep reads
+    point is a stored benchmark run (:func:`probekit.bench.runs.run_benchmark`), so a repeated sweep reads
     results back. Returns one row per (run, step, relation or macro/micro, subset): :data:`SWEEP_COLUMNS`.
     """
-    from . import models, runs
+    from .. import models
+    from ..bench import runs
 
     if isinstance(run_ids, str):
         run_ids = [run_ids]
@@ -579,7 +580,7 @@ def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab:
 
 def start_sweep(run_ids: Sequence[str], dataset, *, device: str | None = None, **options):
     """A started :class:`~probekit.jobs.Job` running :func:`sweep`; ``result`` is its frame."""
-    from .jobs import Job
+    from ..jobs import Job
 
     if not run_ids:
         raise ProbekitError("pick at least one rewiring run")

@@ -2,7 +2,7 @@
 
 Probing "with the first L layers" means taking the hidden states after layer L. Candidates and
 queries are encoded ONCE for all layers (:func:`probekit.index.candidate_embeddings` and
-:func:`probekit.runs.query_embeddings`, both cached on disk and shared with benchmark runs), then
+:func:`probekit.bench.runs.query_embeddings`, both cached on disk and shared with benchmark runs), then
 each layer only costs a similarity pass. Results are hit counts per (layer, relation, subset) with
 ``subset`` = ``full`` (all queries) or ``hard`` (MedLAMA-hard queries), stored in DuckDB (component
 ``layers``) so a finished sweep with the same settings opens instantly.
@@ -21,14 +21,15 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from . import __version__, index, jobs, runs
-from .datasets import Dataset
-from .encode import POOLINGS, precision
-from .errors import ProbekitError
-from .index import SIMILARITIES, EntityIndex
-from .probes.retrieval import QUERY_MAX_LENGTH
-from .run_metrics import KS, SUBSETS
-from .store import component_store
+from .. import __version__, index, jobs
+from ..datasets import Dataset
+from ..encode import POOLINGS, precision
+from ..errors import ProbekitError
+from ..index import SIMILARITIES, EntityIndex
+from ..metrics.compare import KS, SUBSETS
+from ..probes.retrieval import QUERY_MAX_LENGTH
+from ..store import component_store
+from . import runs
 
 COMPONENT = "layers"
 TOP_K = max(KS)
