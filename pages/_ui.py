@@ -10,6 +10,7 @@ import logging
 import runpy
 import threading
 import traceback
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -181,20 +182,46 @@ def current_dataset() -> Dataset | None:
     return None
 
 
-_UPLOADS: dict[str, Dataset] = {}
+_UPLOADS: OrderedDict[str, tuple[int, Dataset]] = OrderedDict()
+"""Parsed uploads shared by sessions (the same file uploaded twice is parsed once), least recently used
+first, bounded by the bytes of the uploaded files (:data:`UPLOADS_MAX_BYTES`): a server that sees many large
+uploads keeps only the recent ones; each session also keeps its own upload for as long as it lives."""
+UPLOADS_MAX_BYTES = 2 * config.MAX_UPLOAD_MB * 2**20
+_UPLOADS_LOCK = threading.Lock()
 
 
 def _parse(name: str, data: bytes) -> Dataset:
     fmt = "jsonl" if name.lower().endswith((".jsonl", ".json", ".ndjson")) else "csv"
     digest = hashlib.sha1(data).hexdigest()[:12]
-    return triples.parse(data.decode("utf-8"), label=name, fmt=fmt, name=f"upload:{name}", version=digest)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ProbekitError(f"{name}: not UTF-8 text (byte {e.start}); save it as UTF-8 CSV or JSONL") from None
+    return triples.parse(text, label=name, fmt=fmt, name=f"upload:{name}", version=digest)
+
+
+def upload_cache_bytes() -> int:
+    with _UPLOADS_LOCK:
+        return sum(size for size, _ in _UPLOADS.values())
 
 
 def _parse_upload(name: str, data: bytes) -> Dataset:
     key = hashlib.sha1(data).hexdigest()
-    if key not in _UPLOADS:
-        _UPLOADS[key] = _parse(name, data)
-    return _UPLOADS[key]
+    mine = st.session_state.get("_pk_upload")
+    if mine is not None and mine[0] == key:
+        return mine[1]
+    with _UPLOADS_LOCK:
+        hit = _UPLOADS.get(key)
+        if hit is not None:
+            _UPLOADS.move_to_end(key)
+    ds = hit[1] if hit is not None else _parse(name, data)
+    with _UPLOADS_LOCK:
+        _UPLOADS[key] = (len(data), ds)
+        _UPLOADS.move_to_end(key)
+        while len(_UPLOADS) > 1 and sum(size for size, _ in _UPLOADS.values()) > UPLOADS_MAX_BYTES:
+            _UPLOADS.popitem(last=False)
+    st.session_state["_pk_upload"] = (key, ds)  # released with the session
+    return ds
 
 
 def dataset_label(spec: str) -> str:

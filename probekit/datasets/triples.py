@@ -40,18 +40,43 @@ def _rows(text: str, label: str, fmt: str):
                 raise DataFormatError(f"{label}, line {line}: expected a JSON object")
             yield line, row
     else:
-        reader = csv.DictReader(io.StringIO(text))
-        missing = [c for c in REQUIRED if reader.fieldnames and c not in reader.fieldnames]
+        reader = csv.DictReader(io.StringIO(text), strict=True)
+        try:
+            fields = reader.fieldnames
+        except csv.Error as e:
+            raise DataFormatError(f"{label}, line 1: not a valid CSV header ({e})") from None
+        missing = [c for c in REQUIRED if fields and c not in fields]
         if missing:
             raise DataFormatError(f"{label}, line 1: missing column {missing[0]!r} "
                                   f"(need {', '.join(REQUIRED)}[, template])")
-        for line, row in enumerate(reader, start=2):
-            yield line, row
+        start = reader.line_num + 1  # physical line where the next record starts
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DataFormatError(f"{label}, line {start}: malformed CSV ({e}); an opening quote is "
+                                      "probably never closed") from None
+            if None in row:
+                raise DataFormatError(f"{label}, line {start}: {len(fields) + len(row[None])} fields but the "
+                                      f"header has {len(fields)}; quote values that contain commas")
+            spanning = [c for c in fields if isinstance(row.get(c), str) and ("\n" in row[c] or "\r" in row[c])]
+            if spanning:
+                raise DataFormatError(f"{label}, line {start}: column {spanning[0]!r} runs over several lines "
+                                      f"(to line {reader.line_num}); an opening quote is probably never closed")
+            yield start, row
+            start = reader.line_num + 1
 
 
 def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "triples",
           version: str = "") -> Dataset:
-    """Parse triples from text (used for uploads as well as files)."""
+    """Parse triples from text (used for uploads as well as files).
+
+    A byte-order mark (Excel's "CSV UTF-8") is dropped; a record that spans lines (an unclosed quote)
+    or has more fields than the header is refused with its file and line, never merged silently.
+    """
+    text = text.removeprefix("\ufeff")
     groups: dict[tuple[str, str], dict] = {}
     templates: dict[str, str] = {}
     for line, row in _rows(text, label, fmt):
@@ -85,7 +110,7 @@ def load(path: str | Path, *, name: str | None = None) -> Dataset:
         raise DataFormatError(f"{path}: file not found")
     fmt = "jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise DataFormatError(f"{path}: not a UTF-8 text file") from None
     return parse(text, label=str(path), fmt=fmt, name=name or path.stem, version=fingerprint_files([path]))

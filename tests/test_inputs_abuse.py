@@ -1,0 +1,56 @@
+"""Inputs under abuse (issue 19, items 3 and 4): malformed CSV never loses rows silently, a BOM is
+accepted, and parsed uploads are bounded in memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from probekit.datasets import triples
+from probekit.errors import DataFormatError
+
+HEADER = "subject,relation,object\n"
+
+
+def test_unclosed_quote_is_refused_with_file_and_line():
+    """An unclosed quote used to turn three rows into one query whose gold was the rest of the file (rc 0)."""
+    text = HEADER + 'aspirin,may_treat,"pain\nibuprofen,may_treat,fever\nmetformin,may_treat,diabetes\n'
+    with pytest.raises(DataFormatError, match=r"^facts\.csv, line 2: .*quote is probably never closed"):
+        triples.parse(text, label="facts.csv")
+
+
+def test_quote_closed_lines_later_is_refused_too():
+    text = HEADER + 'aspirin,may_treat,"pain\nibuprofen,may_treat,fever"\nmetformin,may_treat,diabetes\n'
+    with pytest.raises(DataFormatError, match=r"line 2: column 'object' runs over several lines \(to line 3\)"):
+        triples.parse(text, label="facts.csv")
+
+
+def test_extra_fields_are_refused_and_quoted_commas_kept():
+    with pytest.raises(DataFormatError, match=r"line 3: 4 fields but the header has 3"):
+        triples.parse(HEADER + "a,r,b\nc,r,d,e\n", label="x.csv")
+    ds = triples.parse(HEADER + '"aspirin, low dose",may_treat,pain\n', label="x.csv")
+    assert ds.queries[0].subject == "aspirin, low dose"
+
+
+def test_excel_bom_is_accepted(tmp_path):
+    """Excel's "CSV UTF-8" starts with a byte-order mark, which used to become part of 'subject'."""
+    path = tmp_path / "excel.csv"
+    path.write_bytes(("\ufeff" + HEADER + "metformin,may_treat,diabetes\n").encode("utf-8"))
+    ds = triples.load(path)
+    assert [q.subject for q in ds.queries] == ["metformin"]
+    assert len(triples.parse("\ufeff" + HEADER + "a,r,b\n", label="u.csv")) == 1
+
+
+def test_uploads_are_bounded_by_bytes(monkeypatch):
+    """Every distinct upload used to stay parsed for the life of the server (+300 MB per 1M-row file)."""
+    ui = pytest.importorskip("pages._ui")
+    monkeypatch.setattr(ui, "UPLOADS_MAX_BYTES", 3000)
+    ui._UPLOADS.clear()
+    monkeypatch.setattr(ui.st, "session_state", {})
+    for i in range(20):
+        data = (HEADER + "".join(f"s{i}_{j},r,o{j}\n" for j in range(60))).encode()
+        ds = ui._parse_upload(f"u{i}.csv", data)
+        assert len(ds) == 60
+    assert ui.upload_cache_bytes() <= 3000 and 1 <= len(ui._UPLOADS) < 20
+    again = ui._parse_upload("u19.csv", (HEADER + "".join(f"s19_{j},r,o{j}\n" for j in range(60))).encode())
+    assert again is ds  # the session's own upload is not parsed again
+    ui._UPLOADS.clear()
