@@ -1,0 +1,1 @@
+"""Benchmarks over whole datasets: the one runner, stored runs, layer-wise probing."""

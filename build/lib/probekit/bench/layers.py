@@ -1,0 +1,349 @@
+"""Layer-wise probing (MedLAMA Fig. 6–7): the retrieval probe at ``hidden_states[L]`` for L = 1..N.
+
+Probing "with the first L layers" means taking the hidden states after layer L. Candidates and
+queries are encoded ONCE for all layers (:func:`probekit.index.candidate_embeddings` and
+:func:`probekit.bench.runs.query_embeddings`, both cached on disk and shared with benchmark runs), then
+each layer only costs a similarity pass. Results are hit counts per (layer, relation, subset) with
+``subset`` = ``full`` (all queries) or ``hard`` (MedLAMA-hard queries), stored in DuckDB (component
+``layers``) so a finished sweep with the same settings opens instantly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__, index, jobs
+from ..datasets import Dataset
+from ..encode import POOLINGS, precision
+from ..errors import ProbekitError
+from ..index import SIMILARITIES, EntityIndex
+from ..metrics.compare import KS, SUBSETS
+from ..probes.retrieval import QUERY_MAX_LENGTH
+from ..store import component_store
+from . import runs
+
+COMPONENT = "layers"
+TOP_K = max(KS)
+TABLE_COLUMNS = ["layer", "relation", "subset", "n", *[f"hits@{k}" for k in KS]]
+RUN_COLUMNS = ("run_id", "created_at", "settings_key", "label", "model", "model_source", "model_revision", "dataset",
+               "dataset_version", "dataset_set", "dataset_spec", "options", "vocab", "layers", "device",
+               "probekit_version", "n_queries", "seconds", "timings")
+
+
+def _store():
+    return component_store(COMPONENT)
+
+
+# ---------------------------------------------------------------- pure tables
+def _check_table(table: pd.DataFrame, k: int, subset: str) -> None:
+    if not isinstance(table, pd.DataFrame) or not set(TABLE_COLUMNS) <= set(table.columns):
+        raise ProbekitError(f"a layer table needs the columns {', '.join(TABLE_COLUMNS)}")
+    if k not in KS:
+        raise ProbekitError(f"k must be one of {', '.join(map(str, KS))}, got {k!r}")
+    if subset not in SUBSETS:
+        raise ProbekitError(f"unknown subset {subset!r}; available: {', '.join(SUBSETS)}")
+
+
+def layer_accuracy(table: pd.DataFrame, *, k: int = 1, subset: str = "full") -> pd.DataFrame:
+    """acc@k as a relation × layer matrix (fractions): the heatmap of MedLAMA Fig. 6.
+
+    >>> t = pd.DataFrame({"layer": [1, 2, 1], "relation": ["a", "a", "b"], "subset": "full", "n": [4, 4, 2],
+    ...                   "hits@1": [1, 3, 2], "hits@5": [4, 4, 2], "hits@10": [4, 4, 2]})
+    >>> layer_accuracy(t, k=1).to_dict()
+    {1: {'a': 0.25, 'b': 1.0}, 2: {'a': 0.75, 'b': nan}}
+    """
+    _check_table(table, k, subset)
+    part = table[table["subset"] == subset]
+    acc = part.assign(acc=part[f"hits@{k}"] / part["n"])
+    out = acc.pivot(index="relation", columns="layer", values="acc").sort_index()
+    out.columns.name = "layer"
+    return out.reindex(columns=sorted(out.columns))
+
+
+def layer_averages(table: pd.DataFrame, *, subset: str = "full") -> pd.DataFrame:
+    """Per layer: macro (mean over relations) and micro (over queries) acc@1/@5/@10; index = layer."""
+    _check_table(table, KS[0], subset)
+    part = table[table["subset"] == subset]
+    rows = {}
+    for layer, g in part.groupby("layer", sort=True):
+        row = {}
+        for k in KS:
+            row[f"macro acc@{k}"] = float((g[f"hits@{k}"] / g["n"]).mean())
+        for k in KS:
+            row[f"micro acc@{k}"] = float(g[f"hits@{k}"].sum() / g["n"].sum())
+        row["n"] = int(g["n"].sum())
+        rows[int(layer)] = row
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "layer"
+    return out
+
+
+def best_layers(accuracy: pd.DataFrame) -> pd.DataFrame:
+    """Per relation (row of a :func:`layer_accuracy` matrix): the best layer (the lowest on ties; missing
+    when no layer gets a single hit), its accuracy, the last layer's accuracy and the gain of the best
+    over the last.
+
+    >>> acc = pd.DataFrame({1: [0.2, 0.5, 0.0], 2: [0.4, 0.5, 0.0], 3: [0.3, 0.1, 0.0]}, index=["a", "b", "c"])
+    >>> best_layers(acc)[["best layer", "best acc"]].to_dict("list")
+    {'best layer': [2, 1, None], 'best acc': [0.4, 0.5, 0.0]}
+    """
+    if accuracy.empty:
+        return pd.DataFrame(columns=["relation", "best layer", "best acc", "last layer acc", "gain"])
+    values = accuracy.to_numpy(dtype=float)  # (relations, layers)
+    filled = np.where(np.isnan(values), -np.inf, values)
+    best = filled.argmax(axis=1)  # first maximum = lowest layer on ties
+    layers = list(accuracy.columns)
+    best_acc = values[np.arange(len(values)), best]
+    last = values[:, -1]
+    best_layer = pd.array([int(layers[i]) if v > 0 else pd.NA for i, v in zip(best, best_acc)], dtype="Int64")
+    return pd.DataFrame({"relation": list(accuracy.index), "best layer": best_layer,
+                         "best acc": best_acc, "last layer acc": last, "gain": best_acc - last})
+
+
+@dataclass
+class LayerRun:
+    """A layer sweep: metadata and its table (one row per layer × relation × subset with hit counts)."""
+
+    run_id: str | None
+    meta: dict
+    table: pd.DataFrame
+
+    @property
+    def label(self) -> str:
+        return self.meta.get("label") or self.run_id or "layers"
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted(int(x) for x in self.table["layer"].unique())
+
+    def accuracy(self, *, k: int = 1, subset: str = "full") -> pd.DataFrame:
+        return layer_accuracy(self.table, k=k, subset=subset)
+
+    def averages(self, *, subset: str = "full") -> pd.DataFrame:
+        return layer_averages(self.table, subset=subset)
+
+    def best_layers(self, *, k: int = 1, subset: str = "full") -> pd.DataFrame:
+        return best_layers(self.accuracy(k=k, subset=subset))
+
+    def to_dict(self) -> dict:
+        """JSON-able summary: per-layer averages and the best layer per relation, full and hard."""
+        out = {"run_id": self.run_id, "label": self.label, "layers": self.layers,
+               "settings": {k: self.meta.get(k) for k in ("model", "model_revision", "dataset", "dataset_version",
+                                                          "options", "vocab", "device", "seconds", "timings")}}
+        for subset in SUBSETS:
+            if not (self.table["subset"] == subset).any():
+                out[subset] = None
+                continue
+            out[subset] = {
+                "per_layer": {int(L): row for L, row in self.averages(subset=subset).to_dict("index").items()},
+                "relations": {rel: {f"acc@{k}": {int(L): v for L, v in self.accuracy(k=k, subset=subset)
+                                                 .loc[rel].items() if not pd.isna(v)} for k in KS}
+                              for rel in self.accuracy(subset=subset).index},
+                "best_layers": {f"acc@{k}": {row["relation"]: {c: (None if pd.isna(v) else v) for c, v in row.items()
+                                                          if c != "relation"}
+                                             for row in self.best_layers(k=k, subset=subset).to_dict("records")}
+                                for k in (1, 10)},
+            }
+        return out
+
+
+# ---------------------------------------------------------------- running a sweep
+def _check_layers(model, layers) -> list[int]:
+    n = model.num_layers
+    if layers is None:
+        return list(range(1, n + 1))
+    try:
+        out = sorted({int(x) for x in layers})
+    except (TypeError, ValueError):
+        raise ProbekitError(f"layers must be integers 0..{n}, got {layers!r}") from None
+    if not out:
+        raise ProbekitError("give at least one layer")
+    bad = [x for x in out if not 0 <= x <= n]
+    if bad:
+        raise ProbekitError(f"layer {bad[0]} out of range: {model.id} has layers 0..{n} (0 = embeddings)")
+    return out
+
+
+def layer_settings(model, dataset: Dataset, *, layers=None, pooling: str | None = None, similarity: str = "cosine",
+                   vocab: str = "heads+tails", max_length: int = QUERY_MAX_LENGTH, fast: bool = False) -> dict:
+    """Everything that decides a sweep's results (its store key is a hash of this)."""
+    runs._check_run_args(dataset, vocab, TOP_K)
+    pooling = pooling or model.spec.pooling
+    if pooling not in POOLINGS:
+        raise ProbekitError(f"unknown pooling {pooling!r}; available: {', '.join(POOLINGS)}")
+    if similarity not in SIMILARITIES:
+        raise ProbekitError(f"unknown similarity {similarity!r}; available: {', '.join(SIMILARITIES)}")
+    return {"model_source": model.source, "model_revision": model.revision,
+            "precision": precision(model, fast), "dataset": dataset.name,
+            "dataset_version": dataset.version, "relations": dataset.relations, "n_queries": len(dataset),
+            "layers": _check_layers(model, layers), "options": {"pooling": pooling, "similarity": similarity,
+                                                                  "max_length": max_length, "fast": bool(fast)},
+            "vocab": vocab}
+
+
+def _key(settings: dict) -> str:
+    return hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def find_layer_run(settings: dict | str) -> str | None:
+    key = settings if isinstance(settings, str) else _key(settings)
+    rows = _store().fetch("SELECT run_id FROM layer_runs WHERE settings_key = ? ORDER BY created_at DESC, run_id DESC "
+                          "LIMIT 1", [key])
+    return rows[0][0] if rows else None
+
+
+def _hit_counts(rankings, hard: np.ndarray) -> dict[str, tuple]:
+    ranks = np.array([r.best_gold_rank if r.best_gold_rank is not None else np.inf for r in rankings], dtype=float)
+    out = {}
+    for subset, mask in (("full", np.ones(len(ranks), dtype=bool)), ("hard", hard)):
+        if mask.any():
+            out[subset] = (int(mask.sum()), *[int((ranks[mask] <= k).sum()) for k in KS])
+    return out
+
+
+def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, pooling: str | None = None,
+               similarity: str = "cosine", vocab: str = "heads+tails", batch_size: int = 128,
+               max_length: int = QUERY_MAX_LENGTH, fast: bool = False, progress: runs.Progress | None = None,
+               should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
+               label: str | None = None) -> LayerRun:
+    """Retrieval-probe accuracy per relation at every layer in ``layers`` (default 1..N).
+
+    With ``reuse`` a stored sweep with the same settings is returned at once. ``progress`` gets
+    ``(done, total, stage)``; ``should_cancel`` stops the sweep with :class:`~probekit.jobs.Cancelled`
+    (embeddings already computed stay cached, so a restart picks up quickly).
+    """
+    settings = layer_settings(model, dataset, layers=layers, pooling=pooling, similarity=similarity, vocab=vocab,
+                              max_length=max_length, fast=fast)
+    layers, pooling = settings["layers"], settings["options"]["pooling"]
+    key = _key(settings)
+
+    def report(done, total, stage):
+        if progress is not None:
+            progress(done, total, stage)
+
+    def check_cancel():
+        if should_cancel is not None and should_cancel():
+            raise jobs.Cancelled("the layer sweep was cancelled; embeddings computed so far stay cached")
+
+    if reuse:
+        found = find_layer_run(key)
+        if found:
+            report(1, 1, "found in the store")
+            return load_layer_run(found)
+    start = time.perf_counter()
+    timings = {"encoding candidates": 0.0, "encoding queries": 0.0, "scoring": 0.0}
+    fast_kw = {"fast": True} if fast else {}
+    total = len(dataset)
+    rows: list[tuple] = []
+    done = 0
+
+    def stage(name):
+        def inner(d, t):
+            check_cancel()
+            report(d, t, name)
+        return inner
+
+    def indexes_for(candidates, where):
+        t = time.perf_counter()
+        vecs = index.candidate_embeddings(model, candidates, layers=layers, pooling=pooling, batch_size=batch_size,
+                                          progress=stage(f"{where}encoding candidates ({len(layers)} layers)"),
+                                          **fast_kw)  # {layer: (n_names, dim)}
+        timings["encoding candidates"] += time.perf_counter() - t
+        return {L: EntityIndex(vecs[L], similarity=similarity) for L in layers}
+
+    shared = None if vocab == "relation" else dataset.candidates(vocab)
+    shared_idx = indexes_for(shared, "") if shared is not None else None
+    for i, rel in enumerate(dataset.relations):
+        check_cancel()
+        where = f"relation {i + 1}/{len(dataset.relations)} {rel} · "
+        queries = dataset.queries_for(rel)
+        cands = shared if shared is not None else dataset.candidates("relation", rel)
+        idx = shared_idx if shared_idx is not None else indexes_for(cands, where)
+        t = time.perf_counter()
+        texts = [q.text(model.mask_token) for q in queries]
+        qvecs = runs.query_embeddings(model, texts, layers=layers, pooling=pooling, max_length=max_length,
+                                      batch_size=batch_size, progress=stage(f"{where}encoding queries"),
+                                      fast=fast)  # {layer: (n_queries, dim)}
+        timings["encoding queries"] += time.perf_counter() - t
+        t = time.perf_counter()
+        hard = np.array([bool(runs._is_hard(q)) for q in queries])
+        for n_layer, L in enumerate(layers):
+            report(done, total, f"{where}scoring layer {L} ({n_layer + 1}/{len(layers)})")
+            check_cancel()
+            rankings = runs.rank_vectors(queries, cands, idx[L], qvecs[L], k=TOP_K)
+            for subset, counts in _hit_counts(rankings, hard).items():
+                rows.append((L, rel, subset, *counts))
+        timings["scoring"] += time.perf_counter() - t
+        done += len(queries)
+        report(done, total, f"{where}done")
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["layer", "relation", "subset"], ignore_index=True)
+    seconds = time.perf_counter() - start
+    meta = {"run_id": None, "created_at": datetime.now(UTC).replace(tzinfo=None), "settings_key": key,
+            "label": label or f"{model.label} · {dataset.name} ({pooling}, {similarity}, {vocab})",
+            "model": model.id, "model_source": model.source, "model_revision": model.revision,
+            "dataset": dataset.name, "dataset_version": dataset.version, "dataset_set": dataset.meta.get("set"),
+            "dataset_spec": runs.dataset_spec(dataset), "options": settings["options"], "vocab": vocab,
+            "layers": layers, "device": str(model.device), "probekit_version": __version__,
+            "n_queries": len(dataset), "seconds": seconds, "timings": {k: round(v, 3) for k, v in timings.items()}}
+    if save:
+        meta["run_id"] = _save(meta, table)
+    return LayerRun(meta["run_id"], meta, table)
+
+
+def _save(meta: dict, table: pd.DataFrame) -> str:
+    run_id = f"layers-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+    values = {**meta, "run_id": run_id, "options": json.dumps(meta["options"]), "layers": json.dumps(meta["layers"]),
+              "timings": json.dumps(meta["timings"])}
+    data = table.rename(columns={f"hits@{k}": f"hits_{k}" for k in KS})
+    data.insert(0, "run_id", run_id)
+    cols = ", ".join(data.columns)
+    with _store().transaction() as cur:
+        cur.execute(f"INSERT INTO layer_runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                    [values[c] for c in RUN_COLUMNS])
+        cur.register("pk_layer_results_df", data)
+        cur.execute(f"INSERT INTO layer_results ({cols}) SELECT {cols} FROM pk_layer_results_df")
+        cur.unregister("pk_layer_results_df")
+    return run_id
+
+
+def load_layer_run(run_id: str) -> LayerRun:
+    rows = _store().fetch(f"SELECT {', '.join(RUN_COLUMNS)} FROM layer_runs WHERE run_id = ?", [run_id])
+    if not rows:
+        raise ProbekitError(f"no stored layer sweep {run_id!r}")
+    meta = dict(zip(RUN_COLUMNS, rows[0]))
+    for c in ("options", "layers", "timings"):
+        meta[c] = json.loads(meta[c] or "null")
+    table = _store().fetch_df("SELECT layer, relation, subset, n, hits_1, hits_5, hits_10 FROM layer_results "
+                              "WHERE run_id = ? ORDER BY layer, relation, subset", [run_id])
+    table.columns = TABLE_COLUMNS
+    return LayerRun(run_id, meta, table)
+
+
+def list_layer_runs() -> pd.DataFrame:
+    """Stored sweeps, newest first."""
+    return _store().fetch_df("SELECT run_id, created_at, label, model, dataset, vocab, layers, n_queries, seconds "
+                             "FROM layer_runs ORDER BY created_at DESC, run_id DESC")
+
+
+def delete_layer_run(run_id: str) -> None:
+    load_layer_run(run_id)
+    with _store().transaction() as cur:
+        cur.execute("DELETE FROM layer_results WHERE run_id = ?", [run_id])
+        cur.execute("DELETE FROM layer_runs WHERE run_id = ?", [run_id])
+
+
+def start_layers(model, dataset: Dataset, **options) -> jobs.Job:
+    """A started background :class:`~probekit.jobs.Job` running :func:`run_layers`; result = the LayerRun."""
+    layer_settings(model, dataset, **{k: v for k, v in options.items()
+                                      if k in ("layers", "pooling", "similarity", "vocab", "max_length", "fast")})
+    return jobs.Job(lambda progress, cancel: run_layers(model, dataset, progress=progress, should_cancel=cancel,
+                                                        **options), label="layers").start()

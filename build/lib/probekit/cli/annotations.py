@@ -1,0 +1,137 @@
+"""``python -m probekit annotations ...``: the command-line face of :mod:`probekit.annotations`."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from probekit.annotations import (
+    EXPORT_FORMATS,
+    EXPORT_TABLES,
+    export,
+    from_probe,
+    from_run,
+    get_session,
+    list_sessions,
+    stats,
+    stats_json,
+)
+from probekit.errors import ProbekitError
+
+
+def _print_stats(result: dict) -> None:
+    meta = result["session"]
+    print(f"session {meta['session_id']} '{meta['name']}': {meta['n_queries']} queries × top-{meta['k']}, "
+          f"{'blind' if meta['blind'] else 'not blind'}, {result['n_ratings']} ratings by "
+          f"{len(result['annotators'])} annotator(s)")
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print("\nExpert score × gold hit (consensus per answer):")
+        print(result["table5"].to_string(index=False))
+        s = result["shares"]
+        print(f"\nOf {s['rated']} rated top-{s['k']} answers: {s['gold_hits']} gold hits "
+              f"({100 * s['gold_share']:.1f}%), {s['expert_hits']} rated ≥{s['threshold']} "
+              f"({100 * s['expert_share']:.1f}%)" if s["rated"] else "\nNo ratings yet.")
+        print("\nQuery-level accuracy:")
+        print(result["accuracy"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nAgreement:")
+        print(result["agreement"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"\nCandidate missing facts (rated ≥ threshold, not gold): {len(result['missing_facts'])}")
+        if len(result["missing_facts"]):
+            print(result["missing_facts"][["query_text", "answer", "ratings"]].to_string(index=False))
+
+
+def _cmd_annotations(args) -> int:
+    from .common import print_json
+
+    if args.action == "list":
+        frame = list_sessions()
+        if args.format == "json":
+            print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
+        elif frame.empty:
+            print("no annotation sessions (create one: `python -m probekit annotations create --name NAME`)")
+        else:
+            for r in frame.to_dict(orient="records"):
+                print(f"{r['session_id']}  {r['name']}  [{r['n_queries']} queries × {r['k']}, "
+                      f"{r['annotators']} annotators, {r['ratings']} ratings]")
+        return 0
+    if args.action == "create":
+        return _cmd_create(args)
+    if not args.session:
+        raise ProbekitError(f"`annotations {args.action}` needs --session ID (see `annotations list`)")
+    if args.action == "stats":
+        result = stats(args.session, threshold=args.threshold)
+        if args.format == "json":
+            print_json(stats_json(result))
+        else:
+            _print_stats(result)
+        return 0
+    if args.action == "export":
+        if not args.out:
+            raise ProbekitError("`annotations export` needs --out FILE (.csv, .parquet or .jsonl)")
+        fmt = args.format if args.format in EXPORT_FORMATS else None
+        path = export(args.session, args.out, fmt=fmt, what=args.table)
+        print(f"wrote {path}")
+        return 0
+    raise ProbekitError(f"unknown action {args.action!r}")  # pragma: no cover - argparse choices
+
+
+def _cmd_create(args) -> int:
+    from .common import _progress_printer, load_dataset_from_args, probe_options
+
+    common = dict(name=args.name, organiser=args.organiser or "", n_queries=args.n, k=args.k, seed=args.seed,
+                  blind=not args.not_blind, raters_per_item=args.raters or None)
+    if args.run:
+        sid = from_run(args.run, relations=args.relation, **common)
+    else:
+        from probekit import models
+        from probekit.probes import get_probe
+
+        probe = get_probe(args.probe)
+        ds = load_dataset_from_args(args)
+        model = models.load(args.model, device=args.device)
+        sid = from_probe(model, ds, probe=probe, options=probe_options(args, probe), vocab=args.vocab,
+                         progress=_progress_printer(args.quiet), **common)
+    meta = get_session(sid)
+    print(f"created session {sid}: {meta['n_queries']} queries × top-{meta['k']} "
+          f"(share: the app's Annotate page with ?session={sid})")
+    return 0
+
+
+def register(sub) -> None:
+    from .common import add_dataset_args, add_model_args, add_probe_args
+
+    p = sub.add_parser("annotations", help="expert annotation sessions: create, list, stats, export")
+    p.add_argument("action", choices=["create", "list", "stats", "export"])
+    p.add_argument("--session", default=None, help="session id (stats, export)")
+    p.add_argument("--format", default=None,
+                   help="list/stats: table | json; export: csv | parquet | jsonl (default from --out's suffix)")
+    p.add_argument("--out", default=None, help="export: output file")
+    p.add_argument("--table", default="ratings", choices=EXPORT_TABLES, help="export: which table")
+    p.add_argument("--threshold", type=int, default=5, choices=[4, 5], help="stats: expert score counted as a hit")
+    g = p.add_argument_group("create")
+    g.add_argument("--name", default=None, help="session name")
+    g.add_argument("--organiser", default="")
+    g.add_argument("--run", default=None, help="build from this stored run instead of probing")
+    g.add_argument("--n", type=int, default=15, help="number of queries (seeded sample, spread over relations)")
+    g.add_argument("--k", type=int, default=10, help="top-k answers per query")
+    g.add_argument("--raters", type=int, default=0, help="annotators per query (0: every annotator rates all)")
+    g.add_argument("--not-blind", action="store_true", help="show gold marks, ranks and scores to annotators")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--quiet", action="store_true")
+    add_model_args(g)
+    add_dataset_args(g)
+    add_probe_args(g)
+    p.set_defaults(func=_cmd_annotations_checked)
+
+
+def _cmd_annotations_checked(args) -> int:
+    allowed = {"list": ("table", "json"), "stats": ("table", "json"), "export": EXPORT_FORMATS, "create": ()}
+    if args.format is None:
+        args.format = "table" if args.action in ("list", "stats") else None
+    elif args.format not in allowed[args.action]:
+        raise ProbekitError(f"--format {args.format!r} does not apply to `annotations {args.action}`; "
+                            f"use {' | '.join(allowed[args.action]) or 'no --format'}")
+    if args.action == "create" and not args.name:
+        raise ProbekitError("`annotations create` needs --name NAME")
+    return _cmd_annotations(args)

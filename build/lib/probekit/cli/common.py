@@ -1,0 +1,116 @@
+"""What every command shares: model/dataset flags, probe flags generated from the probes' options,
+dataset loading, printing and CLI progress."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .. import config
+from ..errors import UnknownNameError
+
+VOCABS = ("heads+tails", "tails", "relation")
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=config.DEFAULT_MODEL,
+                   help="registry id, Hugging Face id, local folder, or 'default' (embedded MiniLM)")
+    p.add_argument("--device", default=None, help="cuda | cpu (default: CUDA when present)")
+
+
+def add_dataset_args(p: argparse.ArgumentParser, *, default: str = "demo") -> None:
+    p.add_argument("--dataset", default=default, help="demo | medlama | biolama | triples")
+    p.add_argument("--data-dir", default=None, help="dataset folder or file (default from PROBEKIT_*_DIR)")
+    p.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
+    p.add_argument("--relation", action="append", default=None, help="only these relations (repeatable)")
+
+
+def _probe_option_table() -> dict:
+    """Every probe option by name, with the probes that take it (one flag per name)."""
+    from ..probes import PROBES
+
+    table: dict[str, tuple] = {}
+    for probe in PROBES.values():
+        for o in probe.options:
+            if o.name in table:
+                table[o.name][1].append(probe.name)
+                table[o.name][2].add(repr(o.default))
+            else:
+                table[o.name] = (o, [probe.name], {repr(o.default)})
+    return table
+
+
+def add_probe_args(p: argparse.ArgumentParser, *, vocab: bool = True) -> None:
+    """``--probe`` and one flag per probe option, generated from :class:`probekit.probes.Option`s: a new
+    probe's options become flags with no change here. Unset flags leave the probe's default."""
+    from ..probes import PROBES
+
+    p.add_argument("--probe", default="retrieval", help=" | ".join(PROBES))
+    if vocab:
+        p.add_argument("--vocab", default="heads+tails", choices=VOCABS, help="candidate vocabulary")
+    for name, (o, owners, defaults) in _probe_option_table().items():
+        where = f"[{', '.join(owners)}]"
+        if o.value_type is bool:
+            p.add_argument(o.flag, dest=name, action="store_true", default=None, help=f"{o.help} {where}")
+            continue
+        choices = [c for c in o.choices if c is not None] or None
+        default = "" if o.default is None or len(defaults) > 1 else f"; default {o.default}"
+        p.add_argument(o.flag, dest=name, type=o.value_type, default=None, choices=choices,
+                       help=f"{o.help} {where}{default}")
+
+
+def probe_options(args, probe) -> dict:
+    """The options ``probe`` takes that were given on the command line (the rest keep their defaults)."""
+    return {o.name: getattr(args, o.name) for o in probe.options if getattr(args, o.name, None) is not None}
+
+
+def load_dataset_from_args(args):
+    from ..datasets import Dataset, load_dataset
+
+    kw = {"which": args.which} if args.dataset in ("demo", "medlama") else {}
+    if args.relation and args.dataset in ("demo", "medlama"):
+        kw["relations"] = args.relation
+    ds = load_dataset(args.dataset, path=args.data_dir, **kw)
+    if args.relation and "relations" not in kw:  # loaders without their own relation filter
+        unknown = [r for r in args.relation if r not in ds.relations]
+        if unknown:
+            raise UnknownNameError("relation", unknown[0], ds.relations)
+        ds = Dataset(ds.name, [q for q in ds.queries if q.relation in args.relation], ds.templates,
+                     version=ds.version, source=ds.source)
+    return ds
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def print_listing(frame, fmt: str, *, empty: str, line=None) -> None:
+    """A stored-items listing (``--list`` / ``runs``): JSON records, or one line per row (``line(record)``,
+    default: the frame as a table), or ``empty`` when there is nothing."""
+    if fmt == "json":
+        print_json(frame.to_dict(orient="records"))
+    elif frame.empty:
+        print(empty)
+    elif line is None:
+        print(frame.to_string(index=False))
+    else:
+        for record in frame.to_dict(orient="records"):
+            print(line(record))
+
+
+def _progress_printer(quiet: bool):
+    if quiet:
+        return None
+    last = {}
+
+    def report(done, total, stage):
+        pct = int(100 * done / max(total, 1))
+        if last.get(stage) != pct and (pct % 10 == 0 or done == total):
+            last[stage] = pct
+            print(f"  {stage}: {done}/{total}", file=sys.stderr)
+
+    return report
+
+

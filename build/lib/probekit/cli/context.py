@@ -1,0 +1,220 @@
+"""``python -m probekit context ...``: the command-line face of :mod:`probekit.context`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from probekit.context import (
+    KNOWLEDGE_VARIANTS,
+    SIDES,
+    VARIANTS,
+    check_document,
+    role_of,
+    run_context,
+    run_dataset,
+    summary_frames,
+    unique_names,
+)
+from probekit.errors import ProbekitError
+from probekit.types import Query
+
+from .common import add_probe_args
+
+
+def _read_pool_file(path: str) -> list[str]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProbekitError(f"cannot read the pool file {path}: {e}") from None
+    names = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    if not names:
+        raise ProbekitError(f"the pool file {path} holds no entity names (one a line)")
+    return names
+
+
+def _read_document(path: str) -> str:
+    import sys
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProbekitError(f"cannot read the document {path}: {e}") from None
+    return check_document(text)
+
+
+def _add_probe_args(p) -> None:
+    add_probe_args(p, vocab=False)
+    p.add_argument("--k", type=int, default=10, help="top-k kept per input")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", default="table", choices=["table", "json"])
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+g}" if isinstance(v, (int, float)) else str(v)
+
+
+def _cmd_single(args) -> int:
+    from probekit import models
+    from probekit.probes import get_probe
+
+    from ..types import parse_free_query
+    from .common import load_dataset_from_args, print_json, probe_options
+
+    probe = get_probe(args.probe)
+    if bool(args.pool_file) == bool(args.dataset):
+        raise ProbekitError("give the entity pool with exactly one of --pool-file FILE or --dataset NAME")
+    ds = load_dataset_from_args(args) if args.dataset else None
+    if args.query_id:
+        if ds is None:
+            raise ProbekitError("--query-id needs --dataset")
+        query = ds.query(args.query_id)
+    else:
+        if not args.prompt:
+            raise ProbekitError("give --prompt \"... [MASK] ...\" (and --subject), or --dataset with --query-id")
+        query = parse_free_query(args.prompt, subject=args.subject or "", relation=(args.relation or ["free"])[0])
+    query = Query(query.id, query.subject, query.relation, query.template,
+                  golds=tuple(unique_names([*query.golds, *(args.gold or [])])))
+    target = args.target or (query.golds[0] if query.golds else "")
+    if ds is not None:
+        rel = query.relation if query.relation in ds.relations else None
+        pool = ds.candidates("relation", rel).names if rel else ds.candidates("tails").names
+    else:
+        pool = _read_pool_file(args.pool_file)
+    model = models.load(args.model, device=args.device)
+    result = run_context(model, query, target=target, pool=pool, document=_read_document(args.document),
+                         variant=args.variant, negative=args.negative, probe=probe.name, seed=args.seed,
+                         permutations=args.permutations, first_side=args.first_side, occurrence=args.occurrence,
+                         k=args.k, **probe_options(args, probe))
+    if args.format == "json":
+        print_json({"model": model.describe(), **result.to_dict()})
+        return 0
+    print(f"{query.text(model.mask_token)}   [{model.id}, {probe.name}, pool {result.pool_size}, "
+          f"variant {result.variant}{', negative target' if result.negative else ''}]")
+    print(f"target O_t: {result.target!r}")
+    for s in result.segmentation.segments:
+        print(f"  S{s.order:<3} {s.side:<6} {role_of(s.entity, result.target, result.golds):<6} {s.entity!r}: "
+              f"{' '.join(s.text.split())[:80]!r}")
+    cols = ("step", "added", "added_role", "rank_target", "rank_added", "rc_target", "rc_added", "rc_cor", "rc_incor")
+    for run in result.runs:
+        if len(result.runs) > 1:
+            print(f"permutation {run.permutation}")
+        print("  ".join(f"{c:>12}" for c in cols))
+        for r in run.rows:
+            print("  ".join(f"{(_fmt(r[c]) if c.startswith('rc') else str(r[c] if r[c] is not None else '-'))[:12]:>12}"
+                            for c in cols))
+    u = result.ucm()
+    print(f"UCM over {u['n']} step(s) adding an O_cor: U {u['U']:.2f}  C {u['C']:.2f}  M {u['M']:.2f}")
+    for n in result.notices:
+        print(f"notice: {n}")
+    return 0
+
+
+def _cmd_dataset(args) -> int:
+    from probekit import models
+    from probekit.context import store as context_runs
+    from probekit.probes import get_probe
+
+    from .common import _progress_printer, load_dataset_from_args, print_json, probe_options
+
+    probe = get_probe(args.probe)
+    ds = load_dataset_from_args(args)
+    model = models.load(args.model, device=args.device)
+    result = run_dataset(model, ds, probe=probe.name, limit=args.limit, seed=args.seed, n_incor=args.n_incor,
+                         negative=args.negative, variant=args.variant, k=args.k,
+                         progress=_progress_printer(args.quiet), **probe_options(args, probe))
+    out = {"model": model.describe(), **result.to_dict(with_rows=args.rows)}
+    if args.save:
+        out["run_id"] = context_runs.save_run(result, model=model, label=args.label)
+    if args.format == "json":
+        print_json(out)
+        return 0
+    print(f"{ds.name}: {result.settings['n_queries']} triples with >= 2 golds, {model.id}, {probe.name}, "
+          f"{result.seconds:.1f} s")
+    for mode, summ in result.summary.items():
+        print(f"[{mode}] {'relation':<46}{'U':>7}{'C':>7}{'M':>7}{'n':>7}")
+        lines = [*summ["ucm_k"].items(), ("UCM_m (micro)", summ["ucm_m"]), ("UCM_m (macro)", summ["ucm_m_macro"])]
+        for rel, u in lines:
+            print(f"         {rel:<46}{u['U']:>7.3f}{u['C']:>7.3f}{u['M']:>7.3f}{u['n']:>7}")
+        none, full = summ["acc"]["none"]["macro"], summ["acc"]["full"]["macro"]
+        print("         acc (macro) without -> with context: "
+              + ", ".join(f"{k} {100 * none[k]:.1f} -> {100 * full[k]:.1f}" for k in none))
+    if "run_id" in out:
+        print(f"saved as {out['run_id']}")
+    return 0
+
+
+def _cmd_runs(args) -> int:
+    from probekit.context import store as context_runs
+
+    from .common import print_json, print_listing
+
+    if args.export:
+        if not args.run_id:
+            raise ProbekitError("--export needs a run id")
+        print(context_runs.export_run(args.run_id, args.export))
+        return 0
+    if args.run_id:
+        meta, summary = context_runs.get_run(args.run_id), context_runs.load_summary(args.run_id)
+        if args.format == "json":
+            print_json({**meta, **summary})
+            return 0
+        ucm, acc = summary_frames(summary)
+        print(f"{meta['run_id']}  {meta['label']}  ({meta['probe']}, {meta['dataset']}, {meta['variant']}, "
+              f"{meta['n_queries']} triples, {meta['seconds'] or 0:.0f} s)")
+        print("\nUCM (share of O_cor steps: Understand / Confuse / Misunderstand)")
+        print(ucm.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nacc@k (macro) with the prompt alone (none) and with the full context")
+        print(acc.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        return 0
+    print_listing(context_runs.list_runs(), args.format, empty="no stored context runs (run `context dataset --save`)")
+    return 0
+
+
+def register(sub) -> None:
+    from .common import add_dataset_args, add_model_args
+
+    p = sub.add_parser("context", help="context variance: rank-change curves (single) and UCM (dataset)")
+    csub = p.add_subparsers(dest="context_command", required=True)
+
+    s = csub.add_parser("single", help="one triple (S, R, O_t) with a document: segments, ranks, RC, UCM")
+    add_model_args(s)
+    s.add_argument("--dataset", default=None, help="pool = tails of the query's relation in this dataset")
+    s.add_argument("--data-dir", default=None)
+    s.add_argument("--set", dest="which", default="full", choices=["full", "hard"])
+    s.add_argument("--relation", action="append", default=None, help="relation of a typed prompt")
+    s.add_argument("--pool-file", default=None, help="entity pool, one name a line")
+    s.add_argument("--query-id", default=None, help="take subject, prompt and golds from this dataset query")
+    s.add_argument("--subject", default=None)
+    s.add_argument("--prompt", default=None, help="text with [MASK] (or a template with [X]/[Y])")
+    s.add_argument("--target", default=None, help="O_t (default: the query's first gold)")
+    s.add_argument("--gold", action="append", default=None, help="another true object (an O_cor); repeatable")
+    s.add_argument("--document", required=True, help="text file holding S and O_t ('-' = stdin)")
+    s.add_argument("--variant", default="real", choices=VARIANTS)
+    s.add_argument("--negative", action="store_true", help="re-centre on the first O_incor (negative target)")
+    s.add_argument("--permutations", type=int, default=3, help="orders tried by knowledge-random")
+    s.add_argument("--first-side", default="left", choices=SIDES, help="side of S2")
+    s.add_argument("--occurrence", type=int, default=0, help="which occurrence of O_t anchors S1 (0 = first)")
+    _add_probe_args(s)
+    s.set_defaults(func=_cmd_single)
+
+    d = csub.add_parser("dataset", help="KB knowledge-only contexts for every query with >= 2 golds: UCM and acc@k")
+    add_model_args(d)
+    add_dataset_args(d, default="medlama")
+    d.add_argument("--limit", type=int, default=None, help="seeded sample of at most N queries per relation")
+    d.add_argument("--n-incor", type=int, default=None, help="O_incor per context (default: as many as O_cor)")
+    d.add_argument("--negative", action="store_true", help="also run negative-target contexts")
+    d.add_argument("--variant", default="knowledge-only", choices=KNOWLEDGE_VARIANTS)
+    d.add_argument("--save", action="store_true", help="store the run in the database")
+    d.add_argument("--label", default=None, help="name of the stored run (default: the model's label)")
+    d.add_argument("--rows", action="store_true", help="include every step row in the JSON")
+    d.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_probe_args(d)
+    d.set_defaults(func=_cmd_dataset)
+
+    r = csub.add_parser("runs", help="list stored dataset-mode runs, show one, or export one (CSV/Parquet)")
+    r.add_argument("run_id", nargs="?", default=None)
+    r.add_argument("--export", default=None, help="file.csv or file.parquet")
+    r.add_argument("--format", default="table", choices=["table", "json"])
+    r.set_defaults(func=_cmd_runs)

@@ -1,0 +1,78 @@
+"""``python -m probekit ...``: every core action from the shell.
+
+One fixed table of commands, each a module of this package with ``register(subparsers)``. Only the
+chosen command's module is imported, so ``python -m probekit --help`` answers without loading torch.
+User errors (:class:`~probekit.errors.ProbekitError`) print one ``error:`` line and exit 2, never a
+traceback; anything else is a bug: one line, and the traceback with ``PROBEKIT_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import warnings
+
+from ..errors import ProbekitError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "probe": ("probekit.cli.probe", "rank candidate entities for one query"),
+    "bench": ("probekit.cli.bench", "probe a whole dataset and print per-relation, macro and micro acc@k"),
+    "runs": ("probekit.cli.runs", "stored benchmark runs: list, show, export, delete"),
+    "layers": ("probekit.cli.layers", "layer-wise probing: accuracy per relation and layer"),
+    "context": ("probekit.cli.context", "context variance: rank change and UCM (single triple or dataset)"),
+    "rewire": ("probekit.cli.rewire", "contrastive rewiring (Rewire-then-Probe) of an encoder"),
+    "sweep": ("probekit.cli.rewire", "probe every checkpoint of rewiring runs: acc@k against training step"),
+    "annotations": ("probekit.cli.annotations", "expert annotation sessions: create, list, stats, export"),
+}
+"""command -> (module with ``register(sub)``, one-line help). A new command is one module and one entry."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (the others are listed by name and help)."""
+    parser = argparse.ArgumentParser(prog="python -m probekit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    registered: set[str] = set()
+    if command in COMMANDS:
+        module = importlib.import_module(COMMANDS[command][0])
+        before = set(sub.choices)
+        module.register(sub)
+        registered = set(sub.choices) - before
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in registered:
+            sub.add_parser(name, help=help_text)
+    return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(argv))
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):  # pragma: no cover - every registered command sets func
+        parser.error(f"unknown command {args.command!r}")
+    warnings.filterwarnings("ignore")
+    try:
+        return int(args.func(args) or 0)
+    except ProbekitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("error: out of memory; try a smaller --batch-size or fewer relations", file=sys.stderr)
+        return 2
+    except OSError as e:  # unreadable files, full disks: the user's to fix
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback on request
+        if os.environ.get("PROBEKIT_DEBUG"):
+            raise
+        print(f"error: unexpected {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''} "
+              "(a bug in probekit; run with PROBEKIT_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1

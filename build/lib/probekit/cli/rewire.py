@@ -1,0 +1,113 @@
+"""``python -m probekit rewire ...``: the command-line face of :mod:`probekit.rewire`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from probekit.rewire import CPU_BATCH_SIZE, RewireSettings, list_runs, sweep, sweep_curve, train
+
+
+def _cmd_rewire(args) -> int:
+    import sys
+
+    from .common import print_json, print_listing
+
+    if args.list:
+        print_listing(list_runs(), args.format, empty="no rewiring runs yet")
+        return 0
+    settings = RewireSettings(model=args.model, corpus=args.corpus, mask_ratio=args.mask_ratio, tau=args.tau,
+                              lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
+                              steps=args.steps, checkpoint_every=args.checkpoint_every, layer=args.layer,
+                              pooling=args.pooling, max_length=args.max_length, dropout=args.dropout,
+                              seed=args.seed, max_sentences=args.max_sentences)
+
+    def report(step, total, loss):
+        if not args.quiet and (step % 10 == 0 or step == total):
+            print(f"  step {step}/{total}  loss {loss:.4f}", file=sys.stderr)
+
+    info = train(settings, device=args.device, progress=report)
+    if args.format == "json":
+        print_json(info)
+    else:
+        print(f"{info['run_id']}  {info['label']}  [{info['status']}, {info['steps_done']} steps, batch "
+              f"{info['batch_size']}, {info.get('steps_per_s') or 0:.3f} steps/s, {info['device']}]")
+        for c in info["checkpoints"]:
+            print(f"  step {c['step']:>6}  loss {c['loss']:.4f}  {c['path']}")
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    import sys
+
+    from .common import _progress_printer, load_dataset_from_args, print_json
+
+    ds = load_dataset_from_args(args)
+    printer = _progress_printer(args.quiet)
+    last = {}
+
+    def report(done, total, stage):
+        if printer and last.get("stage") != stage.split(" · ")[0]:
+            last["stage"] = stage.split(" · ")[0]
+            print(f"  {stage}", file=sys.stderr)
+
+    frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k,
+                  include_base=not args.no_base, device=args.device, progress=report)
+    if args.out:
+        from probekit.bench.runs import frame_bytes
+
+        Path(args.out).write_bytes(frame_bytes(frame, "parquet" if args.out.endswith(".parquet") else "csv"))
+    ks = [k for k in (1, 5, 10) if k <= args.k]
+    if args.format == "json":
+        curves = {f"{s}:{a}:acc@{k}": sweep_curve(frame, k=k, relation=a, subset=s).to_dict(orient="records")
+                  for s in sorted(set(frame["subset"])) for a in ("macro", "micro") for k in ks}
+        print_json({"dataset": ds.summary(), "runs": list(args.run), "curves": curves,
+                    "rows": frame.to_dict(orient="records")})
+    else:
+        print(f"{ds.name}: macro acc@k (%) by step, mean over {len(args.run)} run(s)")
+        for subset in sorted(set(frame["subset"])):
+            curves = {k: sweep_curve(frame, k=k, subset=subset) for k in ks}
+            print(f"  {subset:<6}{'step':>8}" + "".join(f"{'acc@' + str(k):>10}" for k in ks))
+            for i, step in enumerate(curves[ks[0]]["step"]):
+                print(f"  {'':<6}{step:>8}" + "".join(f"{100 * curves[k]['mean'].iloc[i]:>10.2f}" for k in ks))
+    return 0
+
+
+def register(sub) -> None:
+    from .common import add_dataset_args
+
+    d = RewireSettings()
+    p = sub.add_parser("rewire", help="contrastive rewiring (Rewire-then-Probe): train, save checkpoints")
+    p.add_argument("--model", default=d.model, help="model to rewire (registry id, HF id, folder, 'default')")
+    p.add_argument("--device", default=None, help="cuda | cpu (default: CUDA when present)")
+    p.add_argument("--corpus", default=d.corpus, help="pubmed_0..pubmed_9 | wiki | a text file, one sentence a line")
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--batch-size", type=int, default=None, help=f"pairs per step (default 192 on CUDA, "
+                                                                f"{CPU_BATCH_SIZE} on CPU)")
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--tau", type=float, default=d.tau)
+    p.add_argument("--mask-ratio", type=float, default=d.mask_ratio)
+    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every)
+    p.add_argument("--layer", type=int, default=None, help="train on hidden_states[L] (default: last layer)")
+    p.add_argument("--pooling", default=d.pooling, choices=["cls", "mean"])
+    p.add_argument("--max-length", type=int, default=d.max_length)
+    p.add_argument("--dropout", type=float, default=d.dropout)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--max-sentences", type=int, default=None, help="use only the first N sentences")
+    p.add_argument("--list", action="store_true", help="list rewiring runs instead of training")
+    p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_cmd_rewire)
+
+    p = sub.add_parser("sweep", help="probe every checkpoint of rewiring runs: acc@k against training step")
+    p.add_argument("--run", action="append", required=True, help="rewiring run id (repeatable: mean ± std)")
+    p.add_argument("--device", default=None)
+    add_dataset_args(p, default="medlama")
+    p.add_argument("--similarity", default="cosine", choices=["cosine", "l2", "dot"])
+    p.add_argument("--vocab", default="heads+tails", choices=["heads+tails", "tails", "relation"])
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--no-base", action="store_true", help="leave out step 0 (the base model)")
+    p.add_argument("--out", default=None, help="also write the rows to this .csv or .parquet")
+    p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_cmd_sweep)

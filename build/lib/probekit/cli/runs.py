@@ -1,0 +1,70 @@
+"""``python -m probekit runs ...``: the command-line face of :mod:`probekit.bench.runs`."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, list_runs, load_run
+from probekit.errors import ProbekitError
+
+
+def _print_summary(meta: dict, summary: dict) -> None:
+    ks = [int(c.split("@")[1]) for c in summary["macro"]]
+    print(f"{meta['run_id']}  {meta['label']}  [{meta['status']}, {meta['n_queries']} queries, "
+          f"{meta['device']}, {meta['seconds'] or 0:.1f} s]")
+    head = f"{'':<44}" + "".join(f"{'full@' + str(k):>9}" for k in ks) + "".join(f"{'hard@' + str(k):>9}" for k in ks)
+    print(head)
+    hard = summary.get("hard") or {}
+    for rel, row in summary["relations"].items():
+        hrow = (hard.get("relations") or {}).get(rel, {})
+        print(f"{rel[:43]:<44}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks)
+              + "".join(f"{100 * hrow[f'acc@{k}']:>9.2f}" if hrow else f"{'-':>9}" for k in ks))
+    for avg in ("macro", "micro"):
+        print(f"{avg:<44}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks)
+              + "".join(f"{100 * hard[avg][f'acc@{k}']:>9.2f}" if hard else f"{'-':>9}" for k in ks))
+
+
+def _cmd_runs(args) -> int:
+    from .common import print_json, print_listing
+
+    def line(r: dict) -> str:
+        a1, a10 = r["macro acc@1"], r["macro acc@10"]
+        acc = "" if pd.isna(a1) else f"macro acc@1 {100 * a1:.2f}  acc@10 {100 * a10:.2f}"
+        return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{r['n_done']}/{r['n_queries']}]  {acc}"
+
+    if args.action == "list":
+        print_listing(list_runs(), args.format, empty="no stored runs (run `python -m probekit bench --save`)",
+                      line=line)
+        return 0
+    if not args.run:
+        raise ProbekitError(f"`runs {args.action}` needs a run id (see `python -m probekit runs list`)")
+    if args.action == "show":
+        run = load_run(args.run)
+        summary = run.summary()
+        if args.format == "json":
+            print_json({"run": run.meta, **summary})
+        else:
+            _print_summary(run.meta, summary)
+        return 0
+    if args.action == "export":
+        fmt = args.format if args.format in EXPORT_FORMATS else None
+        if not args.out:
+            raise ProbekitError("`runs export` needs --out FILE (.csv or .parquet)")
+        path = export_run(args.run, args.out, fmt=fmt)
+        print(f"wrote {path}")
+        return 0
+    if args.action == "delete":
+        delete_run(args.run)
+        print(f"deleted {args.run}")
+        return 0
+    raise ProbekitError(f"unknown action {args.action!r}")  # pragma: no cover - argparse choices
+
+
+def register(sub) -> None:
+    p = sub.add_parser("runs", help="stored benchmark runs: list, show, export, delete")
+    p.add_argument("action", choices=["list", "show", "export", "delete"])
+    p.add_argument("run", nargs="?", default=None, help="run id (show, export, delete)")
+    p.add_argument("--format", default="table", choices=["table", "json", *EXPORT_FORMATS],
+                   help="list/show: table | json; export: csv | parquet (default from --out's suffix)")
+    p.add_argument("--out", default=None, help="export: output file")
+    p.set_defaults(func=_cmd_runs)

@@ -1,0 +1,122 @@
+"""MedLAMA (Meng et al. 2022) in its published CSV layout; the shipped demo set uses the same layout.
+
+Layout: ``<root>/prompts.csv`` (pid, default_prompt, human_prompt) and ``<root>/2021AA/`` holding
+``<relation>_1000.csv`` (full) and ``<relation>_<n>_hard.csv`` (hard subset).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import re
+from pathlib import Path
+
+from ..errors import DataFormatError, ProbekitError
+from ..types import OBJECT, SUBJECT, Query
+from .base import Dataset, fingerprint_files
+
+COLUMNS = ("head_cui", "head_name", "rel", "tail_cuis_list", "tail_names_list")
+SETS = ("full", "hard")
+TEMPLATE_COLUMNS = ("human_prompt", "default_prompt")
+
+
+def _relation_files(root: Path, which: str) -> dict[str, Path]:
+    folder = root / "2021AA"
+    if not folder.is_dir():
+        raise ProbekitError(f"MedLAMA folder {folder} not found: set PROBEKIT_MEDLAMA_DIR (or --data-dir) to the "
+                            "folder holding prompts.csv and 2021AA/")
+    files = {}
+    for f in sorted(folder.glob("*.csv")):
+        hard = f.stem.endswith("_hard")
+        if (which == "hard") != hard:
+            continue
+        rel = re.sub(r"_\d+(_hard)?$", "", f.stem)
+        files[rel] = f
+    if not files:
+        raise ProbekitError(f"no {which} relation files (*.csv) in {folder}")
+    return files
+
+
+def _parse_list(text: str, path: Path, line: int, column: str) -> list[str]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise DataFormatError(f"{path}, line {line}: column {column!r} is not a Python list literal: "
+                              f"{text[:60]!r}") from None
+    if not isinstance(value, (list, tuple)):
+        raise DataFormatError(f"{path}, line {line}: column {column!r} must be a list, got {text[:60]!r}")
+    return [str(v) for v in value]
+
+
+def read_templates(path: Path, column: str = "human_prompt") -> dict[str, str]:
+    if column not in TEMPLATE_COLUMNS:
+        raise ProbekitError(f"unknown template column {column!r}; available: {', '.join(TEMPLATE_COLUMNS)}")
+    if not path.exists():
+        raise ProbekitError(f"templates file {path} not found")
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in ("pid", column) if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataFormatError(f"{path}, line 1: missing column {missing[0]!r}")
+        out = {}
+        for line, row in enumerate(reader, start=2):
+            tpl = " ".join((row[column] or "").split())
+            if OBJECT not in tpl or SUBJECT not in tpl:
+                raise DataFormatError(f"{path}, line {line}: template {tpl!r} needs both [X] and [Y]")
+            out[row["pid"]] = tpl
+    return out
+
+
+def read_relation_file(path: Path, relation: str, template: str) -> list[Query]:
+    """One relation CSV -> queries; golds keep the order of ``tail_names_list`` without repeats."""
+    queries = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataFormatError(f"{path}, line 1: missing column {missing[0]!r} (expected {', '.join(COLUMNS)})")
+        for line, row in enumerate(reader, start=2):
+            short = [c for c in COLUMNS if row[c] is None]
+            if short:
+                raise DataFormatError(f"{path}, line {line}: no value for column {short[0]!r} (row too short)")
+            names = _parse_list(row["tail_names_list"], path, line, "tail_names_list")
+            cuis = _parse_list(row["tail_cuis_list"], path, line, "tail_cuis_list")
+            golds, gold_ids = [], []
+            for name, cui in zip(names, cuis + [""] * (len(names) - len(cuis))):
+                if name not in golds:
+                    golds.append(name)
+                    gold_ids.append(cui)
+            if not row["head_name"].strip() or not golds:
+                raise DataFormatError(f"{path}, line {line}: empty head_name or tail_names_list")
+            queries.append(Query(id=f"{relation}:{line - 2:04d}", subject=row["head_name"].strip(),
+                                 relation=relation, template=template, golds=tuple(golds),
+                                 gold_ids=tuple(gold_ids), subject_id=row["head_cui"]))
+    return queries
+
+
+def load(root: str | Path, *, which: str = "full", template_column: str = "human_prompt",
+         relations: list[str] | None = None, name: str = "medlama") -> Dataset:
+    """Load the full or hard set (optionally only some relations) of a MedLAMA-layout folder."""
+    root = Path(root).expanduser()
+    if which not in SETS:
+        raise ProbekitError(f"unknown MedLAMA set {which!r}; available: {', '.join(SETS)}")
+    files = _relation_files(root, which)
+    templates = read_templates(root / "prompts.csv", template_column)
+    if relations:
+        unknown = [r for r in relations if r not in files]
+        if unknown:
+            from ..errors import UnknownNameError
+            raise UnknownNameError("relation", unknown[0], sorted(files))
+        files = {r: files[r] for r in relations}
+    queries = []
+    for rel, path in files.items():
+        if rel not in templates:
+            raise DataFormatError(f"{root / 'prompts.csv'}: no template for relation {rel!r}")
+        queries += read_relation_file(path, rel, templates[rel])
+    meta = {"set": which, "template": template_column}
+    if which == "hard":
+        # The hard set is probed against the full set's vocabulary, as in the reference.
+        full = load(root, which="full", template_column=template_column, relations=relations, name=name)
+        meta["vocab_names"] = full.candidates("heads+tails").names
+    return Dataset(name=f"{name}-{which}", queries=queries, templates={r: templates[r] for r in files},
+                   version=fingerprint_files([root / "prompts.csv", *files.values()]), source=str(root), meta=meta)

@@ -1,0 +1,59 @@
+"""User-facing errors: each carries a message that the app and CLI show as is, without a traceback."""
+
+from __future__ import annotations
+
+import difflib
+
+
+class ProbekitError(Exception):
+    """An error whose message is meant for the user (bad input, missing model, malformed file)."""
+
+
+class UnknownNameError(ProbekitError, KeyError):
+    """Raised by registries: names what was asked, close matches and what exists."""
+
+    def __init__(self, kind: str, name: str, available: list[str]):
+        close = difflib.get_close_matches(name, available, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}" if close else ""
+        self.kind, self.name, self.available = kind, name, available
+        super().__init__(f"unknown {kind} {name!r}{hint}; available: {', '.join(available)}")
+
+    def __str__(self) -> str:  # KeyError would quote the message otherwise
+        return self.args[0]
+
+
+class ModelLoadError(ProbekitError):
+    """A model could not be loaded; the message says what was tried and how to fix it."""
+
+
+class DataFormatError(ProbekitError):
+    """A data file is malformed; the message names the file, line and column."""
+
+
+class Registry(dict):
+    """A plain name -> object mapping whose lookups fail with a helpful message.
+
+    >>> r = Registry("probe"); r["retrieval"] = 1
+    >>> r.get_or_raise("retreival")
+    Traceback (most recent call last):
+    ...
+    probekit.errors.UnknownNameError: unknown probe 'retreival'; did you mean 'retrieval'; available: retrieval
+    """
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+
+    def get_or_raise(self, name: str):
+        if name not in self:
+            raise UnknownNameError(self.kind, name, sorted(self))
+        return self[name]
+
+    def register(self, name: str):
+        """Decorator: ``@REGISTRY.register("name")``."""
+
+        def deco(obj):
+            self[name] = obj
+            return obj
+
+        return deco

@@ -1,0 +1,21 @@
+"""Metrics over rankings and runs: pure functions, tested against naive loops.
+
+``accuracy`` (acc@k, macro/micro), ``ucm`` (rank change, UCM), ``compare`` (run tables and comparisons),
+``agreement`` (expert ratings: Table 5, Krippendorff's alpha, kappa).
+"""
+
+from __future__ import annotations
+
+from .accuracy import (  # noqa: F401
+    DEFAULT_KS,
+    acc_at_k,
+    per_relation,
+    summary,
+)
+from .ucm import (  # noqa: F401
+    UCM_KEYS,
+    rank_changes,
+    ucm,
+    ucm_k,
+    ucm_m,
+)

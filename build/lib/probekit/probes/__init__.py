@@ -1,0 +1,29 @@
+"""Probing methods behind one interface; look them up by name in :data:`PROBES`.
+
+>>> sorted(PROBES)
+['mask_average', 'retrieval']
+"""
+
+from __future__ import annotations
+
+from ..errors import Registry
+from .base import Option, Probe, ranking_from_scores
+from .mask_average import PROBE as _mask_average
+from .retrieval import PROBE as _retrieval
+
+PROBES: Registry = Registry("probe")
+for _p in (_retrieval, _mask_average):
+    PROBES[_p.name] = _p
+
+
+def get_probe(name: str) -> Probe:
+    """The probe called ``name``; unknown names fail with close matches and the list."""
+    return PROBES.get_or_raise(name)
+
+
+def probes_for(model) -> list[str]:
+    """Probe names usable with ``model`` (MLM probes only when it has an MLM head)."""
+    return [n for n, p in PROBES.items() if model.has_mlm or not p.requires_mlm]
+
+
+__all__ = ["PROBES", "Option", "Probe", "get_probe", "probes_for", "ranking_from_scores"]

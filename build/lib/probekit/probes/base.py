@@ -1,0 +1,131 @@
+"""The one probe interface and the helpers every probe shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ProbekitError
+from ..models import LoadedModel
+from ..types import OBJECT, CandidateSet, Query, Ranking
+
+Progress = Callable[[int, int, str], None]
+"""progress(done, total, stage): probes report each stage (encoding, search, scoring)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One user-facing option of a probe: the CLI flags (:func:`probekit.cli.common.add_probe_args`) and
+    the page widgets are generated from these, so a new probe brings its own interface.
+
+    ``type`` is the value type (inferred from ``default`` when not given; ``str`` for a ``None`` default).
+    ``advanced`` options go under an expander in the UI.
+
+    >>> Option("layer", None, type=int).value_type, Option("fast", False).value_type
+    (<class 'int'>, <class 'bool'>)
+    """
+
+    name: str
+    default: object
+    choices: tuple = ()
+    help: str = ""
+    type: type | None = None
+    advanced: bool = False
+
+    @property
+    def value_type(self) -> type:
+        if self.type is not None:
+            return self.type
+        return str if self.default is None else type(self.default)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass
+class Probe:
+    """A probing method: ``rank(model, queries, candidates, k=...) -> list[Ranking]``."""
+
+    name: str
+    requires_mlm: bool
+    options: tuple[Option, ...] = field(default_factory=tuple)
+    description: str = ""
+
+    def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
+             progress: Progress | None = None, **options) -> list[Ranking]:
+        check_inputs(model, queries, candidates, k=k)
+        if self.requires_mlm and not model.has_mlm:
+            raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
+                                "(use 'retrieval', or a BERT-family model such as bert-base-uncased)")
+        known = {o.name: o for o in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; "
+                                f"available: {', '.join(known) or 'none'}")
+        opts = {name: options.get(name, o.default) for name, o in known.items()}
+        for name, o in known.items():
+            if o.choices and opts[name] not in o.choices:
+                raise ProbekitError(f"option {name}={opts[name]!r} of probe {self.name!r} must be one of "
+                                    f"{', '.join(map(str, o.choices))}")
+        return self._rank(model, list(queries), candidates, k=k, progress=progress, **opts)
+
+    def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:  # pragma: no cover
+        raise NotImplementedError
+
+
+def check_inputs(model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int) -> None:
+    """Refuse empty inputs, mask-less templates and nonsensical k with a clear message."""
+    if not isinstance(k, int) or k < 1:
+        raise ProbekitError(f"k must be a positive integer, got {k!r}")
+    if len(candidates) == 0:
+        raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
+    if not queries:
+        raise ProbekitError("no query given")
+    for q in queries:
+        if OBJECT not in q.template:
+            raise ProbekitError(f"query {q.id!r} has no object slot: write [MASK] (or [Y] in a template) where "
+                                f"the answer goes, e.g. 'Metformin might treat [MASK].'; got {q.template!r}")
+        if not q.text("").strip(" .[]"):
+            raise ProbekitError(f"query {q.id!r} is empty apart from the mask")
+
+
+def gold_indices(query: Query, candidates: CandidateSet) -> list[int | None]:
+    return [candidates.index_of(g) for g in query.golds]
+
+
+def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]) -> tuple[np.ndarray, list]:
+    """Top-k ids (best first) and 1-based gold ranks from one row of scores over all candidates.
+
+    Ties favour the gold: a gold's rank is 1 + the number of candidates scoring strictly higher, and
+    among equal scores the top-k lists golds first, then lower ids. Exact ties are common: an uncased
+    model gives case variants of a name (MedLAMA's vocabulary keeps them) the same vector, and which
+    spelling wins must not decide whether a query counts as a hit. ``None`` golds (not candidates)
+    stay ``None``.
+
+    >>> top, ranks = top_k_and_gold_ranks(np.array([0.1, 0.9, 0.5, 0.9, 0.2]), 2, [3, 4, None])
+    >>> top.tolist(), ranks
+    ([3, 1], [1, 4, None])
+    """
+    n = scores.shape[0]
+    k = min(k, n)
+    if k < n:
+        kth = np.partition(scores, n - k)[n - k]  # the k-th best score
+        cand = np.flatnonzero(scores >= kth)  # everything tied with it competes for the last places
+    else:
+        cand = np.arange(n)
+    gold_set = [g for g in golds if g is not None]
+    not_gold = ~np.isin(cand, gold_set)
+    top = cand[np.lexsort((cand, not_gold, -scores[cand]))][:k]
+    ranks = [None if g is None else int(np.count_nonzero(scores > scores[g])) + 1 for g in golds]
+    return top, ranks
+
+
+def ranking_from_scores(query: Query, candidates: CandidateSet, scores: np.ndarray, k: int) -> Ranking:
+    """Top-k and gold ranks (see :func:`top_k_and_gold_ranks`) from one row of scores over all candidates."""
+    top, gold_ranks = top_k_and_gold_ranks(scores, k, gold_indices(query, candidates))
+    return Ranking(query=query, ids=tuple(int(i) for i in top), names=tuple(candidates.names[i] for i in top),
+                   scores=tuple(float(scores[i]) for i in top), gold_ranks=tuple(gold_ranks),
+                   n_candidates=len(candidates))

@@ -1,0 +1,628 @@
+"""Contrastive rewiring (Contrastive-Probe's "rewire" step, Meng et al. 2022; DESIGN §6).
+
+Why: a PLM's [CLS] (or mean) vector of a masked query is not trained to sit near the vector of the
+words that fill the mask, so retrieval probing under-reads what the model knows. Rewiring teaches
+exactly that game on raw text, with no probing data: cut the tail of a corpus sentence into one mask
+token, and pull the masked sentence towards the cut-out span (and away from every other sentence and
+span in the batch) with InfoNCE. A few hundred steps suffice; the paper probes at step 150.
+
+Pieces, each usable alone:
+
+- :func:`span_pair` / :func:`make_pairs`: the seeded span masking of one sentence / a corpus;
+- :func:`info_nce`: the loss over the 2B embeddings of a batch of B (query, span) pairs;
+- :func:`train`: the loop (AdamW, AMP on CUDA, deterministic on CPU for a fixed seed) that writes a
+  run folder ``cache/rewired/<run_id>/`` with ``run.json`` (settings, status, timings), ``log.jsonl``
+  (one line per step: the live loss curve) and a checkpoint folder per ``checkpoint_every`` steps,
+  each loadable as a model (:mod:`probekit.models` lists them in every picker);
+- :func:`sweep`: probe every checkpoint of one or more runs on a dataset (stored benchmark runs, so a
+  repeated sweep is read back, not recomputed) and :func:`sweep_curve`: mean and std over runs per
+  step (MedLAMA Fig. 4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from .. import __version__, config, jobs
+from ..errors import ProbekitError, UnknownNameError
+
+CPU_BATCH_SIZE = 32
+"""Default batch on CPU: 192 pairs (the paper's) take ~6x longer per step on two cores."""
+CORPUS_FILES = {**{f"pubmed_{i}": f"pubmed_sents_no_punkt_10k_{i}" for i in range(10)},
+                "wiki": "wiki_sents_no_punkt_10k.txt"}
+"""The elicit corpora of the MedLAMA repository, by short name (files under ``PROBEKIT_CORPORA_DIR``)."""
+RUN_FILE, LOG_FILE = "run.json", "log.jsonl"
+STALE_AFTER_S = 120
+"""A run still marked ``running`` whose files have not changed for this long was interrupted."""
+
+StepReport = Callable[[int, int, float], None]
+"""step_report(step, total_steps, loss)"""
+
+
+# ---------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class RewireSettings:
+    """Everything that decides a rewiring run (DESIGN §6 defaults). ``batch_size=None``: 192 on CUDA,
+    :data:`CPU_BATCH_SIZE` on CPU; ``layer=None``: the last layer."""
+
+    model: str = config.DEFAULT_MODEL
+    corpus: str = "pubmed_0"
+    mask_ratio: float = 0.5
+    tau: float = 0.04
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    batch_size: int | None = None
+    steps: int = 500
+    checkpoint_every: int = 50
+    layer: int | None = None
+    pooling: str = "cls"
+    max_length: int = 48
+    dropout: float = 0.1
+    seed: int = 0
+    max_sentences: int | None = None
+
+    def checked(self) -> RewireSettings:
+        """Refuse nonsense with a message naming the setting."""
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ProbekitError(msg)
+
+        need(bool(str(self.model).strip()), "no model given")
+        need(0 < self.mask_ratio <= 1, f"mask_ratio must be in (0, 1], got {self.mask_ratio}")
+        need(self.tau > 0, f"tau must be positive, got {self.tau}")
+        need(0 < self.lr < 1, f"lr must be in (0, 1), got {self.lr}")
+        need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
+        need(self.batch_size is None or (isinstance(self.batch_size, int) and self.batch_size >= 2),
+             f"batch_size must be an integer of at least 2 (InfoNCE needs negatives), got {self.batch_size}")
+        need(isinstance(self.steps, int) and 1 <= self.steps <= 100_000, f"steps must be 1..100000, got {self.steps}")
+        need(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1,
+             f"checkpoint_every must be a positive integer, got {self.checkpoint_every}")
+        need(self.pooling in ("cls", "mean"), f"unknown pooling {self.pooling!r}; available: cls, mean")
+        need(isinstance(self.max_length, int) and 4 <= self.max_length <= 512,
+             f"max_length must be 4..512, got {self.max_length}")
+        need(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}")
+        need(self.max_sentences is None or self.max_sentences >= 2, "max_sentences must be at least 2")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RewireSettings:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+# ---------------------------------------------------------------- corpora
+def list_corpora() -> list[tuple[str, Path]]:
+    """(short name, file) of the elicit corpora found under ``PROBEKIT_CORPORA_DIR``."""
+    root = config.corpora_dir()
+    return [(name, root / f) for name, f in CORPUS_FILES.items() if (root / f).is_file()]
+
+
+def resolve_corpus(corpus: str | Path) -> Path:
+    """A corpus short name (``pubmed_0`` … ``pubmed_9``, ``wiki``) or a text file path."""
+    text = str(corpus).strip()
+    if not text:
+        raise ProbekitError("no corpus given: a name such as 'pubmed_0' or a text file, one sentence a line")
+    found = dict(list_corpora())
+    if text in found:
+        return found[text]
+    path = Path(text).expanduser()
+    if path.is_file():
+        return path
+    if text in CORPUS_FILES:
+        raise ProbekitError(f"corpus {text!r} is not at {config.corpora_dir() / CORPUS_FILES[text]}; "
+                            "set PROBEKIT_CORPORA_DIR to the folder of the elicit corpora")
+    if os.sep in text or "." in text:
+        raise ProbekitError(f"corpus file {text!r} does not exist")
+    raise UnknownNameError("corpus", text, sorted(found) or sorted(CORPUS_FILES))
+
+
+def read_sentences(path: str | Path, *, limit: int | None = None) -> list[str]:
+    """Non-empty lines of a UTF-8 text file (whitespace collapsed), at most ``limit``."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ProbekitError(f"cannot read corpus {path}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ProbekitError(f"{path.name}, line {line}: not UTF-8 text (a corpus is one sentence a line)") from None
+    out = [" ".join(line.split()) for line in text.splitlines()]
+    out = [s for s in out if len(s.split()) >= 2]
+    if len(out) < 2:
+        raise ProbekitError(f"{path.name} has fewer than 2 sentences of 2+ words; rewiring needs a corpus "
+                            "with one sentence a line")
+    return out[:limit] if limit else out
+
+
+def save_corpus(name: str, data: bytes) -> Path:
+    """Keep an uploaded corpus under ``data/uploads/corpora`` (named by content hash) so a background
+    run and later sweeps can read it; refused when too large or not a usable text file."""
+    import hashlib
+    import re
+
+    if len(data) > config.MAX_UPLOAD_MB * 2**20:
+        raise ProbekitError(f"{name} is larger than {config.MAX_UPLOAD_MB} MB")
+    folder = config.data_dir() / "uploads" / "corpora"
+    folder.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name)[:60] or "corpus.txt"
+    path = folder / f"{hashlib.sha1(data).hexdigest()[:10]}-{safe}"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    try:
+        read_sentences(tmp)
+    except ProbekitError as e:
+        tmp.unlink()
+        raise ProbekitError(str(e).replace(tmp.name, name)) from None
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------- span masking and the loss
+def span_pair(sentence: str, rng: random.Random, *, ratio: float = 0.5, mask_token: str = "[MASK]"):
+    """Cut the tail span of one sentence into a mask: ``(query, span)``, or None under 2 words.
+
+    With n whitespace tokens, k is uniform in 1..1+floor(ratio·n) (at most n-1), and the span is the
+    k tokens that end one token before the last; the query keeps the rest around one mask token.
+
+    >>> span_pair("aspirin may prevent myocardial infarction in adults", random.Random(3))
+    ('aspirin may prevent myocardial [MASK] adults', 'infarction in')
+    >>> span_pair("word", random.Random(0)) is None
+    True
+    """
+    tokens = sentence.split()
+    n = len(tokens)
+    if n < 2:
+        return None
+    k = min(rng.randint(1, 1 + math.floor(ratio * n)), n - 1)
+    start, end = n - 1 - k, n - 1  # the span is tokens[start:end]; tokens[end] (the last) stays
+    query = " ".join(tokens[:start] + [mask_token] + tokens[end:])
+    return query, " ".join(tokens[start:end])
+
+
+def make_pairs(sentences: Sequence[str], *, seed: int = 0, ratio: float = 0.5,
+               mask_token: str = "[MASK]") -> list[tuple[str, str]]:
+    """One (query, span) pair per sentence of 2+ words, reproducible for a seed.
+
+    >>> make_pairs(["a b c d", "x"], seed=1)
+    [('a b [MASK] d', 'c')]
+    """
+    rng = random.Random(seed)
+    pairs = (span_pair(s, rng, ratio=ratio, mask_token=mask_token) for s in sentences)
+    return [p for p in pairs if p is not None]
+
+
+def info_nce(queries: torch.Tensor, positives: torch.Tensor, *, tau: float = 0.04) -> torch.Tensor:
+    """InfoNCE over the 2B embeddings of B pairs, cosine similarity over temperature ``tau``.
+
+    Each query's positive is its span and each span's positive its query; every other query and
+    span of the batch is a negative (the embedding itself is left out). Mean over the 2B anchors.
+
+    >>> q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> round(float(info_nce(q, q.clone(), tau=1.0)), 4)  # positive cos 1, negatives cos 0, 0
+    0.5514
+    """
+    if queries.ndim != 2 or queries.shape != positives.shape:
+        raise ProbekitError(f"queries and positives must both be (batch, dim), got {tuple(queries.shape)} "
+                            f"and {tuple(positives.shape)}")
+    b = queries.shape[0]
+    if b < 2:
+        raise ProbekitError("InfoNCE needs a batch of at least 2 pairs (the others are the negatives)")
+    z = F.normalize(torch.cat([queries, positives]).float(), dim=-1)  # (2B, dim)
+    sim = z @ z.T / tau  # (2B, 2B) cosine / tau
+    sim.fill_diagonal_(float("-inf"))  # an embedding is never its own candidate
+    target = torch.cat([torch.arange(b, 2 * b), torch.arange(0, b)]).to(sim.device)  # (2B,) index of the positive
+    return F.cross_entropy(sim, target)
+
+
+# ---------------------------------------------------------------- run folders
+def runs_dir() -> Path:
+    return config.cache_dir() / "rewired"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(3)}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _run_folder(run_id: str) -> Path:
+    folder = runs_dir() / str(run_id)
+    if not run_id or "/" in str(run_id) or not (folder / RUN_FILE).is_file():
+        known = [p.name for p in sorted(runs_dir().glob(f"*/{RUN_FILE}"))]
+        raise UnknownNameError("rewiring run", str(run_id), [p.split("/")[0] for p in known] or ["none yet"])
+    return folder
+
+
+def run_info(run_id: str) -> dict:
+    """``run.json`` of a run, its checkpoints, and ``status`` = ``interrupted`` for a dead ``running`` run."""
+    folder = _run_folder(run_id)
+    info = json.loads((folder / RUN_FILE).read_text())
+    log = folder / LOG_FILE
+    touched = max(p.stat().st_mtime for p in (folder / RUN_FILE, log) if p.exists())
+    if info.get("status") == "running" and time.time() - touched > STALE_AFTER_S and not _LIVE.get(run_id):
+        info["status"] = "interrupted"
+    info["checkpoints"] = checkpoints(run_id)
+    return info
+
+
+def checkpoints(run_id: str) -> list[dict]:
+    """The run's saved checkpoints (each: step, path, label, loss), by step."""
+    from ..models import CHECKPOINT_META
+
+    out = []
+    for meta in (runs_dir() / run_id).glob(f"step-*/{CHECKPOINT_META}"):
+        with contextlib.suppress(OSError, ValueError):
+            out.append({**json.loads(meta.read_text()), "path": str(meta.parent)})
+    return sorted(out, key=lambda d: d["step"])
+
+
+def load_log(run_id: str) -> pd.DataFrame:
+    """The loss curve: one row per step (step, loss, seconds)."""
+    path = _run_folder(run_id) / LOG_FILE
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                rows.append(json.loads(line))
+    return pd.DataFrame(rows, columns=["step", "loss", "seconds"]) if not rows else pd.DataFrame(rows)
+
+
+def list_runs() -> pd.DataFrame:
+    """Every rewiring run under ``cache/rewired``, newest first."""
+    rows = []
+    for f in runs_dir().glob(f"*/{RUN_FILE}"):
+        with contextlib.suppress(OSError, ValueError, ProbekitError):
+            info = run_info(f.parent.name)
+            s = info["settings"]
+            rows.append({"run_id": info["run_id"], "label": info["label"], "status": info["status"],
+                         "model": s["model"], "corpus": s["corpus"], "seed": s["seed"], "layer": info["layer"],
+                         "batch_size": info["batch_size"], "steps": f"{info.get('steps_done', 0)}/{s['steps']}",
+                         "checkpoints": len(info["checkpoints"]), "last loss": info.get("last_loss"),
+                         "steps/s": info.get("steps_per_s"), "device": info.get("device"),
+                         "started": info.get("started_at")})
+    cols = ["run_id", "label", "status", "model", "corpus", "seed", "layer", "batch_size", "steps", "checkpoints",
+            "last loss", "steps/s", "device", "started"]
+    frame = pd.DataFrame(rows, columns=cols)
+    return frame.sort_values("started", ascending=False, ignore_index=True)
+
+
+def delete_run(run_id: str) -> None:
+    if _LIVE.get(run_id):
+        raise ProbekitError(f"rewiring run {run_id} is still training; stop it first")
+    shutil.rmtree(_run_folder(run_id))
+
+
+# ---------------------------------------------------------------- training
+_LIVE: dict[str, bool] = {}
+"""Runs training in this process (their ``running`` status is not stale)."""
+
+
+def _short_name(model) -> str:
+    return (model.meta.get("base_label") or model.label).split(" (")[0]
+
+
+def _batches(pairs: list, batch_size: int, rng: random.Random):
+    """Endless shuffled batches of exactly ``batch_size`` pairs (a new order each epoch)."""
+    order = list(range(len(pairs)))
+    while True:
+        rng.shuffle(order)
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            yield [pairs[i] for i in order[start:start + batch_size]]
+
+
+class _Embedder:
+    """Tokenise a list of texts and return pooled vectors (batch, dim) with gradients."""
+
+    def __init__(self, model, *, layer: int, pooling: str, max_length: int):
+        self.model, self.layer, self.pooling, self.max_length = model, layer, pooling, max_length
+        self.want_hidden = layer != model.num_layers
+
+    def __call__(self, texts: list[str]) -> torch.Tensor:
+        enc = self.model.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                                   return_tensors="pt")
+        enc = {k: v.to(self.model.device) for k, v in enc.items()}  # each (batch, seq)
+        out = self.model.encoder(**enc, output_hidden_states=self.want_hidden)
+        hidden = out.hidden_states[self.layer] if self.want_hidden else out.last_hidden_state  # (batch, seq, dim)
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (batch, seq, 1)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+def _amp(device: torch.device):
+    """bf16 (or fp16 with a grad scaler) autocast on CUDA; full precision on CPU (deterministic)."""
+    if device.type != "cuda":
+        return contextlib.nullcontext, None
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
+    return (lambda: torch.autocast("cuda", dtype=dtype)), scaler
+
+
+def _save_checkpoint(model, folder: Path, meta: dict) -> Path:
+    """Write to a hidden temp folder, then rename: pickers never see a half-written checkpoint."""
+    from ..models import CHECKPOINT_META
+
+    tmp = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.encoder.save_pretrained(tmp, safe_serialization=True)
+    model.tokenizer.save_pretrained(tmp)
+    (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return folder
+
+
+def train(settings: RewireSettings, *, device: str | None = None, progress: StepReport | None = None,
+          should_cancel: Callable[[], bool] | None = None, run_id: str | None = None) -> dict:
+    """Rewire ``settings.model`` on ``settings.corpus``; returns the final :func:`run_info`.
+
+    The model is loaded afresh (the app's cached copy is never trained). Stopping via
+    ``should_cancel`` keeps the checkpoints written so far and saves one at the current step.
+    """
+    from .. import models
+
+    settings = settings.checked()
+    corpus_path = resolve_corpus(settings.corpus)
+    sentences = read_sentences(corpus_path, limit=settings.max_sentences)
+    model = models.load(settings.model, device=device)
+    run_id = run_id or f"rw-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    folder = runs_dir() / run_id
+    folder.mkdir(parents=True, exist_ok=False)
+    _LIVE[run_id] = True
+    try:
+        return _train(model, settings, corpus_path, sentences, folder, run_id, progress, should_cancel)
+    finally:
+        _LIVE.pop(run_id, None)
+        models.release(model)
+
+
+def _train(model, settings, corpus_path, sentences, folder, run_id, progress, should_cancel) -> dict:
+    layer = model.num_layers if settings.layer is None else int(settings.layer)
+    if not 1 <= layer <= model.num_layers:
+        raise ProbekitError(f"layer {layer} out of range: {model.id} has layers 1..{model.num_layers}")
+    on_cuda = model.device.type == "cuda"
+    batch = settings.batch_size or (192 if on_cuda else CPU_BATCH_SIZE)
+    pairs = make_pairs(sentences, seed=settings.seed, ratio=settings.mask_ratio, mask_token=model.mask_token)
+    if len(pairs) < batch:
+        raise ProbekitError(f"the corpus gives {len(pairs)} sentence pairs, fewer than one batch of {batch}; "
+                            "use a larger corpus or a smaller batch")
+    corpus = settings.corpus if settings.corpus in CORPUS_FILES else Path(corpus_path).name
+    name = _short_name(model)
+    extra = (f", layer {layer}" if layer != model.num_layers else "") + (f", seed {settings.seed}"
+                                                                        if settings.seed else "")
+    info = {"run_id": run_id, "label": f"{name} rewired on {corpus}{extra}", "settings": settings.to_dict(),
+            "status": "running", "base_model": model.id, "base_source": model.source,
+            "base_revision": model.revision, "base_label": name, "family": model.spec.family,
+            "corpus_file": str(corpus_path), "n_pairs": len(pairs), "batch_size": batch, "layer": layer,
+            "device": str(model.device), "amp": on_cuda, "probekit_version": __version__, "started_at": _now(),
+            "steps_done": 0}
+    _write_json(folder / RUN_FILE, info)
+
+    # Seeds: spans (above), batch order and dropout all follow settings.seed; CPU math is deterministic.
+    torch.manual_seed(settings.seed)
+    rng = random.Random(settings.seed + 1)
+    for m in model.encoder.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = settings.dropout
+    model.encoder.train()
+    embed = _Embedder(model, layer=layer, pooling=settings.pooling, max_length=settings.max_length)
+    params = [p for p in model.encoder.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    autocast, scaler = _amp(model.device)
+
+    def checkpoint(step: int, loss: float) -> None:
+        meta = {"label": f"{info['label']}, step {step}", "run_id": run_id, "step": step, "loss": loss,
+                "base_model": model.id, "base_label": name, "family": f"{model.spec.family} (rewired)",
+                "pooling": settings.pooling, "layer": layer, "corpus": corpus, "seed": settings.seed,
+                "settings": settings.to_dict()}
+        _save_checkpoint(model, folder / f"step-{step:06d}", meta)
+
+    t0, step, loss_value, status = time.perf_counter(), 0, float("nan"), "done"
+    batches = _batches(pairs, batch, rng)
+    try:
+        with open(folder / LOG_FILE, "a") as log:
+            while step < settings.steps:
+                if should_cancel is not None and should_cancel():
+                    status = "stopped"
+                    break
+                queries, spans = zip(*next(batches))
+                with autocast():
+                    loss = info_nce(embed(list(queries)), embed(list(spans)), tau=settings.tau)
+                opt.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    opt.step()
+                step += 1
+                loss_value = float(loss.detach())
+                if not math.isfinite(loss_value):
+                    raise ProbekitError(f"the loss became {loss_value} at step {step}: lower the learning rate")
+                log.write(json.dumps({"step": step, "loss": round(loss_value, 6),
+                                      "seconds": round(time.perf_counter() - t0, 3)}) + "\n")
+                log.flush()
+                if progress is not None:
+                    progress(step, settings.steps, loss_value)
+                if step % settings.checkpoint_every == 0 or step == settings.steps:
+                    model.encoder.eval()
+                    checkpoint(step, loss_value)
+                    model.encoder.train()
+                    info.update(steps_done=step, last_loss=loss_value, updated_at=_now())
+                    _write_json(folder / RUN_FILE, info)
+        if status == "stopped" and step and step % settings.checkpoint_every:
+            model.encoder.eval()
+            checkpoint(step, loss_value)
+    except BaseException as e:
+        info.update(status="failed", error=str(e)[:300], steps_done=step, finished_at=_now())
+        _write_json(folder / RUN_FILE, info)
+        raise
+    seconds = time.perf_counter() - t0
+    info.update(status=status, steps_done=step, last_loss=loss_value, finished_at=_now(), seconds=round(seconds, 2),
+                steps_per_s=round(step / seconds, 4) if step else None)
+    _write_json(folder / RUN_FILE, info)
+    return run_info(run_id)
+
+
+def start_train(settings: RewireSettings, *, device: str | None = None):
+    """A started :class:`~probekit.jobs.Job` training in the background; ``job.run_id`` names its folder
+    (the page reads the live loss from ``log.jsonl``); ``result`` is the final :func:`run_info`."""
+    from ..jobs import Job
+
+    settings = settings.checked()
+    resolve_corpus(settings.corpus)  # a typo fails now, on the page, not in the job
+    run_id = f"rw-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+    def work(progress, should_cancel):
+        def report(step, total, loss):
+            progress(step, total, f"step {step}/{total} · loss {loss:.4f}")
+
+        return train(settings, device=device, progress=report, should_cancel=should_cancel, run_id=run_id)
+
+    job = Job(work, label="rewire")
+    job.run_id = run_id
+    return job.start()
+
+
+# ---------------------------------------------------------------- checkpoint sweep (MedLAMA Fig. 4)
+SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
+                 "acc@1", "acc@5", "acc@10"]
+
+
+def _rows(summary: dict, base: dict) -> list[dict]:
+    rows = []
+    for subset, part in (("full", summary), ("hard", summary.get("hard"))):
+        if not part:
+            continue
+        for rel, row in part["relations"].items():
+            rows.append({**base, "relation": rel, "subset": subset, **row})
+        n = sum(r["n"] for r in part["relations"].values())
+        for avg in ("macro", "micro"):
+            rows.append({**base, "relation": avg, "subset": subset, "n": n, **part[avg]})
+    return rows
+
+
+def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab: str = "heads+tails", k: int = 10,
+          include_base: bool = True, device: str | None = None, progress=None, should_cancel=None) -> pd.DataFrame:
+    """Retrieval-probe every checkpoint of each rewiring run (and, as step 0, the base model) on ``dataset``.
+
+    Probing uses each run's pooling and layer, so step 0 is the same experiment before training. Every
+    point is a stored benchmark run (:func:`probekit.bench.runs.run_benchmark`), so a repeated sweep reads
+    results back. Returns one row per (run, step, relation or macro/micro, subset): :data:`SWEEP_COLUMNS`.
+    """
+    from .. import models
+    from ..bench import runs
+
+    if isinstance(run_ids, str):
+        run_ids = [run_ids]
+    if not run_ids:
+        raise ProbekitError("pick at least one rewiring run")
+    infos = [run_info(r) for r in run_ids]
+    points = []
+    for info in infos:
+        s = info["settings"]
+        base = {"rewire_run": info["run_id"], "corpus": s["corpus"], "seed": s["seed"]}
+        if include_base:
+            points.append(({**base, "step": 0}, info["base_model"], info))
+        points += [({**base, "step": c["step"]}, c["path"], info) for c in info["checkpoints"]]
+    if not any(p[0]["step"] for p in points):
+        raise ProbekitError("these runs have no checkpoint yet; wait for the first one "
+                            f"(every {infos[0]['settings']['checkpoint_every']} steps)")
+    rows = []
+    for n, (base, model_id, info) in enumerate(points):
+        label = f"point {n + 1}/{len(points)} · step {base['step']}"
+        if should_cancel is not None and should_cancel():
+            raise jobs.Cancelled("the sweep was cancelled; finished checkpoints are stored and reused")
+        if progress:
+            progress(n, len(points), f"{label} · loading")
+        model = models.load(model_id, device=device)
+        try:
+            opts = {"pooling": info["settings"]["pooling"], "layer": info["layer"], "similarity": similarity}
+
+            def report(d, t, s, _label=label, _n=n):
+                if progress:
+                    progress(_n, len(points), f"{_label} · {s} {d:,}/{t:,}")
+
+            run = runs.run_benchmark(model, dataset, probe="retrieval", options=opts, vocab=vocab, k=k,
+                                     progress=report, should_cancel=should_cancel)
+        finally:
+            models.release(model)
+        rows += _rows(run.summary(), {**base, "model": model_id, "run_id": run.run_id})
+    if progress:
+        progress(len(points), len(points), "done")
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+def start_sweep(run_ids: Sequence[str], dataset, *, device: str | None = None, **options):
+    """A started :class:`~probekit.jobs.Job` running :func:`sweep`; ``result`` is its frame."""
+    from ..jobs import Job
+
+    if not run_ids:
+        raise ProbekitError("pick at least one rewiring run")
+    for r in run_ids:
+        run_info(r)  # unknown ids fail now, on the page
+    return Job(lambda progress, should_cancel: sweep(run_ids, dataset, device=device, progress=progress,
+                                                     should_cancel=should_cancel, **options), label="sweep").start()
+
+
+def sweep_curve(frame: pd.DataFrame, *, k: int = 1, relation: str = "macro", subset: str = "full") -> pd.DataFrame:
+    """acc@k against step for one relation (or ``macro``/``micro``): mean and std over runs (seeds,
+    corpora), with the number of runs per step. std is 0 for a single run.
+
+    >>> f = pd.DataFrame({"rewire_run": ["a", "b", "a", "b"], "step": [0, 0, 50, 50], "relation": "macro",
+    ...                   "subset": "full", "acc@1": [0.1, 0.1, 0.2, 0.4]})
+    >>> sweep_curve(f, k=1).round(3).to_dict(orient="list")
+    {'step': [0, 50], 'mean': [0.1, 0.3], 'std': [0.0, 0.141], 'runs': [2, 2]}
+    """
+    col = f"acc@{k}"
+    if col not in frame.columns:
+        raise ProbekitError(f"k must be one of 1, 5, 10, got {k!r}")
+    part = frame[(frame["relation"] == relation) & (frame["subset"] == subset)]
+    if part.empty:
+        avail = sorted(set(frame["relation"]))
+        raise UnknownNameError("relation", relation, avail) if relation not in avail else ProbekitError(
+            f"no {subset} queries in this sweep")
+    g = part.groupby("step")[col]
+    out = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1).fillna(0.0), "runs": g.size()}).reset_index()
+    return out
+
+
+def best_checkpoint(frame: pd.DataFrame, *, k: int = 10, subset: str = "full") -> dict:
+    """The step with the best mean macro acc@k, and the base (step 0) value, for reports."""
+    curve = sweep_curve(frame, k=k, subset=subset)
+    trained = curve[curve["step"] > 0]
+    best = trained.loc[trained["mean"].idxmax()] if not trained.empty else None
+    base = curve[curve["step"] == 0]
+    return {"step": None if best is None else int(best["step"]), "acc": None if best is None else float(best["mean"]),
+            "base": float(base["mean"].iloc[0]) if not base.empty else None}
+
+__all__ = [
+    "RewireSettings", "best_checkpoint", "checkpoints", "info_nce", "list_corpora", "list_runs", "load_log",
+    "make_pairs", "read_sentences", "resolve_corpus", "run_info", "save_corpus", "span_pair", "start_sweep",
+    "start_train", "sweep", "sweep_curve", "train"
+]

@@ -1,0 +1,248 @@
+"""DuckDB storage shared by every component, opened only while it is used.
+
+DuckDB lets one *process* hold a database file at a time (another process cannot even open it
+read-only meanwhile). So that the app and a CLI call (``bench --save`` in a terminal while the app is
+open) can share one file, a :class:`Store` opens the file when a read or write starts and closes it
+once nothing has used it for :data:`IDLE_CLOSE_S`; every caller works on its own cursor of the shared
+connection. A process that finds the file held waits (retrying) up to :data:`LOCK_WAIT_S`, then
+fails with a message naming the problem. Each component (runs, annotations, …) has its migrations in
+:mod:`probekit.store.schema` and gets the store through :func:`component_store`, which applies them; the
+``schema_version`` table records how far each component's schema has been migrated. Only
+parameterised SQL is used with user values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from .. import config
+from ..errors import ProbekitError
+from .schema import MIGRATIONS
+
+IDLE_CLOSE_S = float(os.environ.get("PROBEKIT_DB_IDLE_CLOSE_S", "1.0"))
+"""Seconds without any reader or writer after which the file is closed (so another process can use it)."""
+LOCK_WAIT_S = float(os.environ.get("PROBEKIT_DB_LOCK_WAIT_S", "20"))
+"""Seconds to keep retrying while another process holds the file."""
+
+_STORES: dict[str, Store] = {}
+_STORES_LOCK = threading.Lock()
+
+
+class StoreBusyError(ProbekitError):
+    """Another process held the database file for longer than we were willing to wait."""
+
+
+def _holder(message: str) -> str:
+    pid = re.search(r"PID (\d+)", message)
+    return f" (process {pid.group(1)})" if pid else ""
+
+
+class _Cursor:
+    """A cursor of the shared connection that gives its use back to the store on ``close()``."""
+
+    def __init__(self, store: Store, cur: duckdb.DuckDBPyConnection):
+        self._store, self._cur, self._open = store, cur, True
+
+    def __getattr__(self, name):
+        return getattr(self._cur, name)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                self._cur.close()
+            finally:
+                self._store._release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Store:
+    def __init__(self, path: str | Path, *, idle_close: float | None = None, lock_wait: float | None = None):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.idle_close = IDLE_CLOSE_S if idle_close is None else idle_close
+        self.lock_wait = LOCK_WAIT_S if lock_wait is None else lock_wait
+        self._lock = threading.RLock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._users = 0
+        self._generation = 0
+        self._migrated: set[str] = set()
+        with self.transaction() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS schema_version ("
+                        "component VARCHAR PRIMARY KEY, version INTEGER NOT NULL, "
+                        "applied_at TIMESTAMP DEFAULT current_timestamp)")
+
+    # ------------------------------------------------------------ opening and closing the file
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_wait
+        delay = 0.02
+        while True:
+            try:
+                return duckdb.connect(self.path)
+            except duckdb.IOException as e:
+                first = str(e).splitlines()[0]
+                if "lock" not in first.lower() or time.monotonic() >= deadline:
+                    hint = ("Another probekit process (the app, or a CLI call) holds it" + _holder(first)
+                            + "; wait for it to finish, stop it, or set PROBEKIT_DB to another file."
+                            if "lock" in first.lower() else "Check the path and its permissions.")
+                    raise StoreBusyError(f"cannot open the database {self.path}: {first}. {hint}") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    @property
+    def is_open(self) -> bool:
+        return self._con is not None
+
+    def _acquire(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            if self._con is None:
+                self._con = self._open()
+            self._users += 1
+            try:
+                return self._con.cursor()
+            except BaseException:
+                self._users -= 1
+                raise
+
+    def _release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users > 0 or self._con is None:
+                return
+            self._generation += 1
+            generation = self._generation
+            if self.idle_close <= 0:
+                self._close_connection()
+                return
+        timer = threading.Timer(self.idle_close, self._close_if_idle, args=(generation,))
+        timer.daemon = True
+        timer.start()
+
+    def _close_if_idle(self, generation: int) -> None:
+        with self._lock:
+            if self._users == 0 and generation == self._generation:
+                self._close_connection()
+
+    def _close_connection(self) -> None:
+        if self._con is not None:
+            try:
+                self._con.close()
+            finally:
+                self._con = None
+
+    def release_file(self) -> None:
+        """Close the file now if nobody is using it (another process may then open it)."""
+        with self._lock:
+            if self._users == 0:
+                self._generation += 1
+                self._close_connection()
+
+    # ------------------------------------------------------------ using it
+    def cursor(self) -> _Cursor:
+        """A cursor of its own for a session or thread; ``close()`` it (or use ``with``) when done:
+        the file stays open while any cursor is."""
+        return _Cursor(self, self._acquire())
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One short transaction on a fresh cursor; rolled back on any error."""
+        cur = self.cursor()
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            yield cur
+            cur.execute("COMMIT")
+        except BaseException:
+            try:
+                cur.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            raise
+        finally:
+            cur.close()
+
+    def schema_version(self, component: str) -> int:
+        cur = self.cursor()
+        try:
+            rows = cur.execute("SELECT version FROM schema_version WHERE component = ?", [component]).fetchall()
+        finally:
+            cur.close()
+        return rows[0][0] if rows else 0
+
+    def ensure_schema(self, component: str, migrations: Sequence[str] | None = None) -> None:
+        """Apply the migrations of ``component`` not yet applied (each a block of SQL statements);
+        by default the component's list in :data:`probekit.store.schema.MIGRATIONS`."""
+        if component in self._migrated:
+            return
+        if migrations is None:
+            if component not in MIGRATIONS:
+                raise ProbekitError(f"unknown store component {component!r}; available: {', '.join(MIGRATIONS)}")
+            migrations = MIGRATIONS[component]
+        with self._lock:
+            current = self.schema_version(component)
+            for version, sql in enumerate(migrations, start=1):
+                if version <= current:
+                    continue
+                with self.transaction() as cur:
+                    for stmt in (s.strip() for s in sql.split(";")):
+                        if stmt:
+                            cur.execute(stmt)
+                    cur.execute("INSERT OR REPLACE INTO schema_version (component, version) VALUES (?, ?)",
+                                [component, version])
+            self._migrated.add(component)
+
+    def fetch(self, sql: str, params: Sequence | None = None) -> list[tuple]:
+        cur = self.cursor()
+        try:
+            return cur.execute(sql, params or []).fetchall()
+        finally:
+            cur.close()
+
+    def fetch_df(self, sql: str, params: Sequence | None = None):
+        cur = self.cursor()
+        try:
+            return cur.execute(sql, params or []).df()
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        with _STORES_LOCK:
+            _STORES.pop(self.path, None)
+        with self._lock:
+            self._generation += 1
+            self._users = 0
+            self._close_connection()
+
+
+def get_store(path: str | Path | None = None) -> Store:
+    """The process-wide store for ``path`` (default ``PROBEKIT_DB``)."""
+    key = str(path or config.db_path())
+    with _STORES_LOCK:
+        if key not in _STORES:
+            _STORES[key] = Store(key)
+        return _STORES[key]
+
+
+def component_store(component: str) -> Store:
+    """The process-wide store with ``component``'s schema migrated (see :mod:`probekit.store.schema`)."""
+    store = get_store()
+    store.ensure_schema(component)
+    return store
+
+
+def close_all() -> None:
+    for s in list(_STORES.values()):
+        s.close()

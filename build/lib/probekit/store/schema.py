@@ -1,0 +1,125 @@
+"""Every component's DuckDB schema, in one place: a list of migrations per component.
+
+A migration is one block of SQL statements; :meth:`probekit.store.db.Store.ensure_schema` applies the
+blocks a database has not seen yet, in order, and records the version in ``schema_version``. Append new
+blocks, never edit applied ones: databases in the field have run them.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: dict[str, list[str]] = {}
+
+# benchmark runs: one row per run, one per query result
+MIGRATIONS["runs"] = [
+    """
+    CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, finished_at TIMESTAMP,
+        status VARCHAR NOT NULL, settings_key VARCHAR NOT NULL, label VARCHAR,
+        model VARCHAR NOT NULL, model_source VARCHAR, model_revision VARCHAR,
+        dataset VARCHAR NOT NULL, dataset_version VARCHAR, dataset_set VARCHAR, dataset_spec VARCHAR,
+        probe VARCHAR NOT NULL, options VARCHAR, vocab VARCHAR, k INTEGER, device VARCHAR,
+        probekit_version VARCHAR, n_queries INTEGER, n_relations INTEGER, seconds DOUBLE, timings VARCHAR,
+        message VARCHAR
+    );
+    CREATE TABLE run_results (
+        run_id VARCHAR NOT NULL, query_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, subject VARCHAR,
+        template VARCHAR, query VARCHAR, golds VARCHAR, gold_ranks VARCHAR, best_gold_rank INTEGER,
+        top_ids VARCHAR, top_names VARCHAR, top_scores VARCHAR, gold_length DOUBLE, hard BOOLEAN,
+        n_candidates INTEGER
+    );
+    CREATE INDEX run_results_run ON run_results (run_id);
+    CREATE INDEX runs_settings ON runs (settings_key)
+    """,
+]
+
+# layer-wise probing: hit counts per layer, relation and subset
+MIGRATIONS["layers"] = [
+    """
+    CREATE TABLE layer_runs (
+        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, settings_key VARCHAR NOT NULL, label VARCHAR,
+        model VARCHAR NOT NULL, model_source VARCHAR, model_revision VARCHAR, dataset VARCHAR NOT NULL,
+        dataset_version VARCHAR, dataset_set VARCHAR, dataset_spec VARCHAR, options VARCHAR, vocab VARCHAR,
+        layers VARCHAR, device VARCHAR, probekit_version VARCHAR, n_queries INTEGER, seconds DOUBLE, timings VARCHAR
+    );
+    CREATE TABLE layer_results (
+        run_id VARCHAR NOT NULL, layer INTEGER NOT NULL, relation VARCHAR NOT NULL, subset VARCHAR NOT NULL,
+        n INTEGER NOT NULL, hits_1 INTEGER NOT NULL, hits_5 INTEGER NOT NULL, hits_10 INTEGER NOT NULL
+    );
+    CREATE INDEX layer_results_run ON layer_results (run_id);
+    CREATE INDEX layer_runs_settings ON layer_runs (settings_key)
+    """,
+]
+
+# expert annotation: sessions, queries, items, append-only rating events
+MIGRATIONS["annotations"] = [
+    """
+    CREATE SEQUENCE annotation_event_seq START 1;
+    CREATE TABLE annotation_sessions (
+        session_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, organiser VARCHAR, created_at TIMESTAMP NOT NULL,
+        source VARCHAR NOT NULL, source_run VARCHAR, model VARCHAR, model_revision VARCHAR,
+        dataset VARCHAR, dataset_version VARCHAR, probe VARCHAR, probe_options VARCHAR, vocab VARCHAR,
+        relations VARCHAR, n_queries INTEGER NOT NULL, k INTEGER NOT NULL CHECK (k >= 1),
+        blind BOOLEAN NOT NULL, raters_per_item INTEGER CHECK (raters_per_item IS NULL OR raters_per_item >= 1),
+        seed BIGINT NOT NULL
+    );
+    CREATE TABLE annotation_queries (
+        session_id VARCHAR NOT NULL, query_index INTEGER NOT NULL, query_id VARCHAR NOT NULL,
+        relation VARCHAR NOT NULL, subject VARCHAR, template VARCHAR, query_text VARCHAR NOT NULL,
+        golds VARCHAR NOT NULL, best_gold_rank INTEGER, n_candidates INTEGER,
+        PRIMARY KEY (session_id, query_index)
+    );
+    CREATE TABLE annotation_items (
+        item_id VARCHAR PRIMARY KEY, session_id VARCHAR NOT NULL, query_index INTEGER NOT NULL,
+        display_order INTEGER NOT NULL, rank INTEGER NOT NULL, answer VARCHAR NOT NULL, answer_id BIGINT,
+        model_score DOUBLE, is_gold BOOLEAN NOT NULL
+    );
+    CREATE TABLE annotation_annotators (
+        session_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL, display_name VARCHAR NOT NULL,
+        joined_at TIMESTAMP NOT NULL, PRIMARY KEY (session_id, annotator)
+    );
+    CREATE TABLE annotation_assignments (
+        session_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL, query_index INTEGER NOT NULL,
+        assigned_at TIMESTAMP NOT NULL, PRIMARY KEY (session_id, annotator, query_index)
+    );
+    CREATE TABLE annotation_events (
+        event_id BIGINT PRIMARY KEY DEFAULT nextval('annotation_event_seq'),
+        session_id VARCHAR NOT NULL, item_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL CHECK (kind IN ('rate', 'skip', 'undo')),
+        score INTEGER CHECK (score BETWEEN 1 AND 5),
+        supersedes BIGINT, elapsed_ms BIGINT CHECK (elapsed_ms IS NULL OR elapsed_ms >= 0),
+        created_at TIMESTAMP NOT NULL,
+        CHECK ((kind = 'rate') = (score IS NOT NULL)),
+        CHECK (kind <> 'undo' OR supersedes IS NOT NULL)
+    );
+    CREATE INDEX annotation_items_session ON annotation_items (session_id);
+    CREATE INDEX annotation_events_session ON annotation_events (session_id);
+    CREATE VIEW annotation_current AS
+        SELECT event_id, session_id, item_id, annotator, kind, score, supersedes, elapsed_ms, created_at
+        FROM (
+            SELECT e.*, row_number() OVER (PARTITION BY e.item_id, e.annotator ORDER BY e.event_id DESC) AS rn
+            FROM annotation_events e
+            WHERE e.kind IN ('rate', 'skip')
+              AND NOT EXISTS (SELECT 1 FROM annotation_events u
+                              WHERE u.kind = 'undo' AND u.supersedes = e.event_id)
+        ) WHERE rn = 1
+    """,
+]
+
+# context variance (UCM) dataset runs: one row per step
+MIGRATIONS["context"] = [
+    """
+    CREATE TABLE context_runs (
+        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, label VARCHAR, model VARCHAR NOT NULL,
+        model_source VARCHAR, model_revision VARCHAR, probe VARCHAR NOT NULL, dataset VARCHAR,
+        dataset_version VARCHAR, variant VARCHAR, seed INTEGER, n_queries INTEGER, seconds DOUBLE,
+        settings VARCHAR
+    );
+    CREATE TABLE context_steps (
+        run_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, query_id VARCHAR NOT NULL, relation VARCHAR NOT NULL,
+        subject VARCHAR, target VARCHAR, permutation INTEGER, step INTEGER NOT NULL, added VARCHAR,
+        added_role VARCHAR, rank_target INTEGER, rank_added INTEGER, mean_rank_cor DOUBLE, mean_rank_incor DOUBLE,
+        rc_target INTEGER, rc_added INTEGER, rc_cor DOUBLE, rc_incor DOUBLE, best_gold_rank INTEGER, notice VARCHAR
+    );
+    CREATE INDEX context_steps_run ON context_steps (run_id)
+    """,
+]

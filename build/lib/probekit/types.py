@@ -1,0 +1,167 @@
+"""The shared vocabulary of probekit: queries, candidate sets and rankings.
+
+Every probe returns a list of :class:`Ranking`, one per :class:`Query`, so metrics, UCM, plots,
+the store and the annotation pages work with any probe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from .errors import ProbekitError
+
+SUBJECT, OBJECT = "[X]", "[Y]"
+MASK = "[MASK]"
+
+
+def normalize_name(name: str) -> str:
+    """The key under which entity names are matched: lower-cased, whitespace collapsed.
+
+    >>> normalize_name("  Heart   Failure ")
+    'heart failure'
+    """
+    return " ".join(str(name).lower().split())
+
+
+@dataclass(frozen=True)
+class Query:
+    """One cloze query: a subject, a relation, a template and its gold objects.
+
+    ``template`` holds ``[X]`` for the subject and ``[Y]`` for the object slot; a free query typed
+    with ``[MASK]`` is stored with ``[MASK]`` replaced by ``[Y]`` and no ``[X]``.
+
+    >>> q = Query(id="q1", subject="Metformin", relation="may_treat", template="[X] might treat [Y].",
+    ...           golds=("type 2 diabetes",))
+    >>> q.text("[MASK]")
+    'Metformin might treat [MASK].'
+    """
+
+    id: str
+    subject: str
+    relation: str
+    template: str
+    golds: tuple[str, ...] = ()
+    gold_ids: tuple[str, ...] = ()
+    subject_id: str = ""
+
+    def text(self, mask_token: str = MASK, *, n_masks: int = 1) -> str:
+        """The prompt with the subject filled in and ``[Y]`` as ``n_masks`` mask tokens."""
+        masks = " ".join([mask_token] * n_masks)
+        # Fill the object slot first: some UMLS names contain a literal "[X]" or "[Y]".
+        return self.template.replace(OBJECT, masks).replace(SUBJECT, self.subject)
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    """The entity names a probe ranks; ``key`` fingerprints the set for caches.
+
+    Names are deduplicated by exact spelling (MedLAMA's reference vocabulary keeps case variants:
+    22,923 names for the full set); lookups fall back to :func:`normalize_name`.
+
+    >>> c = CandidateSet.from_names(["b", "a", "b", "B"])
+    >>> c.names, c.index_of("a"), c.index_of("B"), c.index_of(" A ")
+    (('b', 'a', 'B'), 1, 2, 1)
+    """
+
+    names: tuple[str, ...]
+    key: str
+    _pos: dict = field(default=None, repr=False, compare=False, hash=False)
+
+    @classmethod
+    def from_names(cls, names) -> CandidateSet:
+        """Deduplicate by :func:`normalize_name`, keep first spelling and order."""
+        seen: dict[str, int] = {}
+        out: list[str] = []
+        for n in names:
+            n = str(n).strip()
+            if n and n not in seen:
+                seen[n] = len(out)
+                out.append(n)
+        for i, n in enumerate(out):
+            seen.setdefault(normalize_name(n), i)
+        key = hashlib.sha1(json.dumps(out).encode()).hexdigest()[:16]
+        obj = cls(tuple(out), key)
+        object.__setattr__(obj, "_pos", seen)
+        return obj
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def index_of(self, name: str) -> int | None:
+        """Position of ``name`` (exact spelling first, then normalised), or None."""
+        name = str(name).strip()
+        pos = self._pos.get(name)
+        return pos if pos is not None else self._pos.get(normalize_name(name))
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A probe's answer for one query.
+
+    ``ids``/``names``/``scores`` are the top-k candidates, best first; ``gold_ranks`` gives the
+    1-based rank of each gold answer (aligned with ``query.golds``) among *all* candidates,
+    even beyond k, or ``None`` when that gold is not among the candidates.
+    """
+
+    query: Query
+    ids: tuple[int, ...]
+    names: tuple[str, ...]
+    scores: tuple[float, ...]
+    gold_ranks: tuple[int | None, ...]
+    n_candidates: int = 0
+
+    @property
+    def k(self) -> int:
+        return len(self.ids)
+
+    @property
+    def best_gold_rank(self) -> int | None:
+        """Rank of the best-ranked gold answer (None when no gold is a candidate)."""
+        ranks = [r for r in self.gold_ranks if r is not None]
+        return min(ranks) if ranks else None
+
+    def hit(self, k: int) -> bool:
+        """True when a gold answer is within the top ``k``."""
+        r = self.best_gold_rank
+        return r is not None and r <= k
+
+    def is_gold(self, name: str) -> bool:
+        gold = {normalize_name(g) for g in self.query.golds}
+        return normalize_name(name) in gold
+
+    def to_dict(self) -> dict:
+        q = self.query
+        return {
+            "query_id": q.id,
+            "relation": q.relation,
+            "subject": q.subject,
+            "query": q.text(),
+            "golds": list(q.golds),
+            "gold_ranks": list(self.gold_ranks),
+            "top": [
+                {"rank": i + 1, "name": n, "score": float(s), "gold": self.is_gold(n)}
+                for i, (n, s) in enumerate(zip(self.names, self.scores))
+            ],
+        }
+
+
+def parse_free_query(text: str, *, subject: str = "", relation: str = "free", golds=()) -> Query:
+    """A typed query: text with ``[MASK]``, or a template with ``[Y]`` (and ``[X]`` filled by ``subject``).
+
+    >>> parse_free_query("Metformin might treat [MASK].").template
+    'Metformin might treat [Y].'
+    """
+    text = " ".join(str(text or "").split())
+    if not text:
+        raise ProbekitError("the query is empty: type e.g. 'Metformin might treat [MASK].'")
+    if len(text) > 1000:
+        raise ProbekitError(f"the query is too long ({len(text)} characters; at most 1000)")
+    tpl = text.replace(MASK, OBJECT).replace("<mask>", OBJECT)
+    if tpl.count(OBJECT) != 1:
+        raise ProbekitError("the query needs exactly one [MASK] (or [Y]) where the answer goes, "
+                            f"e.g. 'Metformin might treat [MASK].'; got {text!r}")
+    if SUBJECT in tpl and not subject.strip():
+        raise ProbekitError("the template has [X] but no subject was given")
+    return Query(id="free", subject=subject.strip(), relation=relation, template=tpl, golds=tuple(golds))
