@@ -160,7 +160,13 @@ def _resolve(model_id: str) -> tuple[str, ModelSpec, dict]:
     if path.is_dir():
         meta = {}
         if (path / CHECKPOINT_META).exists():
-            meta = json.loads((path / CHECKPOINT_META).read_text())
+            try:
+                meta = json.loads((path / CHECKPOINT_META).read_text())
+                if not isinstance(meta, dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as e:
+                raise ModelLoadError(f"{path / CHECKPOINT_META} is unreadable ({str(e).splitlines()[0][:120]}): the "
+                                     "checkpoint was damaged; delete the folder or rewire again") from None
         spec = ModelSpec(str(path), meta.get("family", "local"), meta.get("pooling", "cls"), False,
                          meta.get("label", path.name))
         return str(path), spec, meta

@@ -54,3 +54,18 @@ def test_uploads_are_bounded_by_bytes(monkeypatch):
     again = ui._parse_upload("u19.csv", (HEADER + "".join(f"s19_{j},r,o{j}\n" for j in range(60))).encode())
     assert again is ds  # the session's own upload is not parsed again
     ui._UPLOADS.clear()
+
+
+def test_broken_checkpoint_metadata_is_one_clear_line(tmp_path, tiny_encoder_dir, capsys):
+    """A damaged probekit_checkpoint.json used to be reported as "a bug in probekit" (rc 1)."""
+    import shutil
+
+    from probekit.cli import main
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_encoder_dir, folder)
+    (folder / "probekit_checkpoint.json").write_text("{not json")
+    code = main(["probe", "--model", str(folder), "--query", "Metformin might treat [MASK].", "--dataset", "demo"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "probekit_checkpoint.json is unreadable" in err
+    assert len(err.strip().splitlines()) == 1
