@@ -13,6 +13,7 @@ parameterised SQL is used with user values.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import threading
@@ -246,3 +247,6 @@ def component_store(component: str) -> Store:
 def close_all() -> None:
     for s in list(_STORES.values()):
         s.close()
+
+
+atexit.register(close_all)  # close the file cleanly at exit (no idle timer left behind)

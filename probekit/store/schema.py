@@ -123,3 +123,23 @@ MIGRATIONS["context"] = [
     CREATE INDEX context_steps_run ON context_steps (run_id)
     """,
 ]
+# probing grids: one row per grid, one per cell (the driver alone writes them)
+MIGRATIONS["grid"] = [
+    """
+    CREATE TABLE grid_runs (
+        grid_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL, spec VARCHAR NOT NULL,
+        n_cells INTEGER NOT NULL
+    );
+    CREATE TABLE grid_cells (
+        grid_id VARCHAR NOT NULL, cell_key VARCHAR NOT NULL, position INTEGER NOT NULL, label VARCHAR,
+        settings VARCHAR NOT NULL, PRIMARY KEY (grid_id, cell_key)
+    );
+    CREATE SEQUENCE grid_event_seq START 1;
+    CREATE TABLE grid_events (
+        event_id BIGINT PRIMARY KEY DEFAULT nextval('grid_event_seq'), grid_id VARCHAR NOT NULL,
+        cell_key VARCHAR NOT NULL, status VARCHAR NOT NULL CHECK (status IN ('done', 'failed')),
+        run_id VARCHAR, error VARCHAR, seconds DOUBLE, worker VARCHAR, backend VARCHAR, created_at TIMESTAMP NOT NULL
+    );
+    CREATE INDEX grid_events_grid ON grid_events (grid_id)
+    """,
+]

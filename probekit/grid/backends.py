@@ -1,0 +1,244 @@
+"""Where grid cells run: ``local`` (this process, one cell at a time) or ``ray`` (a Ray cluster).
+
+Both yield ``(cell, result, error)`` as cells finish; neither writes the database (the driver does).
+Models are loaded once per worker: a worker keeps its current model while consecutive cells use it
+(cells come models-outermost) and releases it when a cell needs another.
+
+Ray is an optional dependency (``pip install -r requirements-ray.txt`` or ``probekit[ray]``), imported
+only here, only by :class:`RayBackend`. Without an address, ``ray.init`` starts a local Ray on this
+machine with ``workers`` CPUs; ``address="ray://host:10001"`` (or ``RAY_ADDRESS``) joins a cluster, whose
+nodes need probekit, its dependencies and the data at the same paths (``PROBEKIT_*`` variables are passed on).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from ..errors import ProbekitError
+from .spec import Cell
+from .work import CellResult, run_cell
+
+BACKENDS = ("local", "ray")
+ROOT = Path(__file__).resolve().parents[2]
+Outcome = tuple[Cell, CellResult | None, str | None]
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, ProbekitError):
+        return str(e)
+    if isinstance(e, MemoryError):
+        return "out of memory"
+    first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    return f"{type(e).__name__}: {first}"
+
+
+class _ModelSlot:
+    """One loaded model at a time: kept while cells use it, released when a cell needs another."""
+
+    def __init__(self, device: str | None = None):
+        self.device, self.model_id, self.model = device, None, None
+
+    def get(self, model_id: str):
+        from .. import models
+
+        if self.model_id != model_id:
+            self.release()
+            self.model = models.load(model_id, device=self.device)
+            self.model_id = model_id
+        return self.model
+
+    def release(self) -> None:
+        from .. import models
+
+        if self.model is not None:
+            models.release(self.model)
+        self.model_id, self.model = None, None
+
+
+class LocalBackend:
+    """Cells one after another in this process (the default: nothing to install or start)."""
+
+    name = "local"
+
+    def __init__(self, *, device: str | None = None):
+        self.device = device
+
+    def run(self, cells: Sequence[Cell], *, should_cancel: Callable[[], bool] = lambda: False,
+            on_start: Callable[[Cell], None] | None = None) -> Iterator[Outcome]:
+        slot = _ModelSlot(self.device)
+        try:
+            for cell in cells:
+                if should_cancel():
+                    return
+                if on_start:
+                    on_start(cell)
+                try:
+                    yield cell, run_cell(cell, model=slot.get(cell.model), worker="local"), None
+                except Exception as e:  # noqa: BLE001 - one cell's failure is reported, the grid goes on
+                    yield cell, None, _message(e)
+        finally:
+            slot.release()
+
+
+def _worker_class(ray):
+    @ray.remote
+    class GridWorker:
+        """A Ray actor that keeps one model loaded and computes cells with it."""
+
+        def __init__(self, threads: int, device: str | None):
+            import torch
+
+            torch.set_num_threads(max(1, threads))
+            self.slot = _ModelSlot(device)
+            self.name = f"ray:{os.getpid()}"
+
+        def run(self, settings: dict):
+            cell = Cell.from_settings(settings)
+            try:
+                return run_cell(cell, model=self.slot.get(cell.model), worker=self.name), None
+            except Exception as e:  # noqa: BLE001 - reported to the driver as the cell's error
+                return None, _message(e)
+
+        def pid(self) -> int:
+            return os.getpid()
+
+    return GridWorker
+
+
+def _runtime_env() -> dict:
+    """Environment for workers: probekit importable and the driver's PROBEKIT_/HF_ settings."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PROBEKIT_", "HF_", "TRANSFORMERS_"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env.setdefault("RAY_AUTH_MODE", "disabled")
+    return {"env_vars": env}
+
+
+class RayBackend:
+    """Cells spread over Ray actors; failed workers are restarted and their cell retried (``max_retries``)."""
+
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None, workers: int = 2, gpus_per_worker: float | None = None,
+                 max_retries: int = 2, device: str | None = None):
+        if workers < 1:
+            raise ProbekitError(f"workers must be at least 1, got {workers}")
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.workers, self.max_retries, self.device = int(workers), int(max_retries), device
+        self.gpus_per_worker = gpus_per_worker
+        self.actors: list = []
+
+    def _ray(self):
+        try:
+            import ray
+        except ImportError:
+            raise ProbekitError("the ray backend needs Ray: pip install -r requirements-ray.txt "
+                                "(or pip install 'probekit[ray]')") from None
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                          runtime_env=_runtime_env())
+            try:
+                if self.address:
+                    ray.init(address=self.address, **kwargs)
+                else:
+                    ray.init(num_cpus=self.workers, num_gpus=self._local_gpus(), **kwargs)
+            except Exception as e:  # noqa: BLE001 - connection/start failures: one clear line
+                where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
+                raise ProbekitError(f"could not start or join {where}: {_message(e)}") from None
+        return ray
+
+    @staticmethod
+    def _local_gpus() -> int:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+    def _gpus(self, ray) -> float:
+        if self.device == "cpu":
+            return 0
+        if self.gpus_per_worker is not None:
+            return float(self.gpus_per_worker)
+        total = ray.cluster_resources().get("GPU", 0)
+        return min(1.0, total / self.workers) if total else 0
+
+    def start(self) -> list:
+        ray = self._ray()
+        if not self.actors:
+            cpus = ray.cluster_resources().get("CPU", self.workers)
+            threads = max(1, int(cpus // self.workers))
+            worker = _worker_class(ray)
+            self.actors = [worker.options(num_cpus=1, num_gpus=self._gpus(ray), max_restarts=self.max_retries,
+                                          max_task_retries=self.max_retries).remote(threads, self.device)
+                           for _ in range(self.workers)]
+        return self.actors
+
+    def run(self, cells: Sequence[Cell], *, should_cancel: Callable[[], bool] = lambda: False,
+            on_start: Callable[[Cell], None] | None = None) -> Iterator[Outcome]:
+        ray = self._ray()
+        actors = self.start()
+        pending = list(cells)
+        current: dict[int, str | None] = {i: None for i in range(len(actors))}
+        running: dict = {}  # object ref -> (cell, actor index)
+
+        def submit(i: int) -> None:
+            # prefer a cell of the model this worker already holds
+            j = next((n for n, c in enumerate(pending) if c.model == current[i]), 0)
+            cell = pending.pop(j)
+            current[i] = cell.model
+            if on_start:
+                on_start(cell)
+            running[actors[i].run.remote(cell.settings())] = (cell, i)
+
+        for i in range(len(actors)):
+            if pending:
+                submit(i)
+        while running:
+            if should_cancel():
+                for ref in running:
+                    ray.cancel(ref, force=False)
+                return
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+            for ref in ready:
+                cell, i = running.pop(ref)
+                try:
+                    result, error = ray.get(ref)
+                except Exception as e:  # noqa: BLE001 - the actor died more often than max_retries
+                    result, error = None, f"worker lost: {_message(e)}"
+                yield cell, result, error
+                if pending:
+                    submit(i)
+
+    def shutdown(self) -> None:
+        try:
+            import ray
+        except ImportError:
+            return
+        for actor in self.actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001, S110 - already gone
+                pass
+        self.actors = []
+        if ray.is_initialized() and not self.address:
+            ray.shutdown()
+
+
+def make_backend(name: str, **options):
+    if name == "local":
+        return LocalBackend(device=options.get("device"))
+    if name == "ray":
+        return RayBackend(**options)
+    raise ProbekitError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``predicate`` until true or ``timeout`` seconds (tests and benchmarks)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()

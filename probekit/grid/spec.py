@@ -1,0 +1,179 @@
+"""Probing grids: the cross product of models, datasets, probes (with options), layers and seeds.
+
+A grid is declared in a YAML or JSON file (or a dict from the Grid page)::
+
+    name: minilm-layers
+    models: [default]
+    datasets: [demo, medlama:hard]          # dataset specs as in the sidebar (name[:set])
+    relations: [may_treat]                  # optional: only these relations (the vocabulary stays the set's)
+    probes:
+      - name: retrieval
+        options: {pooling: [cls, mean]}     # a list is a grid axis, a scalar a fixed value
+    layers: [2, 4, 6]                       # optional: shorthand for the probes' `layer` option
+    vocab: heads+tails
+    k: 10
+
+Each point is a :class:`Cell`, identified by a hash of its settings (:attr:`Cell.key`), so a grid
+that stopped (a crash, a killed driver) resumes by skipping the cells already stored.
+
+>>> spec = GridSpec.from_dict({"models": ["default"], "datasets": ["demo"],
+...                            "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"]}}],
+...                            "layers": [1, 2]})
+>>> [(c.options["pooling"], c.options["layer"]) for c in spec.cells()]
+[('cls', 1), ('cls', 2), ('mean', 1), ('mean', 2)]
+>>> len({c.key for c in spec.cells()})
+4
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ProbekitError
+
+MAX_CELLS = 5000
+FIELDS = ("name", "models", "datasets", "relations", "probes", "layers", "seeds", "vocab", "k")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One job of a grid: everything that decides its results (the model by id: its revision is
+    checked by the run's own settings when it is stored)."""
+
+    model: str
+    dataset: str
+    probe: str
+    options: dict = field(default_factory=dict)
+    relations: tuple[str, ...] = ()
+    vocab: str = "heads+tails"
+    k: int = 10
+    seed: int | None = None
+
+    def settings(self) -> dict:
+        return {"model": self.model, "dataset": self.dataset, "probe": self.probe,
+                "options": dict(sorted(self.options.items())), "relations": list(self.relations),
+                "vocab": self.vocab, "k": self.k, "seed": self.seed}
+
+    @property
+    def key(self) -> str:
+        """A stable hash of :meth:`settings`: the same cell in any grid has the same key."""
+        text = json.dumps(self.settings(), sort_keys=True, default=str)
+        return "c" + hashlib.sha1(text.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        opts = ", ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        return f"{self.model} · {self.dataset} · {self.probe}" + (f" ({opts})" if opts else "")
+
+    @classmethod
+    def from_settings(cls, s: dict) -> Cell:
+        return cls(model=s["model"], dataset=s["dataset"], probe=s["probe"], options=dict(s.get("options") or {}),
+                   relations=tuple(s.get("relations") or ()), vocab=s.get("vocab", "heads+tails"),
+                   k=int(s.get("k", 10)), seed=s.get("seed"))
+
+
+def _as_list(value, what: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, int, float)):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise ProbekitError(f"grid field {what!r} must be a value or a list, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    name: str
+    models: tuple[str, ...]
+    datasets: tuple[str, ...]
+    probes: tuple[tuple[str, tuple[tuple[str, tuple], ...]], ...]
+    relations: tuple[str, ...] = ()
+    layers: tuple[int, ...] = ()
+    seeds: tuple[int, ...] = ()
+    vocab: str = "heads+tails"
+    k: int = 10
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GridSpec:
+        if not isinstance(data, dict):
+            raise ProbekitError("a grid must be a mapping with models, datasets and probes")
+        unknown = sorted(set(data) - set(FIELDS))
+        if unknown:
+            raise ProbekitError(f"unknown grid field {unknown[0]!r}; available: {', '.join(FIELDS)}")
+        models = [str(m).strip() for m in _as_list(data.get("models"), "models") if str(m).strip()]
+        datasets = [str(d).strip() for d in _as_list(data.get("datasets"), "datasets") if str(d).strip()]
+        if not models:
+            raise ProbekitError("the grid has no models: give `models: [default, …]`")
+        if not datasets:
+            raise ProbekitError("the grid has no datasets: give `datasets: [demo, medlama:hard, …]`")
+        probes = []
+        for i, p in enumerate(_as_list(data.get("probes") or ["retrieval"], "probes")):
+            if isinstance(p, str):
+                p = {"name": p}
+            if not isinstance(p, dict) or not str(p.get("name") or "").strip():
+                raise ProbekitError(f"probe {i + 1} of the grid needs a name, e.g. {{name: retrieval}}")
+            opts = p.get("options") or {}
+            if not isinstance(opts, dict):
+                raise ProbekitError(f"options of probe {p['name']!r} must be a mapping of option -> value(s)")
+            axes = tuple((str(k), tuple(_as_list(v, f"{p['name']}.{k}"))) for k, v in sorted(opts.items()))
+            probes.append((str(p["name"]).strip(), axes))
+        try:
+            layers = tuple(int(x) for x in _as_list(data.get("layers"), "layers"))
+            seeds = tuple(int(x) for x in _as_list(data.get("seeds"), "seeds"))
+            k = int(data.get("k", 10))
+        except (TypeError, ValueError) as e:
+            raise ProbekitError(f"layers, seeds and k must be integers ({e})") from None
+        if not 1 <= k <= 1000:
+            raise ProbekitError(f"k must be between 1 and 1000, got {k}")
+        spec = cls(name=str(data.get("name") or "grid"), models=tuple(models), datasets=tuple(datasets),
+                   probes=tuple(probes), relations=tuple(str(r) for r in _as_list(data.get("relations"), "relations")),
+                   layers=layers, seeds=seeds, vocab=str(data.get("vocab", "heads+tails")), k=k)
+        n = len(spec.cells())
+        if n > MAX_CELLS:
+            raise ProbekitError(f"the grid has {n:,} cells; split it (at most {MAX_CELLS:,} a grid)")
+        return spec
+
+    @classmethod
+    def load(cls, path: str | Path) -> GridSpec:
+        """A grid from a ``.yaml``/``.yml`` or ``.json`` file."""
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise ProbekitError(f"{path}: grid file not found")
+        text = path.read_text(encoding="utf-8-sig")
+        try:
+            if path.suffix.lower() == ".json":
+                data = json.loads(text)
+            else:
+                import yaml
+
+                data = yaml.safe_load(text)
+        except Exception as e:  # noqa: BLE001 - yaml/json parse errors: one line naming the file
+            raise ProbekitError(f"{path}: not a valid grid file ({str(e).splitlines()[0]})") from None
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "models": list(self.models), "datasets": list(self.datasets),
+                "relations": list(self.relations),
+                "probes": [{"name": n, "options": {k: list(v) for k, v in axes}} for n, axes in self.probes],
+                "layers": list(self.layers), "seeds": list(self.seeds), "vocab": self.vocab, "k": self.k}
+
+    def cells(self) -> list[Cell]:
+        """Every cell, models outermost (so a backend loads each model once), in a stable order."""
+        out = []
+        seeds = self.seeds or (None,)
+        for model, dataset in itertools.product(self.models, self.datasets):
+            for name, axes in self.probes:
+                axes = dict(axes)
+                if self.layers:
+                    axes.setdefault("layer", self.layers)
+                keys = sorted(axes)
+                for values in itertools.product(*(axes[k] for k in keys)):
+                    for seed in seeds:
+                        out.append(Cell(model=model, dataset=dataset, probe=name, options=dict(zip(keys, values)),
+                                        relations=self.relations, vocab=self.vocab, k=self.k, seed=seed))
+        return out

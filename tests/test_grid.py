@@ -1,0 +1,195 @@
+"""Probing grids (issue 17): spec expansion, resume, single writer, and the Ray backend on a local 2-worker
+cluster (skipped when Ray is not installed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from probekit.errors import ProbekitError
+from probekit.grid import GridSpec, run_grid
+from probekit.grid.backends import RayBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+FACTS = """subject,relation,object
+metformin,may_treat,type 2 diabetes
+aspirin,may_treat,pain
+aspirin,may_treat,fever
+ibuprofen,may_treat,pain
+insulin,may_treat,type 1 diabetes
+warfarin,may_prevent,stroke
+vitamin d,may_prevent,rickets
+statin,may_prevent,heart attack
+"""
+
+
+@pytest.fixture
+def facts(tmp_path) -> str:
+    path = tmp_path / "facts.csv"
+    path.write_text(FACTS)
+    return str(path)
+
+
+def spec_for(model: str, facts: str, **extra) -> GridSpec:
+    return GridSpec.from_dict({"name": "test", "models": [model], "datasets": [facts],
+                               "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"]}}],
+                               "layers": [1, 2], "k": 5, **extra})
+
+
+def test_spec_expands_the_cross_product_with_stable_keys(tmp_path):
+    spec = GridSpec.from_dict({"models": ["a", "b"], "datasets": ["demo"],
+                               "probes": ["mask_average", {"name": "retrieval", "options": {"similarity": ["l2"]}}],
+                               "layers": [3], "seeds": [0, 1]})
+    cells = spec.cells()
+    assert len(cells) == 2 * 2 * 2  # models x probes x seeds (one layer, one similarity)
+    assert [c.model for c in cells[:4]] == ["a"] * 4  # models outermost: each loaded once
+    assert all(c.options["layer"] == 3 for c in cells)
+    again = GridSpec.from_dict(spec.to_dict()).cells()
+    assert [c.key for c in again] == [c.key for c in cells] and len({c.key for c in cells}) == len(cells)
+    path = tmp_path / "grid.yaml"
+    path.write_text("models: [a]\ndatasets: [demo]\nprobes:\n  - name: retrieval\n    options: {pooling: [cls]}\n")
+    assert len(GridSpec.load(path).cells()) == 1
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"models": [], "datasets": ["demo"]}, "no models"),
+    ({"models": ["m"], "datasets": []}, "no datasets"),
+    ({"models": ["m"], "datasets": ["demo"], "colour": 1}, "unknown grid field 'colour'"),
+    ({"models": ["m"], "datasets": ["demo"], "k": 0}, "k must be between"),
+    ({"models": ["m"], "datasets": ["demo"], "layers": ["x"]}, "must be integers"),
+])
+def test_bad_grids_get_clear_messages(data, message):
+    with pytest.raises(ProbekitError, match=message):
+        GridSpec.from_dict(data)
+
+
+def test_local_grid_stores_each_cell_once_and_resumes(tiny_encoder_dir, facts):
+    from probekit.bench import runs
+
+    spec = spec_for(str(tiny_encoder_dir), facts)
+    result = run_grid(spec, backend="local")
+    assert result.ran == 4 and result.skipped == 0 and (result.cells.status == "done").all()
+    assert result.cells.run_id.is_unique and len(runs.list_runs()) == 4
+    # the same grid again: everything stored, nothing computed
+    again = run_grid(spec, backend="local")
+    assert again.ran == 0 and again.skipped == 4 and len(runs.list_runs()) == 4
+    # a deleted run makes its cell run again, alone
+    runs.delete_run(result.cells.run_id[0])
+    third = run_grid(spec, backend="local")
+    assert third.ran == 1 and len(runs.list_runs()) == 4
+    stored = runs.load_run(third.cells.run_id[0])
+    assert stored.meta["options"]["layer"] == 1 and stored.meta["options"]["pooling"] == "cls"
+
+
+def test_a_failing_cell_is_reported_and_the_grid_goes_on(tiny_encoder_dir, facts):
+    spec = GridSpec.from_dict({"models": [str(tiny_encoder_dir), "/no/such/model"], "datasets": [facts],
+                               "probes": ["retrieval"], "k": 5})
+    result = run_grid(spec)
+    status = dict(zip(result.cells.label.str.split(" · ").str[0], result.cells.status))
+    assert status == {str(tiny_encoder_dir): "done", "/no/such/model": "failed"}
+    assert "does not exist" in result.cells.error[result.cells.status == "failed"].iloc[0]
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    from probekit.grid import GridSpec, run_grid
+    from probekit.grid.spec import Cell
+    spec = GridSpec.from_dict({"name": "test", "models": [sys.argv[1]], "datasets": [sys.argv[2]],
+                               "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"]}}],
+                               "layers": [1, 2], "k": 5})
+    run_grid(spec, progress=lambda d, t, s="": print("progress", d, s, flush=True))
+""")
+
+
+def test_killed_driver_rerun_stores_only_the_missing_cells(tiny_encoder_dir, facts):
+    """Kill the driver (SIGKILL) after its first stored cell: rerunning the grid stores only the rest."""
+    from probekit import store
+    from probekit.bench import runs
+
+    store.close_all()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tiny_encoder_dir), facts], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        for line in proc.stdout:
+            if line.startswith("progress 1 stored"):
+                proc.send_signal(signal.SIGKILL)
+                break
+    finally:
+        proc.kill()
+        proc.wait(30)
+    first = len(runs.list_runs())
+    assert 1 <= first < 4
+    result = run_grid(spec_for(str(tiny_encoder_dir), facts))
+    assert result.ran == 4 - first and len(runs.list_runs()) == 4 and result.cells.run_id.is_unique
+
+
+def _frames(result) -> dict:
+    from probekit.bench import runs
+
+    out = {}
+    for key, run_id in zip(result.cells.cell_key, result.cells.run_id):
+        frame = runs.load_run(run_id).frame
+        out[key] = frame[["query_id", "gold_ranks", "top_ids"]].to_json()
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_ray_backend_matches_local_and_survives_a_killed_worker(tiny_encoder_dir, facts, tmp_path, monkeypatch):
+    """Two Ray workers on this machine give the same results cell by cell as the local backend; a worker
+    killed with SIGKILL mid-grid is restarted, its cell retried, and nothing is stored twice."""
+    pytest.importorskip("ray")
+    from probekit import store
+    from probekit.bench import runs
+
+    spec = spec_for(str(tiny_encoder_dir), facts)
+    local = run_grid(spec, backend="local")
+    expected = _frames(local)
+    # a second database for the ray run (same cells would otherwise be linked to the local runs)
+    store.close_all()
+    monkeypatch.setenv("PROBEKIT_DB", str(tmp_path / "ray.duckdb"))
+    backend = RayBackend(workers=2, max_retries=2)
+    killed = {}
+
+    def kill_one_worker(done, total, stage=""):
+        if stage.startswith("running") and not killed and backend.actors:
+            import ray
+
+            pid = ray.get(backend.actors[0].pid.remote())
+            os.kill(pid, signal.SIGKILL)
+            killed["pid"] = pid
+
+    original = run_grid.__globals__["make_backend"]
+    monkeypatch.setitem(run_grid.__globals__, "make_backend", lambda name, **o: backend)
+    try:
+        result = run_grid(spec, backend="ray", progress=kill_one_worker)
+    finally:
+        monkeypatch.setitem(run_grid.__globals__, "make_backend", original)
+    assert killed, "no worker was killed"
+    assert (result.cells.status == "done").all(), result.cells[["label", "status", "error"]]
+    assert len(runs.list_runs()) == 4 and result.cells.run_id.is_unique
+    assert _frames(result) == expected
+    assert result.cells.worker.str.startswith("ray:").all()
+
+
+def test_cli_grid_run_list_show(tiny_encoder_dir, facts, tmp_path, capsys):
+    from probekit.cli import main
+
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps(spec_for(str(tiny_encoder_dir), facts).to_dict()))
+    assert main(["grid", "run", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "ran 4 cells, 0 already stored, 0 failed" in out
+    gid = out.split(":")[0]
+    assert main(["grid", "show", gid, "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert len(shown["cells"]) == 4 and {c["status"] for c in shown["cells"]} == {"done"}
+    assert main(["grid", "list"]) == 0 and gid in capsys.readouterr().out
+    assert main(["grid", "show", "grid-nope"]) == 2 and "unknown grid" in capsys.readouterr().err
