@@ -1,0 +1,107 @@
+"""Grid backends on this machine: the same grid on the local backend and on a 2-worker local Ray.
+
+Prints the wall time of each, their ratio (target: ray >= 1.6x local on 2 cores for cells of >= 10 s), the
+Ray overhead per cell (wall time beyond the cells' own compute spread over the workers; target <= 1 s), and
+whether every cell's results are identical between the backends. Each backend starts from an empty
+database and embedding cache, so neither reuses the other's work.
+
+    python benchmarks/grid.py                                   # demo + 3 MedLAMA relations x 3 layers x 2 poolings
+    python benchmarks/grid.py --datasets demo --layers 2 4 6    # a quick check
+
+Run it alone: two torch processes timed at once on 2 cores slow each other down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+def _fresh_paths(tag: str) -> None:
+    base = Path(tempfile.mkdtemp(prefix=f"pk-grid-{tag}-"))
+    os.environ["PROBEKIT_DB"] = str(base / "probekit.duckdb")
+    os.environ["PROBEKIT_CACHE_DIR"] = str(base / "cache")
+    from probekit import index, store
+
+    store.close_all()
+    index.clear_memo()
+
+
+def _results(cells) -> dict:
+    from probekit.bench import runs
+
+    return {key: runs.load_run(run_id).frame[["query_id", "gold_ranks", "top_ids"]].to_json()
+            for key, run_id in zip(cells.cell_key, cells.run_id)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--datasets", nargs="+", default=["demo", "medlama"])
+    ap.add_argument("--relations", nargs="*", default=None,
+                    help="MedLAMA relations as separate cells (default: 3 relations)")
+    ap.add_argument("--layers", nargs="+", type=int, default=[2, 4, 6])
+    ap.add_argument("--poolings", nargs="+", default=["cls", "mean"])
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+
+    from probekit.grid import GridSpec, run_grid
+
+    relations = args.relations if args.relations is not None else [
+        "disease_may_have_finding", "may_treat", "gene_product_encoded_by_gene"]
+    specs = []
+    for ds in args.datasets:
+        data = {"name": "bench", "models": [args.model], "datasets": [ds],
+                "probes": [{"name": "retrieval", "options": {"pooling": args.poolings}}], "layers": args.layers}
+        if ds.startswith("medlama") and relations:
+            specs += [GridSpec.from_dict({**data, "relations": [r]}) for r in relations]
+        else:
+            specs.append(GridSpec.from_dict(data))
+    n_cells = sum(len(s.cells()) for s in specs)
+    print(f"grid: {n_cells} cells ({', '.join(args.datasets)}; layers {args.layers}; poolings {args.poolings})")
+
+    walls, results, cell_seconds = {}, {}, {}
+    for backend in ("local", "ray"):
+        _fresh_paths(backend)
+        options = {"workers": args.workers} if backend == "ray" else {}
+        if backend == "ray":
+            import ray
+
+            t = time.perf_counter()
+            ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            print(f"ray: started a local cluster in {time.perf_counter() - t:.1f} s (not counted below)")
+        t0 = time.perf_counter()
+        frames = []
+        for spec in specs:
+            res = run_grid(spec, backend=backend, **options)
+            assert (res.cells.status == "done").all(), res.cells[["label", "error"]]
+            frames.append(res.cells)
+        walls[backend] = time.perf_counter() - t0
+        import pandas as pd
+
+        cells = pd.concat(frames, ignore_index=True)
+        cell_seconds[backend] = float(cells.seconds.sum())
+        results[backend] = _results(cells)
+        print(f"{backend:>5}: {walls[backend]:7.1f} s wall, cells' own compute {cell_seconds[backend]:7.1f} s, "
+              f"{cells.seconds.median():.1f} s median per cell")
+        if backend == "ray":
+            ray.shutdown()
+    ratio = walls["local"] / walls["ray"]
+    ideal = cell_seconds["ray"] / args.workers
+    overhead = max(0.0, walls["ray"] - ideal) / n_cells
+    same = results["local"] == results["ray"]
+    print(f"ratio local/ray: {ratio:.2f}x (target >= 1.6x with 2 workers for cells of >= 10 s)")
+    print(f"ray overhead per cell: {overhead:.2f} s (target <= 1 s)")
+    print(f"results identical cell by cell: {same} ({len(results['ray'])} cells)")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Grid: declare models x datasets x probes x options x layers, run it here or on a Ray cluster, and watch every
+cell land as a stored benchmark run (cells already stored are skipped, so a grid resumes after any failure)."""
+
+import importlib.util
+
+import plotly.express as px
+import streamlit as st
+import yaml
+
+from pages import _ui as ui
+from probekit import grid, models
+from probekit.datasets import VOCABS, available_datasets
+from probekit.probes import PROBES
+
+ui.title("Probing grid")
+job = st.session_state.get("gr_job")
+running = job is not None and not job.finished
+has_ray = importlib.util.find_spec("ray") is not None
+
+with st.container(border=True):
+    how = st.segmented_control("Declare the grid", ["Pick", "YAML"], default="Pick", key="gr_how") or "Pick"
+    if how == "Pick":
+        model_names = dict(models.available_models())
+        c1, c2 = st.columns(2)
+        chosen_models = c1.multiselect("Models", list(model_names), default=["default"], key="gr_models",
+                                       format_func=model_names.get)
+        data_names = dict(available_datasets())
+        chosen_data = c2.multiselect("Datasets", list(data_names), default=["demo"], key="gr_datasets",
+                                     format_func=data_names.get)
+        c1, c2, c3, c4 = st.columns(4)
+        poolings = c1.multiselect("Pooling", ["cls", "mean"], default=["cls", "mean"], key="gr_pooling")
+        sims = c2.multiselect("Similarity", ["cosine", "l2", "dot"], default=["cosine"], key="gr_sim")
+        layers = c3.text_input("Layers", "", key="gr_layers", placeholder="e.g. 2 4 6 (empty: last)")
+        vocab = c4.selectbox("Candidates", VOCABS, key="gr_vocab")
+        spec_dict = {"name": st.text_input("Grid name", "grid", key="gr_name"), "models": chosen_models,
+                     "datasets": chosen_data, "vocab": vocab,
+                     "probes": [{"name": "retrieval", "options": {"pooling": poolings, "similarity": sims}}],
+                     "layers": layers.replace(",", " ").split()}
+    else:
+        example = ("name: minilm-layers\nmodels: [default]\ndatasets: [demo]\nprobes:\n  - name: retrieval\n"
+                   "    options: {pooling: [cls, mean]}\nlayers: [2, 4, 6]\nk: 10\n")
+        text = st.text_area("Grid (YAML)", example, height=220, key="gr_yaml",
+                            help=f"Fields: {', '.join(grid.spec.FIELDS)}. Probes: {', '.join(PROBES)}.")
+        spec_dict = None
+        with ui.guard("The grid"):
+            spec_dict = yaml.safe_load(text)
+    spec = None
+    if spec_dict is not None:
+        with ui.guard("The grid"):
+            spec = grid.GridSpec.from_dict(spec_dict)
+    c1, c2, c3 = st.columns([2, 1, 2])
+    backend = c1.radio("Backend", ["local", "ray"], horizontal=True, key="gr_backend",
+                       captions=["this process, one cell at a time",
+                                 "Ray workers" if has_ray else "not installed: pip install -r requirements-ray.txt"])
+    workers = c2.number_input("Workers", 1, 64, 2, key="gr_workers", disabled=backend != "ray")
+    address = c3.text_input("Ray address", "", key="gr_address", disabled=backend != "ray",
+                            placeholder="empty: a local Ray on this machine (or RAY_ADDRESS)")
+    if spec is not None:
+        st.caption(f"{len(spec.cells())} cells · grid id {grid.grid_id_of(spec)}")
+    go = st.button("Run grid", type="primary", icon=":material/play_arrow:", key="gr_run",
+                   disabled=running or spec is None or (backend == "ray" and not has_ray))
+    if go:
+        with ui.guard("Starting the grid"):
+            options = {"address": address or None, "workers": int(workers)} if backend == "ray" else {}
+            st.session_state.gr_job = grid.start_grid(spec, backend=backend, **options)
+            st.session_state.gr_sel = grid.grid_id_of(spec)
+            st.rerun()
+
+ui.job_panel("gr_job", stop_key="gr_cancel")
+if job is not None and job.finished and job.status != "done":
+    (st.warning if job.status == "cancelled" else st.error)(job.error or job.status)
+
+listed = None
+with ui.guard("Stored grids"):
+    listed = grid.list_grids()
+if listed is None or listed.empty:
+    st.info("No grids yet: declare one above and press Run grid.")
+    st.stop()
+names = {r.grid_id: f"{r.name} · {r.n_done}/{r.n_cells} cells [{r.grid_id}]" for r in listed.itertuples()}
+if st.session_state.get("gr_sel") not in names:
+    st.session_state.gr_sel = listed.grid_id[0]
+sel = st.selectbox("Grid", list(names), key="gr_sel", format_func=names.get)
+cells = grid.cells_frame(sel)
+counts = cells.status.value_counts().to_dict()
+st.markdown(" · ".join(f"**{counts.get(s, 0)}** {s}" for s in ("done", "failed", "pending")))
+shown = cells.drop(columns=["settings", "cell_key", "position"]).copy()
+for c in ("macro acc@1", "macro acc@10"):
+    shown[c] = shown[c] * 100
+st.dataframe(shown, hide_index=True, key="gr_cells",
+             column_config={"macro acc@1": st.column_config.NumberColumn(format="%.2f %%"),
+                            "macro acc@10": st.column_config.NumberColumn(format="%.2f %%"),
+                            "seconds": st.column_config.NumberColumn(format="%.1f")})
+done = shown.dropna(subset=["macro acc@10"])
+if not done.empty:
+    fig = px.bar(done, x="macro acc@10", y="label", orientation="h", labels={"label": "", "macro acc@10":
+                 "macro acc@10 (%)"})
+    fig.update_layout(height=max(240, 30 * len(done)), margin=dict(l=0, r=0, t=10, b=0),
+                      xaxis=dict(rangemode="tozero"))
+    st.plotly_chart(fig, key="gr_chart")
+    st.caption("Each cell is a stored benchmark run: open it on the Benchmark or Compare page.")
