@@ -182,9 +182,9 @@ def test_rewire_then_sweep_the_checkpoints(page, app_url):
     page.get_by_role("button", name="Start training").click()
     stop = page.locator(".st-key-rw_stop")  # the job panel's Stop button: there while training runs
     stop.wait_for()
-    page.locator(".st-key-rw_live .js-plotly-plot").wait_for()  # the live loss curve
+    page.locator(".st-key-rw_live .js-plotly-plot").first.wait_for()  # the live loss curve (reruns may draw it twice)
     stop.wait_for(state="detached")
-    page.locator(".st-key-rw_curve .js-plotly-plot").wait_for()  # the finished run's curve and checkpoints
+    page.locator(".st-key-rw_curve .js-plotly-plot").first.wait_for()  # the finished run's curve and checkpoints
     sweep = page.get_by_role("button", name="Sweep these checkpoints")
     assert sweep.is_enabled()  # checkpoints at steps 3 and 6
     _no_exception(page)
