@@ -11,6 +11,7 @@ import runpy
 import threading
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -271,3 +272,32 @@ def sidebar() -> None:
         if st.session_state.get(DATASET_KEY) == UPLOAD:
             st.file_uploader("Triples file", type=["csv", "jsonl", "json"], key=UPLOAD_KEY,
                              help="Columns subject, relation, object and optionally template ([X] … [Y]).")
+
+
+# ---------------------------------------------------------------- downloads
+_DOWNLOADS: OrderedDict[tuple, bytes] = OrderedDict()
+_DOWNLOADS_MAX_BYTES = 256 * 2**20
+_DOWNLOADS_LOCK = threading.Lock()
+
+
+def download(label: str, make: Callable[[], bytes], *, memo: tuple, file_name: str, key: str,
+             mime: str | None = None, help: str | None = None) -> None:  # noqa: A002 - streamlit's name
+    """A download button whose bytes exist when it is drawn, so every click gets its file.
+
+    Streamlit's deferred downloads (a callable as ``data``) are dropped by the next rerun, and pages with a
+    job panel rerun every second: clicks then fetched nothing ("Deferred file … not found"). Here the
+    bytes are made once per ``memo`` (e.g. ``("run", run_id, "csv")``; finished runs never change) and kept
+    in a small byte-bounded memo; the click does not rerun the page.
+    """
+    with _DOWNLOADS_LOCK:
+        data = _DOWNLOADS.get(memo)
+        if data is not None:
+            _DOWNLOADS.move_to_end(memo)
+    if data is None:
+        data = make()
+        with _DOWNLOADS_LOCK:
+            _DOWNLOADS[memo] = data
+            while len(_DOWNLOADS) > 1 and sum(len(v) for v in _DOWNLOADS.values()) > _DOWNLOADS_MAX_BYTES:
+                _DOWNLOADS.popitem(last=False)
+    st.download_button(label, data, file_name=file_name, mime=mime, key=key, help=help, on_click="ignore",
+                       icon=":material/download:")
