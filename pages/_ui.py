@@ -6,7 +6,9 @@ Pages stay thin by calling these; all real work happens in ``probekit`` (which n
 from __future__ import annotations
 
 import hashlib
+import html
 import logging
+import re
 import runpy
 import threading
 import traceback
@@ -301,3 +303,19 @@ def download(label: str, make: Callable[[], bytes], *, memo: tuple, file_name: s
                 _DOWNLOADS.popitem(last=False)
     st.download_button(label, data, file_name=file_name, mime=mime, key=key, help=help, on_click="ignore",
                        icon=":material/download:")
+
+
+# ---------------------------------------------------------------- data shown as text, never as markup
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md(text) -> str:
+    """``text`` (an entity, a session name, anything from data) escaped for ``st.markdown``/captions, so
+    ``![x](http://…)`` shows as written instead of fetching an image, and ``<a href>`` stays text.
+    """
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("/", "\\/")
+
+
+def chart_text(text) -> str:
+    """``text`` for plotly labels and hovers: plotly renders a subset of HTML, so tags are escaped."""
+    return html.escape(str(text), quote=False)
