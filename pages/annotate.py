@@ -44,8 +44,6 @@ export default function (component) {
   return () => document.removeEventListener("keydown", onKey, true);
 }
 """
-KEY_ACTIONS = {**{str(s): ("key", None, s) for s in range(1, 6)}, "s": ("key_skip",), "u": ("undo",),
-               "enter": ("next",)}
 
 
 @st.cache_resource
@@ -119,44 +117,23 @@ class Desk:
 DESK: Desk = st.session_state.setdefault("an_desk", Desk())
 
 
-def act(kind: str, item: str | None = None, score: int | None = None) -> None:
-    """One write (or a move), then a fresh timer for the next answer; serialised per browser session."""
+def act(key: str | None = None, action: ann.Action | None = None) -> None:
+    """One key press (``key``) or click (``action``), then a fresh timer for the next answer; serialised per
+    browser session. Which key does what is :func:`probekit.annotations.key_action`'s to decide."""
     with DESK.lock:
-        _act(kind, item, score)
-
-
-def _act(kind: str, item: str | None, score: int | None) -> None:
-    elapsed = int(1000 * (time.time() - DESK.t0))
-    try:
-        if kind in ("key", "key_skip"):  # keyboard: the marked answer *now*, so fast typing never hits a stale one
-            qi = DESK.query.get(QKEY)
-            todo = [] if qi is None else [a for a in ann.query_view(sid, who, qi)["answers"] if a["status"] is None]
-            if not todo:
-                DESK.flash = "Every answer of this query is done: Enter moves on, a click changes one."
-                return
-            kind, item = ("rate" if kind == "key" else "skip"), todo[0]["item_id"]
-        if kind == "rate":
-            ann.rate(sid, item, who, score, elapsed_ms=elapsed)
-        elif kind == "skip":
-            ann.skip(sid, item, who, elapsed_ms=elapsed)
-        elif kind == "undo":
-            undone = ann.undo(sid, who)
-            if undone is None:
-                DESK.flash = "Nothing to undo."
+        elapsed = int(1000 * (time.time() - DESK.t0))
+        qi = DESK.query.get(QKEY)
+        try:
+            if key is not None:
+                DESK.query[QKEY], DESK.flash = ann.press(sid, who, key, query_index=qi, elapsed_ms=elapsed)
             else:
-                DESK.query[QKEY] = undone["query_index"]
-        elif kind == "next":
-            qi = DESK.query.get(QKEY)
-            if qi is not None and not ann.query_view(sid, who, qi)["complete"]:
-                DESK.flash = "Rate or skip every answer of this query first (S skips one)."
-            else:
-                DESK.query[QKEY] = ann.next_query(sid, who)
-    except ProbekitError as e:
-        DESK.flash = str(e)
-    except Exception as e:  # noqa: BLE001 - never a traceback in the page
-        log.error("annotation action failed\n%s", traceback.format_exc())
-        DESK.flash = f"That did not work ({type(e).__name__}); the server log has details."
-    DESK.t0 = time.time()
+                DESK.query[QKEY], DESK.flash = ann.perform(sid, who, action, query_index=qi, elapsed_ms=elapsed)
+        except ProbekitError as e:
+            DESK.flash = str(e)
+        except Exception as e:  # noqa: BLE001 - never a traceback in the page
+            log.error("annotation action failed\n%s", traceback.format_exc())
+            DESK.flash = f"That did not work ({type(e).__name__}); the server log has details."
+        DESK.t0 = time.time()
 
 
 main, side = st.columns([3, 1], gap="large")
@@ -165,7 +142,7 @@ with side:
         st.markdown("**Rubric**")
         st.markdown("\n".join(f"- **{s}** {text}" for s, text in ann.RUBRIC.items()))
         st.caption(ann.GUIDELINES)
-        st.caption("Keys: **1–5** rate the marked answer · **S** skip · **U** undo · **Enter** next query")
+        st.caption(ann.KEY_HELP)
     st.caption(f"Annotating as **{qp['annotator']}**")
     if st.button("Not you? Change name", key="an_switch", type="tertiary"):
         del qp["annotator"]
@@ -177,9 +154,9 @@ with main:
                              default={"presses": None}, on_presses_change=lambda: None, height=0)
     with DESK.lock:  # every press once, in the order typed, even when two runs overlap
         for seq, key in ((pressed.get("presses") or {}).get("queue") or []):
-            if seq > DESK.seq and key in KEY_ACTIONS:
+            if seq > DESK.seq:
                 DESK.seq = seq
-                act(*KEY_ACTIONS[key])
+                act(key)
         if QKEY not in DESK.query:
             with ui.guard("Finding your next query"):
                 DESK.query[QKEY] = ann.next_query(sid, who)
@@ -194,7 +171,7 @@ with main:
     qi = DESK.query.get(QKEY)
     if qi is None:
         st.success("All done, thank you! Your ratings are saved; U undoes the last one.")
-        st.button("Undo · U", key="an_undo", on_click=act, args=KEY_ACTIONS["u"])
+        st.button("Undo · U", key="an_undo", on_click=act, args=("u",))
         st.stop()
     view = ann.query_view(sid, who, qi)
     st.subheader(view["query"].replace("[MASK]", r"\_\_\_\_\_"), anchor=False)
@@ -209,14 +186,16 @@ with main:
         row.markdown(f"{mark} &nbsp; **{a['answer']}**{info}", width="stretch")
         for s in range(1, 6):
             row.button(str(s), key=f"an_b_{a['position']}_{s}", help=ann.RUBRIC[s], on_click=act,
-                       args=("rate", a["item_id"], s), type="primary" if a["score"] == s else "secondary")
-        row.button("skip", key=f"an_s_{a['position']}", on_click=act, args=("skip", a["item_id"]),
+                       kwargs={"action": ann.Action("rate", a["item_id"], s)},
+                       type="primary" if a["score"] == s else "secondary")
+        row.button("skip", key=f"an_s_{a['position']}", on_click=act,
+                   kwargs={"action": ann.Action("skip", a["item_id"])},
                    type="primary" if a["status"] == "skip" else "tertiary")
     if view["complete"]:
         st.success("Every answer of this query is done: Enter (or Next query) moves on.")
     keys = st.container(horizontal=True, key="an_keys")
     for s in range(5, 0, -1):
-        keys.button(f"{s} · {SHORT[s]}", key=f"an_k{s}", on_click=act, args=KEY_ACTIONS[str(s)])
-    keys.button("Skip · S", key="an_skip", on_click=act, args=KEY_ACTIONS["s"])
-    keys.button("Undo · U", key="an_undo", on_click=act, args=KEY_ACTIONS["u"])
-    keys.button("Next query · Enter", key="an_next", type="primary", on_click=act, args=KEY_ACTIONS["enter"])
+        keys.button(f"{s} · {SHORT[s]}", key=f"an_k{s}", on_click=act, args=(str(s),))
+    keys.button("Skip · S", key="an_skip", on_click=act, args=("s",))
+    keys.button("Undo · U", key="an_undo", on_click=act, args=("u",))
+    keys.button("Next query · Enter", key="an_next", type="primary", on_click=act, args=("enter",))

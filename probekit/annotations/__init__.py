@@ -9,9 +9,23 @@ agreement and expert-adjusted accuracy.
 
 from __future__ import annotations
 
-from .access import MAX_NAME, annotator_key, annotators, join
-from .rating import my_ratings, next_query, progress, query_view, rate, skip, undo
-from .sessions import (
+from .access import MAX_NAME, annotator_key, annotators, join  # noqa: F401
+from .rating import (  # noqa: F401
+    KEY_HELP,
+    Action,
+    key_action,
+    key_name,
+    my_ratings,
+    next_query,
+    perform,
+    press,
+    progress,
+    query_view,
+    rate,
+    skip,
+    undo,
+)
+from .sessions import (  # noqa: F401
     COMPONENT,
     GUIDELINES,
     RUBRIC,
@@ -22,7 +36,7 @@ from .sessions import (
     list_sessions,
     sample,
 )
-from .stats import (
+from .stats import (  # noqa: F401
     EXPORT_FORMATS,
     EXPORT_TABLES,
     events_frame,
@@ -35,10 +49,3 @@ from .stats import (
     stats,
     stats_json,
 )
-
-__all__ = [
-    "COMPONENT", "EXPORT_FORMATS", "EXPORT_TABLES", "GUIDELINES", "MAX_NAME", "RUBRIC", "annotator_key", "annotators",
-    "events_frame", "export", "export_frame", "frame_bytes", "from_probe", "from_rankings", "from_run",
-    "get_session", "items_frame", "join", "list_sessions", "my_ratings", "next_query", "overview", "progress",
-    "query_view", "rate", "ratings_frame", "sample", "skip", "stats", "stats_json", "undo",
-]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
@@ -290,3 +291,86 @@ def my_ratings(session_id: str, annotator: str) -> pd.DataFrame:
                              "WHERE session_id = ? AND annotator = ? ORDER BY event_id", [sid, key])
 
 
+
+
+# ---------------------------------------------------------------- the keyboard rules
+KEY_HELP = "Keys: **1–5** rate the marked answer · **S** skip · **U** undo · **Enter** next query"
+_KEY_NAMES = {**{str(s): str(s) for s in range(1, 6)}, "s": "s", "u": "u", "enter": "enter", "return": "enter"}
+DONE_MESSAGE = "Every answer of this query is done: Enter moves on, a click changes one."
+UNFINISHED_MESSAGE = "Rate or skip every answer of this query first (S skips one)."
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing an annotator asked for: ``rate`` (``item_id``, ``score``), ``skip`` (``item_id``), ``undo``,
+    ``next`` (move to the next query), or ``none`` (nothing to do; ``message`` says why)."""
+
+    kind: str
+    item_id: str | None = None
+    score: int | None = None
+    message: str | None = None
+
+
+def key_name(key) -> str | None:
+    """The rating key a browser key name stands for (``"S"`` → ``"s"``, ``"Enter"`` → ``"enter"``), else None.
+
+    >>> key_name("S"), key_name("Enter"), key_name("5"), key_name("x"), key_name(None)
+    ('s', 'enter', '5', None, None)
+    """
+    return _KEY_NAMES.get(key.lower()) if isinstance(key, str) else None
+
+
+def key_action(key, view: dict | None) -> Action | None:
+    """What a key press means on the query shown now (pure: decides, writes nothing).
+
+    ``view`` is :func:`query_view`'s dict, or None when the annotator has no query left. The *marked* answer is
+    the first one in display order not yet rated or skipped, so keys typed faster than the page redraws rate
+    successive answers, never one answer twice. Rules: **1–5** rate the marked answer and **S** skips it (when
+    every answer is done they do nothing and say so); **U** undoes the last rating or skip; **Enter** moves on
+    only once every answer of the query is rated or skipped. Other keys: None (ignored).
+    """
+    key = key_name(key)
+    if key is None:
+        return None
+    if key == "u":
+        return Action("undo")
+    if key == "enter":
+        if view is not None and not view["complete"]:
+            return Action("none", message=UNFINISHED_MESSAGE)
+        return Action("next")
+    marked = next((a for a in (view or {}).get("answers", []) if a["status"] is None), None)
+    if marked is None:
+        return Action("none", message=DONE_MESSAGE)
+    if key == "s":
+        return Action("skip", marked["item_id"])
+    return Action("rate", marked["item_id"], int(key))
+
+
+def perform(session_id: str, annotator: str, action: Action, *, query_index: int | None,
+            elapsed_ms: float | None = None) -> tuple[int | None, str | None]:
+    """Carry out ``action`` for the annotator who is on ``query_index``; returns (the query to show next,
+    a message or None). An undo shows the query of the rating it took back."""
+    if action.kind == "rate":
+        rate(session_id, action.item_id, annotator, action.score, elapsed_ms=elapsed_ms)
+    elif action.kind == "skip":
+        skip(session_id, action.item_id, annotator, elapsed_ms=elapsed_ms)
+    elif action.kind == "undo":
+        undone = undo(session_id, annotator)
+        if undone is None:
+            return query_index, "Nothing to undo."
+        return undone["query_index"], None
+    elif action.kind == "next":
+        return next_query(session_id, annotator), None
+    elif action.kind != "none":
+        raise ProbekitError(f"unknown action {action.kind!r}")
+    return query_index, action.message
+
+
+def press(session_id: str, annotator: str, key: str, *, query_index: int | None,
+          elapsed_ms: float | None = None) -> tuple[int | None, str | None]:
+    """A key press on ``query_index`` (:func:`key_action` on the query as it is *now*, then :func:`perform`)."""
+    view = None if query_index is None else query_view(session_id, annotator, query_index)
+    action = key_action(key, view)
+    if action is None:
+        return query_index, None
+    return perform(session_id, annotator, action, query_index=query_index, elapsed_ms=elapsed_ms)
