@@ -102,19 +102,28 @@ st.subheader("Expert score × gold hit (MedLAMA Table 5)")
 whose = st.selectbox("Ratings of", ["consensus", *result["table5_by_annotator"]], key="rs_whose")
 st.dataframe(result["table5"] if whose == "consensus" else result["table5_by_annotator"][whose], hide_index=True,
              key="rs_table5")
+st.caption(agreement.MEDLAMA_NOTE)
 s = result["shares"]
 m1, m2, m3 = st.columns(3)
 m1.metric(f"Rated top-{s['k']} answers", s["rated"], help=f"{s['unrated']} not rated yet")
-m2.metric("Gold hits (UMLS)", f"{100 * s['gold_share']:.1f}%", help=f"{s['gold_hits']} of {s['rated']}")
-m3.metric(f"Rated ≥ {s['threshold']} by experts", f"{100 * s['expert_share']:.1f}%",
-          help=f"{s['expert_hits']} of {s['rated']}")
+m2.metric("Gold hits (share of answers)", f"{100 * s['gold_share']:.1f}%", help=f"{s['gold_hits']} of {s['rated']}")
+m3.metric(f"Rated ≥ {s['threshold']} (share of answers)", f"{100 * s['expert_share']:.1f}%",
+          help=f"{s['expert_hits']} of {s['rated']}: MedLAMA §5.3's expert acc@10")
 
-st.subheader("Query-level accuracy: gold labels vs expert labels")
+st.subheader("acc@k two ways: per query and as a share of answers")
 acc = result["accuracy"]
 pct = [c for c in acc.columns if "acc" in c]
+st.markdown("**Per query**: a query is a hit when one of its top-k answers is gold (gold acc) or rated "
+            f"≥ {threshold} by the experts (expert acc).")
 st.dataframe(acc.assign(**{c: acc[c] * 100 for c in pct}), hide_index=True, key="rs_acc",
              column_config={c: st.column_config.NumberColumn(format="%.1f") for c in pct})
 st.caption("A query counts once all its top-k answers are rated; gold acc is on the same queries.")
+shares = result["answer_shares"]
+spct = [c for c in shares.columns if "share" in c]
+st.markdown(f"**Share of answers** (MedLAMA §5.3's acc@10): of the rated top-k answers, the share that are gold "
+            f"and the share rated ≥ {threshold}.")
+st.dataframe(shares.assign(**{c: shares[c] * 100 for c in spct}), hide_index=True, key="rs_shares",
+             column_config={c: st.column_config.NumberColumn(format="%.1f") for c in spct})
 
 st.subheader("Inter-annotator agreement")
 st.dataframe(result["agreement"], hide_index=True, key="rs_agreement",

@@ -66,8 +66,9 @@ def overview(session_id: str) -> pd.DataFrame:
 
 def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks: Sequence[int] = (1, 10)) -> dict:
     """Everything the Results page shows, as frames: Table 5 (consensus and per annotator), shares of gold
-    vs expert hits, expert-adjusted acc@k next to gold acc@k, agreement overall and per relation, pairwise
-    kappas and the candidate missing facts."""
+    vs expert hits among the answers (``shares``, ``answer_shares``: MedLAMA §5.3's acc@10), expert-adjusted
+    acc@k per query next to gold acc@k (``accuracy``), agreement overall and per relation, pairwise kappas and
+    the candidate missing facts."""
     entry = _load(session_id)
     meta = entry["meta"]
     ratings = ratings_frame(meta["session_id"])
@@ -86,6 +87,7 @@ def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks:
         "session": meta, "n_ratings": int(len(ratings)), "annotators": sorted(ratings["annotator"].unique()),
         "table5": agreement.table5(items, scores, ks=ks), "table5_by_annotator": per_annotator,
         "shares": agreement.shares(items, scores, k=min(kmax, meta["k"]), threshold=threshold),
+        "answer_shares": agreement.answer_shares(items, scores, ks=ks, threshold=threshold),
         "accuracy": agreement.expert_accuracy(queries, items, scores, threshold=threshold, ks=ks),
         "agreement": agreement.agreement(ratings, items),
         "kappa": agreement.pairwise_kappa(ratings),

@@ -18,6 +18,7 @@ from probekit.annotations import (
     stats_json,
 )
 from probekit.errors import ProbekitError
+from probekit.metrics import agreement
 
 
 def _print_stats(result: dict) -> None:
@@ -28,11 +29,12 @@ def _print_stats(result: dict) -> None:
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print("\nExpert score × gold hit (consensus per answer):")
         print(result["table5"].to_string(index=False))
+        print(agreement.MEDLAMA_NOTE)
         s = result["shares"]
-        print(f"\nOf {s['rated']} rated top-{s['k']} answers: {s['gold_hits']} gold hits "
-              f"({100 * s['gold_share']:.1f}%), {s['expert_hits']} rated ≥{s['threshold']} "
-              f"({100 * s['expert_share']:.1f}%)" if s["rated"] else "\nNo ratings yet.")
-        print("\nQuery-level accuracy:")
+        print(f"\nShare of answers (MedLAMA §5.3's acc@10): of {s['rated']} rated top-{s['k']} answers, "
+              f"{s['gold_hits']} gold hits ({100 * s['gold_share']:.1f}%), {s['expert_hits']} rated "
+              f"≥{s['threshold']} ({100 * s['expert_share']:.1f}%)" if s["rated"] else "\nNo ratings yet.")
+        print("\nAccuracy per query (a query is a hit when one of its top-k answers is):")
         print(result["accuracy"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print("\nAgreement:")
         print(result["agreement"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
