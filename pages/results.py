@@ -51,6 +51,10 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
     k = int(c3.number_input("Top-k answers per query", 1, 50, 10, key="rs_k"))
     raters = int(c3.number_input("Annotators per query (0: everyone rates all)", 0, 50, 0, key="rs_raters"))
     blind = c3.toggle("Blind (no gold marks, ranks or scores)", True, key="rs_blind")
+    exclude = c3.toggle("Leave out the query's own subject", True, key="rs_exclude", disabled=source != "Fresh probe",
+                        help=ann.SUBJECT_NOTE)
+    if source == "Fresh probe":
+        c3.caption(ann.SUBJECT_NOTE)
     if st.button("Create session", type="primary", key="rs_create", icon=":material/play_arrow:"):
         with ui.guard("Creating the session"):
             common = dict(name=name, organiser=organiser, relations=chosen, n_queries=n, k=k, seed=seed,
@@ -63,7 +67,7 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
                     sid = ann.from_run(run_id, **common)
             elif ds is not None and (model := ui.current_model()) is not None:
                 bar = ui.progress("Probing the sampled queries")
-                sid = ann.from_probe(model, ds, probe=probe, progress=bar, **common)
+                sid = ann.from_probe(model, ds, probe=probe, exclude_subject=exclude, progress=bar, **common)
                 bar.clear()
             if sid:
                 st.session_state.rs_session = sid
@@ -82,7 +86,9 @@ meta = ann.get_session(sid)
 st.markdown(f"Share with the experts: `{share_link(sid)}`")
 per_query = f"{meta['raters_per_item']} annotators per query" if meta["raters_per_item"] else "everyone rates all"
 st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta['blind'] else 'not blind'} · {per_query}"
-           f" · {meta['source']}: {meta['model'] or '–'} on {meta['dataset'] or '–'} ({meta['probe'] or '–'})")
+           f" · {meta['source']}: {meta['model'] or '–'} on {meta['dataset'] or '–'} ({meta['probe'] or '–'})"
+           + {True: " · the query's own subject left out", False: " · the query's own subject kept",
+              None: ""}[meta["exclude_subject"]])
 st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
 
 c1, c2 = st.columns(2)

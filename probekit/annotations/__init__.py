@@ -29,6 +29,8 @@ from .sessions import (  # noqa: F401
     COMPONENT,
     GUIDELINES,
     RUBRIC,
+    SUBJECT_NOTE,
+    drop_subject,
     from_probe,
     from_rankings,
     from_run,

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..errors import ProbekitError
 from ..store import component_store
-from ..types import Query, Ranking
+from ..types import Query, Ranking, normalize_name
 
 COMPONENT = "annotations"
 MAX_NAME = 60
@@ -47,6 +47,15 @@ GUIDELINES = (
 _MAX_ELAPSED_MS = 24 * 3600 * 1000
 _MAX_GAP_MS = 10 * 60 * 1000
 _RETRIES = 8
+
+
+_SESSION_COLUMNS = ["session_id", "name", "organiser", "created_at", "source", "source_run", "model", "model_revision",
+                    "dataset", "dataset_version", "probe", "probe_options", "vocab", "relations", "n_queries", "k",
+                    "blind", "raters_per_item", "seed", "exclude_subject"]
+SUBJECT_NOTE = ("Sessions from a fresh probe leave out each query's own subject from its answers (as the Probe page "
+                "does): models often rank the subject itself high (\"aspirin may treat aspirin\"), an answer that "
+                "says nothing about the relation and only costs the experts time.")
+"""The one-line note on the organiser's page."""
 
 
 def _store():
@@ -74,9 +83,7 @@ def _load(session_id) -> dict:
         hit = _MEMO.get(key)
     if hit is not None:
         return hit
-    cols = ["session_id", "name", "organiser", "created_at", "source", "source_run", "model", "model_revision",
-            "dataset", "dataset_version", "probe", "probe_options", "vocab", "relations", "n_queries", "k", "blind",
-            "raters_per_item", "seed"]
+    cols = _SESSION_COLUMNS
     rows = store.fetch(f"SELECT {', '.join(cols)} FROM annotation_sessions WHERE session_id = ?", [session_id])
     if not rows:
         raise ProbekitError(f"no annotation session {session_id!r} (see `python -m probekit annotations list`)")
@@ -175,12 +182,14 @@ def from_rankings(rankings: Sequence[Ranking], *, name: str, organiser: str = ""
                   raters_per_item: int | None = None, seed: int = 0, source: str = "rankings",
                   source_run: str | None = None, model: str | None = None, model_revision: str | None = None,
                   dataset: str | None = None, dataset_version: str | None = None, probe: str | None = None,
-                  probe_options: dict | None = None, vocab: str | None = None) -> str:
+                  probe_options: dict | None = None, vocab: str | None = None,
+                  exclude_subject: bool | None = None) -> str:
     """Create a session from any probe's rankings (in the given query order); returns the session id.
 
     The top ``k`` answers of each ranking become items; their display order is shuffled per query with
     ``seed``. ``raters_per_item`` None means every annotator rates every query; a number n hands each query
-    to the first n annotators who reach it. Everything is written in one transaction.
+    to the first n annotators who reach it. ``exclude_subject`` records whether the rankings left out each
+    query's own subject (None: unknown). Everything is written in one transaction.
     """
     name = _check_text(name, "session name")
     organiser = _check_text(organiser, "organiser name", required=False, limit=MAX_NAME)
@@ -210,10 +219,12 @@ def from_rankings(rankings: Sequence[Ranking], *, name: str, organiser: str = ""
     relations = sorted({r.query.relation for r in rankings})
     store = _store()
     with store.transaction() as cur:
-        cur.execute("INSERT INTO annotation_sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        cur.execute(f"INSERT INTO annotation_sessions ({', '.join(_SESSION_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_SESSION_COLUMNS))})",
                     [sid, name, organiser, _now(), source, source_run, model, model_revision, dataset,
                      dataset_version, probe, json.dumps(probe_options or {}, sort_keys=True, default=str), vocab,
-                     json.dumps(relations), len(rankings), k, bool(blind), raters_per_item, seed])
+                     json.dumps(relations), len(rankings), k, bool(blind), raters_per_item, seed,
+                     None if exclude_subject is None else bool(exclude_subject)])
         cur.executemany("INSERT INTO annotation_queries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", qrows)
         cur.executemany("INSERT INTO annotation_items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", irows)
     return sid
@@ -221,8 +232,13 @@ def from_rankings(rankings: Sequence[Ranking], *, name: str, organiser: str = ""
 
 def from_probe(model, dataset, *, name: str, relations: Sequence[str] | None = None, n_queries: int = 15,
                k: int = 10, probe="retrieval", options: dict | None = None, vocab: str = "heads+tails", seed: int = 0,
-               progress=None, **session) -> str:
-    """Probe a seeded sample of ``dataset``'s queries with ``model`` and make a session of the top-k answers."""
+               exclude_subject: bool = True, progress=None, **session) -> str:
+    """Probe a seeded sample of ``dataset``'s queries with ``model`` and make a session of the top-k answers.
+
+    ``exclude_subject`` (default on, stored with the session; see :data:`SUBJECT_NOTE`) leaves each query's
+    own subject out of its answers: through the probe's ``exclude_subject`` option when it has one, else by
+    ranking a few more answers and dropping the subject's names (:func:`drop_subject`).
+    """
     from ..probes import get_probe
 
     probe = get_probe(probe) if isinstance(probe, str) else probe
@@ -236,17 +252,53 @@ def from_probe(model, dataset, *, name: str, relations: Sequence[str] | None = N
     if not queries:
         raise ProbekitError("no queries to annotate in the chosen relations")
     k = _check_int(k, "k", low=1, high=100)
+    exclude_subject = bool(exclude_subject)
+    options = dict(options or {})
+    native = any(o.name == "exclude_subject" for o in probe.options)
+    if native:
+        options["exclude_subject"] = exclude_subject
+    extra = _SUBJECT_MARGIN if exclude_subject and not native else 0
     groups: dict[str | None, list[Query]] = defaultdict(list)
     for q in queries:
         groups[q.relation if vocab == "relation" else None].append(q)
     by_id: dict[str, Ranking] = {}
     for rel, qs in groups.items():
-        for r in probe.rank(model, qs, dataset.candidates(vocab, rel), k=k, progress=progress, **(options or {})):
-            by_id[r.query.id] = r
+        for r in probe.rank(model, qs, dataset.candidates(vocab, rel), k=k + extra, progress=progress, **options):
+            by_id[r.query.id] = drop_subject(r, k) if extra else r
     return from_rankings([by_id[q.id] for q in queries], name=name, k=k, seed=seed, source="probe",
                          model=model.id, model_revision=getattr(model, "revision", None), dataset=dataset.name,
                          dataset_version=dataset.version, probe=probe.name, probe_options=options, vocab=vocab,
-                         **session)
+                         exclude_subject=exclude_subject, **session)
+
+
+_SUBJECT_MARGIN = 3
+"""Answers ranked beyond k when the subject is dropped here: room for the subject and two case variants."""
+
+
+def drop_subject(ranking: Ranking, k: int) -> Ranking:
+    """``ranking`` without the answers named like its query's subject, cut to the top ``k``.
+
+    Gold ranks behind a dropped answer move up by one per dropped answer. The ranking holds only its top
+    answers, so a subject ranked beyond them is not seen: gold ranks within the kept top ``k`` (all that
+    acc@k for k up to the session's k needs) are exact.
+
+    >>> from probekit.types import Query, Ranking
+    >>> q = Query("q", "Aspirin", "may_treat", "[X] may treat [Y].", golds=("pain",))
+    >>> r = drop_subject(Ranking(q, (0, 1, 2), ("aspirin", "pain", "fever"), (0.9, 0.8, 0.7), (2,)), 2)
+    >>> r.names, r.gold_ranks
+    (('pain', 'fever'), (1,))
+    """
+    subject = normalize_name(ranking.query.subject)
+    if not subject:
+        keep, dropped = list(range(len(ranking.names)))[:k], []
+    else:
+        dropped = [i + 1 for i, n in enumerate(ranking.names) if normalize_name(n) == subject]
+        keep = [i for i, n in enumerate(ranking.names) if normalize_name(n) != subject][:k]
+    gold_ranks = tuple(None if g is None or g in dropped else g - sum(d < g for d in dropped)
+                       for g in ranking.gold_ranks)
+    return Ranking(ranking.query, tuple(ranking.ids[i] for i in keep), tuple(ranking.names[i] for i in keep),
+                   tuple(ranking.scores[i] for i in keep), gold_ranks,
+                   n_candidates=max(0, ranking.n_candidates - len(dropped)) if ranking.n_candidates else 0)
 
 
 def from_run(run_id: str, *, name: str, relations: Sequence[str] | None = None, n_queries: int = 15, k: int = 10,
@@ -266,10 +318,11 @@ def from_run(run_id: str, *, name: str, relations: Sequence[str] | None = None, 
         raise ProbekitError(f"run {meta['run_id']} has no relation {unknown[0]!r}; available: {', '.join(have)}")
     pool = [r for r in rankings if not relations or r.query.relation in relations]
     picked = sample(pool, n=n_queries, seed=seed, relation=lambda r: r.query.relation)
+    options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
     return from_rankings(picked, name=name, k=k, seed=seed, source="run", source_run=meta["run_id"],
                          model=meta.get("model"), model_revision=meta.get("model_revision"),
                          dataset=meta.get("dataset"), dataset_version=meta.get("dataset_version"),
-                         probe=meta.get("probe"), probe_options=meta.get("options"), vocab=meta.get("vocab"),
-                         **session)
+                         probe=meta.get("probe"), probe_options=options, vocab=meta.get("vocab"),
+                         exclude_subject=options.get("exclude_subject"), **session)
 
 

@@ -93,7 +93,7 @@ def _cmd_create(args) -> int:
         ds = load_dataset_from_args(args)
         model = models.load(args.model, device=args.device)
         sid = from_probe(model, ds, probe=probe, options=probe_options(args, probe), vocab=args.vocab,
-                         progress=_progress_printer(args.quiet), **common)
+                         exclude_subject=not args.keep_subject, progress=_progress_printer(args.quiet), **common)
     meta = get_session(sid)
     print(f"created session {sid}: {meta['n_queries']} queries × top-{meta['k']} "
           f"(share: the app's Annotate page with ?session={sid})")
@@ -119,6 +119,8 @@ def register(sub) -> None:
     g.add_argument("--k", type=int, default=10, help="top-k answers per query")
     g.add_argument("--raters", type=int, default=0, help="annotators per query (0: every annotator rates all)")
     g.add_argument("--not-blind", action="store_true", help="show gold marks, ranks and scores to annotators")
+    g.add_argument("--keep-subject", action="store_true",
+                   help="keep each query's own subject among its answers (left out by default when probing)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--quiet", action="store_true")
     add_model_args(g)

@@ -103,6 +103,10 @@ MIGRATIONS["annotations"] = [
                               WHERE u.kind = 'undo' AND u.supersedes = e.event_id)
         ) WHERE rn = 1
     """,
+    # 2: whether a session's answers leave out the query's own subject (None: not recorded, e.g. older sessions)
+    """
+    ALTER TABLE annotation_sessions ADD COLUMN exclude_subject BOOLEAN
+    """,
 ]
 
 # context variance (UCM) dataset runs: one row per step
