@@ -2,14 +2,28 @@
 agreement and expert-adjusted accuracy.
 
 - :mod:`.sessions`: create a session (from rankings, a fresh probe, a stored run), sample, list;
-- :mod:`.access`: annotators and their access;
+- :mod:`.access`: annotators, their personal links (tokens), the organiser token;
 - :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress, the keyboard rules);
 - :mod:`.stats`: the organiser's side (frames, statistics, exports).
 """
 
 from __future__ import annotations
 
-from .access import MAX_NAME, annotator_key, annotators, join  # noqa: F401
+from .access import (  # noqa: F401
+    INVALID_LINK,
+    MAX_NAME,
+    Expert,
+    annotator_key,
+    annotators,
+    check_organiser_token,
+    expert_link,
+    experts,
+    issue_token,
+    join,
+    organiser_token_required,
+    revoke_tokens,
+    verify_token,
+)
 from .rating import (  # noqa: F401
     KEY_HELP,
     Action,

@@ -18,6 +18,9 @@ from .sessions import _load, _store, get_session
 
 EXPORT_FORMATS = ("csv", "parquet", "jsonl")
 EXPORT_TABLES = ("ratings", "events", "items")
+# annotators by the name they typed (events store the case-insensitive key)
+_NAMES = ("LEFT JOIN annotation_annotators a ON a.session_id = c.session_id AND a.annotator = c.annotator")
+_NAME = "coalesce(a.display_name, c.annotator)"
 
 
 # ---------------------------------------------------------------- the organiser's side
@@ -34,12 +37,14 @@ def items_frame(session_id: str) -> pd.DataFrame:
 
 
 def ratings_frame(session_id: str, *, include_skips: bool = False) -> pd.DataFrame:
-    """Current ratings (one row per answer and annotator) joined with the answers (organiser view)."""
+    """Current ratings (one row per answer and annotator, names as typed) joined with the answers (organiser
+    view)."""
     entry = _load(session_id)
     sid = entry["meta"]["session_id"]
     kinds = "('rate', 'skip')" if include_skips else "('rate')"
-    cur = _store().fetch_df(f"SELECT event_id, item_id, annotator, kind, score, elapsed_ms, created_at AS rated_at "
-                            f"FROM annotation_current WHERE session_id = ? AND kind IN {kinds}", [sid])
+    cur = _store().fetch_df(f"SELECT c.event_id, c.item_id, {_NAME} AS annotator, c.kind, c.score, c.elapsed_ms, "
+                            f"c.created_at AS rated_at FROM annotation_current c {_NAMES} "
+                            f"WHERE c.session_id = ? AND c.kind IN {kinds}", [sid])
     out = items_frame(sid).merge(cur, on="item_id", how="inner")
     out["score"] = out["score"].astype("Int64")
     return out.sort_values(["query_index", "rank", "annotator"]).reset_index(drop=True)
@@ -48,8 +53,9 @@ def ratings_frame(session_id: str, *, include_skips: bool = False) -> pd.DataFra
 def events_frame(session_id: str) -> pd.DataFrame:
     """The full append-only event log of the session (rate, skip, undo), oldest first."""
     sid = _load(session_id)["meta"]["session_id"]
-    return _store().fetch_df("SELECT event_id, session_id, item_id, annotator, kind, score, supersedes, elapsed_ms, "
-                             "created_at FROM annotation_events WHERE session_id = ? ORDER BY event_id", [sid])
+    return _store().fetch_df(f"SELECT c.event_id, c.session_id, c.item_id, {_NAME} AS annotator, c.kind, c.score, "
+                             f"c.supersedes, c.elapsed_ms, c.created_at FROM annotation_events c {_NAMES} "
+                             "WHERE c.session_id = ? ORDER BY c.event_id", [sid])
 
 
 def overview(session_id: str) -> pd.DataFrame:
