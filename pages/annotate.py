@@ -1,8 +1,10 @@
 """Annotate (expert): rate each answer of a session 1–5 with the MedLAMA rubric, blind, by keyboard or clicks.
 
-The session and the expert's name live in the URL (``?session=…&annotator=…``), so a reload or a later visit
-resumes exactly where the expert stopped. Keys: 1–5 rate the marked answer, S skips it, U undoes the last
-rating, Enter goes to the next query. Only the expert's own ratings are ever shown.
+An expert comes in through their personal link (``?session=…&token=…``), which app.py checks and which opens
+this page alone; a reload or a later visit resumes exactly where the expert stopped. Keys (the rules are
+:func:`probekit.annotations.key_action`): 1–5 rate the marked answer, S skips it, U undoes the last rating,
+Enter goes to the next query. Only the expert's own ratings are ever shown. Without a link (the organiser's
+side) the page lets the organiser start annotating under a new name.
 
 Keys are read by a small ``st.components.v2`` listener that numbers every key press and sends the queue of
 unprocessed presses as component *state*: st.button's ``shortcut`` triggers lost presses typed faster than a
@@ -54,47 +56,73 @@ SHORT = {5: "perfect", 4: "similar", 3: "related", 2: "same domain", 1: "unrelat
 ui.title("Annotate")
 qp = st.query_params
 
-# ---- which session, and who (both kept in the URL)
-sid = qp.get("session")
-if not sid:
-    sessions = None
-    with ui.guard("Listing sessions"):
-        sessions = ann.list_sessions()
-    if sessions is None or sessions.empty:
-        st.info("No annotation session yet: the organiser creates one on the Results page and shares its link.")
+KEEP: dict = st.session_state.setdefault("an_keep", {})  # mutated in place (see Desk): session and name typed
+
+
+def organiser_start() -> None:
+    """The organiser's side of this page (no expert link): choose a session and start annotating under a NEW
+    name, which issues a personal link and opens it (this tab becomes the annotation-only app). The session
+    and the name typed are kept when the organiser leaves the page and comes back."""
+    if qp.get("annotator"):
+        st.warning("Links with a name no longer open a session: each expert has a personal link, created on the "
+                   "Annotation results page.", icon=":material/link_off:")
+    sid = qp.get("session") or KEEP.get("session")
+    if not sid:
+        sessions = None
+        with ui.guard("Listing sessions"):
+            sessions = ann.list_sessions()
+        if sessions is None or sessions.empty:
+            st.info("No annotation session yet: create one on the Annotation results page, then send each expert "
+                    "their personal link.")
+            st.stop()
+        names = dict(zip(sessions.session_id, sessions.name))
+        pick = st.selectbox("Session", list(names), index=None, key="an_pick", placeholder="Choose a session…",
+                            format_func=lambda s: f"{names[s]} [{s}]")
+        if pick:
+            KEEP["session"] = qp["session"] = pick
+            st.rerun()
         st.stop()
-    names = dict(zip(sessions.session_id, sessions.name))
-    pick = st.selectbox("Session", list(names), index=None, key="an_pick", placeholder="Choose a session…",
-                        format_func=lambda s: f"{names[s]} [{s}]")
-    if pick:
-        qp["session"] = pick
+    meta = None
+    with ui.guard("Opening the session"):
+        meta = ann.get_session(sid)
+    if meta is None:
+        if st.button("Choose another session", key="an_other"):
+            KEEP.pop("session", None)
+            qp.pop("session", None)
+            st.rerun()
+        st.stop()
+    KEEP["session"] = qp["session"] = sid
+    st.caption(f"Session **{meta['name']}** · {meta['n_queries']} queries × top-{meta['k']} answers"
+               + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
+    st.caption("Experts annotate through the personal link the organiser sends them (Annotation results → "
+               "Experts). To annotate yourself, start under a new name: this tab then opens your own link.")
+    typed = st.text_input("Your name", KEEP.get("name", ""), key="an_name", max_chars=ann.MAX_NAME,
+                          help="Shown as typed in the results; it must not be an expert's name already.")
+    KEEP["name"] = typed
+    if st.button("Start annotating", type="primary", key="an_start"):
+        with ui.guard("Starting"):
+            token = ann.issue_token(sid, typed, new_only=True)
+            qp.from_dict({"session": sid, "token": token})
+            st.rerun()
+    if st.button("Choose another session", key="an_other", type="tertiary"):
+        KEEP.pop("session", None)
+        qp.pop("session", None)
         st.rerun()
     st.stop()
+
+
+# ---- who: an expert link's token only (app.py checked it); the organiser's side starts one
+expert = ui.expert()
+if expert is None:
+    organiser_start()
+sid, who, name = expert.session_id, expert.annotator, expert.name
 meta = None
 with ui.guard("Opening the session"):
     meta = ann.get_session(sid)
 if meta is None:
-    if st.button("Choose another session", key="an_other"):
-        del qp["session"]
-        st.rerun()
     st.stop()
 st.caption(f"Session **{meta['name']}** · {meta['n_queries']} queries × top-{meta['k']} answers"
            + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
-
-if not qp.get("annotator"):
-    typed = st.text_input("Your name", key="an_name", max_chars=ann.MAX_NAME,
-                          help="Used to keep your ratings apart and to resume later; it is kept in the page URL.")
-    if st.button("Start annotating", type="primary", key="an_start"):
-        with ui.guard("Joining"):
-            ann.join(sid, typed)
-            qp["annotator"] = " ".join(typed.split())
-            st.rerun()
-    st.stop()
-who = None
-with ui.guard("Joining"):
-    who = ann.join(sid, qp["annotator"])
-if who is None:
-    st.stop()
 QKEY = (sid, who)
 
 
@@ -143,11 +171,7 @@ with side:
         st.markdown("\n".join(f"- **{s}** {text}" for s, text in ann.RUBRIC.items()))
         st.caption(ann.GUIDELINES)
         st.caption(ann.KEY_HELP)
-    st.caption(f"Annotating as **{qp['annotator']}**")
-    if st.button("Not you? Change name", key="an_switch", type="tertiary"):
-        del qp["annotator"]
-        DESK.query.pop(QKEY, None)
-        st.rerun()
+    st.caption(f"Annotating as **{name}** · bookmark this page to come back later")
 
 with main:
     pressed = key_listener()(key="an_keys_js", data={"ack": DESK.seq},

@@ -20,9 +20,46 @@ if sessions is None:
     st.stop()
 
 
-def share_link(sid: str) -> str:
-    base = re.sub(r"/results/?$", "", (st.context.url or "http://localhost:8501").rstrip("/"))
-    return f"{base}/annotate?session={sid}"
+def app_base() -> str:
+    """The app's address as the organiser's browser sees it (what the experts' links start with)."""
+    return re.sub(r"/results/?$", "", (st.context.url or "http://localhost:8501").rstrip("/"))
+
+
+def experts_panel(sid: str) -> None:
+    """Personal links: one per expert and session (only a hash is stored, so a link is shown once), revocable."""
+    st.subheader("Experts and their links")
+    c1, c2 = st.columns(2, vertical_alignment="bottom")
+    new = c1.text_input("Expert name", key="rs_expert", max_chars=ann.MAX_NAME,
+                        help="As the expert should appear in the results. A name that has a link gets a new one "
+                             "(the old link stops working).")
+    if c2.button("Create link", key="rs_link", icon=":material/link:"):
+        with ui.guard("Creating the link"):
+            token = ann.issue_token(sid, new)
+            LINKS[sid] = (" ".join(new.split()), ann.expert_link(app_base(), sid, token))
+    if sid in LINKS:
+        who, link = LINKS[sid]
+        st.success(f"Personal link for **{who}**: send it to them only. It is shown once (only its hash is "
+                   "stored); create a new one if it is lost.", icon=":material/link:")
+        st.code(link, language=None)
+    team = ann.experts(sid)
+    if team.empty:
+        st.caption("No expert yet: create a link for each expert.")
+        return
+    st.dataframe(team, hide_index=True, key="rs_experts")
+    active = team.loc[team["link active"], "expert"].tolist()
+    c1, c2 = st.columns(2, vertical_alignment="bottom")
+    gone = c1.selectbox("Revoke the link of", active, index=None, key="rs_revoke_who",
+                        placeholder="Expert…" if active else "No active links")
+    if c2.button("Revoke link", key="rs_revoke", icon=":material/link_off:", disabled=not gone):
+        with ui.guard("Revoking"):
+            ann.revoke_tokens(sid, gone)
+            LINKS.pop(sid, None)
+            st.rerun()
+    st.caption("A revoked link stops working at once; the expert's ratings stay. Experts see only the Annotate "
+               "page and their own ratings.")
+
+
+LINKS: dict = st.session_state.setdefault("rs_links", {})  # the link just created, per session (shown once)
 
 
 # ---- a new session
@@ -75,7 +112,7 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
                 st.rerun()
 
 if sessions.empty:
-    st.info("No annotation session yet: create one above, then share its link with the experts.")
+    st.info("No annotation session yet: create one above, then create a personal link for each expert.")
     st.stop()
 names = dict(zip(sessions.session_id, sessions.name + " · " + sessions.created_at.astype(str).str[:16]))
 if st.session_state.get("rs_session") not in names:
@@ -83,13 +120,13 @@ if st.session_state.get("rs_session") not in names:
 sid = st.selectbox("Session", list(names), key="rs_session", format_func=lambda s: f"{names[s]} [{s}]")
 qp["session"] = sid
 meta = ann.get_session(sid)
-st.markdown(f"Share with the experts: `{share_link(sid)}`")
 per_query = f"{meta['raters_per_item']} annotators per query" if meta["raters_per_item"] else "everyone rates all"
 st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta['blind'] else 'not blind'} · {per_query}"
            f" · {meta['source']}: {meta['model'] or '–'} on {meta['dataset'] or '–'} ({meta['probe'] or '–'})"
            + {True: " · the query's own subject left out", False: " · the query's own subject kept",
               None: ""}[meta["exclude_subject"]])
 st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
+experts_panel(sid)
 
 c1, c2 = st.columns(2)
 threshold = c1.segmented_control("Expert hit: score ≥", [5, 4], default=5, key="rs_threshold") or 5
@@ -101,7 +138,7 @@ with ui.guard("Computing the statistics"):
 if result is None:
     st.stop()
 if not result["n_ratings"]:
-    st.info("No ratings yet. Share the link above; results appear here as the experts rate.")
+    st.info("No ratings yet. Send each expert their link; results appear here as the experts rate.")
     st.stop()
 
 st.subheader("Expert score × gold hit (MedLAMA Table 5)")

@@ -1,5 +1,7 @@
-"""AppTest of the Annotate and Annotation results pages: a whole small session with a tiny model: create, share,
-rate by keyboard buttons and clicks, skip, undo, resume in a new browser session, results and exports."""
+"""AppTest of the Annotate and Annotation results pages: a whole small session with a tiny model: create, hand out
+personal links, rate by keyboard buttons and clicks, skip, undo, resume in a new browser session, results and
+exports; and the roles (issue 18): an expert link opens the annotation-only app, a wrong token gets a message and
+no data, nobody acts as another expert, the organiser token guards the organiser pages."""
 
 from __future__ import annotations
 
@@ -24,14 +26,25 @@ def create_session(model_dir, *, blind=True, n=2, k=3) -> str:
     assert errors(at) == []
     sid = at.session_state["rs_session"]
     assert at.query_params["session"] in (sid, [sid])
-    assert any(f"/annotate?session={sid}" in m.value for m in at.markdown)  # the share link
+    assert any("No expert yet" in c.value for c in at.caption)  # the experts panel, ready for links
     return sid
 
 
-def annotate(sid, name=None):
-    at = open_app("annotate", query_params={"session": sid, **({"annotator": name} if name else {})})
+def annotate(sid, token=None):
+    """A new browser session on the Annotate page: the organiser's side, or an expert's personal link."""
+    at = open_app("annotate", query_params={"session": sid, **({"token": token} if token else {})})
     assert errors(at) == []
     return at
+
+
+def link(sid, name):
+    """A personal link's token, as the organiser's Create link hands it out."""
+    return ann.issue_token(sid, name)
+
+
+def qp(at, name):
+    value = at.query_params.get(name)
+    return value[0] if isinstance(value, list) else value
 
 
 def texts(at) -> str:
@@ -51,12 +64,16 @@ def current(at, sid, who="alice"):
 
 def test_whole_session_rate_undo_resume_results(tiny_encoder_dir):
     sid = create_session(tiny_encoder_dir)
-    # the expert opens the shared link and enters a name, which goes into the URL
+    # the organiser starts annotating under a new name: a personal link is issued and opened (its token in the URL)
     at = annotate(sid)
     at.text_input(key="an_name").set_value("Alice").run()
     at.button(key="an_start").click().run()
-    assert errors(at) == [] and at.query_params["annotator"] in ("Alice", ["Alice"])
+    assert errors(at) == [] and "annotator" not in at.query_params
+    token = qp(at, "token")
+    assert ann.verify_token(token, session_id=sid).name == "Alice"
     assert current(at, sid) == 0
+    assert any("Annotating as **Alice**" in c.value for c in at.caption)
+    assert at.sidebar.selectbox.len == 0  # the annotation-only app: no model or dataset pickers
     page = texts(at)
     assert "Perfectly answers the query" in page and "Completely unrelated" in page  # rubric always visible
     assert "gold" not in page.lower().replace("gold (correct)", "") and "rank " not in page  # blind
@@ -82,7 +99,7 @@ def test_whole_session_rate_undo_resume_results(tiny_encoder_dir):
     at.button(key="an_undo").click().run()  # then the skip
     assert at.markdown[2].value.startswith("▶")
     # resume: a new browser session with the same URL lands on the unfinished query, progress intact
-    again = annotate(sid, "Alice")
+    again = annotate(sid, token)
     assert current(again, sid) == 0 and pressed(again, 0) == 5 and pressed(again, 1) == 3
     assert again.get("progress")[0].value == 33  # 2 of 6 answers
     for key in ("an_k1", "an_next", "an_k2", "an_k2", "an_k4", "an_next"):
@@ -90,7 +107,7 @@ def test_whole_session_rate_undo_resume_results(tiny_encoder_dir):
     assert errors(again) == []
     assert any("All done" in s.value for s in again.success)
     # a second expert never sees the first one's ratings
-    bob = annotate(sid, "Bob")
+    bob = annotate(sid, link(sid, "Bob"))
     assert current(bob, sid, "bob") == 0 and all(pressed(bob, i) is None for i in range(3))
     for _ in range(2):
         for pos in range(3):
@@ -109,14 +126,14 @@ def test_whole_session_rate_undo_resume_results(tiny_encoder_dir):
     assert any("expert acc (≥5)" in f.columns for f in frames)
     res.segmented_control(key="rs_threshold").set_value(4).run()
     assert errors(res) == [] and any("expert acc (≥4)" in d.value.columns for d in res.dataframe)
-    res.selectbox(key="rs_whose").set_value("bob").run()
+    res.selectbox(key="rs_whose").set_value("Bob").run()  # names as typed
     assert errors(res) == []
     assert len(res.get("download_button")) == 4  # missing facts + CSV/Parquet/JSONL
 
 
 def test_not_blind_session_shows_gold_and_scores(tiny_encoder_dir):
     sid = create_session(tiny_encoder_dir, blind=False, n=1, k=2)
-    at = annotate(sid, "Carol")
+    at = annotate(sid, link(sid, "Carol"))
     page = texts(at)
     assert "rank 1" in page and "rank 2" in page and "gold:" in page
 
@@ -131,7 +148,7 @@ def test_bad_session_and_name_are_messages(tiny_encoder_dir):
     at.text_input(key="an_name").set_value("<script>").run()
     at.button(key="an_start").click().run()
     assert not at.exception and any("plain name" in e.value for e in at.error)
-    assert "annotator" not in at.query_params
+    assert "token" not in at.query_params
     empty = open_app("annotate")
     assert not empty.exception and [s.key for s in empty.selectbox if s.key == "an_pick"] == ["an_pick"]
 
