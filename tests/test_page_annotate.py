@@ -11,6 +11,7 @@ import pytest
 from apptest_utils import errors, open_app
 
 from probekit import annotations as ann
+from probekit.errors import ProbekitError
 
 
 def create_session(model_dir, *, blind=True, n=2, k=3) -> str:
@@ -151,6 +152,157 @@ def test_bad_session_and_name_are_messages(tiny_encoder_dir):
     assert "token" not in at.query_params
     empty = open_app("annotate")
     assert not empty.exception and [s.key for s in empty.selectbox if s.key == "an_pick"] == ["an_pick"]
+
+
+def rated_by(sid, name, n):
+    """``name`` rates the first ``n`` answers of query 0 with 4 (through the API); returns their key."""
+    who = ann.join(sid, name)
+    for a in ann.query_view(sid, who, 0)["answers"][:n]:
+        ann.rate(sid, a["item_id"], who, 4)
+    return who
+
+
+def organiser_widgets(at) -> list[str]:
+    """Keys of the organiser pages' widgets on screen, and the sidebar's pickers."""
+    keys = [w.key for kind in ("button", "selectbox", "text_input", "number_input", "toggle") for w in at.get(kind)]
+    return [k for k in keys if k and k.startswith(("rs_", "pk_model", "pk_dataset", "pb_", "bm_"))]
+
+
+def test_expert_link_cannot_open_organiser_pages():
+    """Issue 18: the expert's link "opens an annotation-only app (no sidebar pages, no model/dataset pickers)";
+    asking it for the Annotation results page (gold lists, other experts' scores, exports) still gets Annotate."""
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(2, k=2), name="blinded", k=2)
+    rated_by(sid, "Carol", 2)
+    token = link(sid, "Dana")
+    at = open_app(None, query_params={"session": sid, "token": token})  # the app's root: Annotate
+    assert errors(at) == [] and [t.value for t in at.title] == ["Annotate"]
+    assert organiser_widgets(at) == [] and at.sidebar.selectbox.len == 0
+    assert at.get("dataframe") == [] and at.get("download_button") == []
+    assert "Carol" not in texts(at) and any("Annotating as **Dana**" in c.value for c in at.caption)
+    for page in ("results", "probe", "benchmark", "compare"):  # the expert app has no other page to switch to
+        with pytest.raises(ValueError, match=r"Known pages: \['[^']*pages/annotate.py'\]"):
+            at.switch_page(f"pages/{page}.py")
+    at.switch_page("pages/annotate.py").run()
+    assert errors(at) == [] and organiser_widgets(at) == []
+    # the token stays with the browser session when the URL loses it (e.g. the expert edits the address)
+    at = open_app("annotate", query_params={"session": sid, "token": token})
+    at.query_params.clear()
+    at.run()
+    assert errors(at) == [] and any("Annotating as **Dana**" in c.value for c in at.caption)
+    assert qp(at, "token") == token and organiser_widgets(at) == []
+
+
+@pytest.mark.parametrize("bad", ["x" * 32, "short", "revoked", "other session"])
+def test_wrong_token_gets_a_clear_message_and_no_data(bad):
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(2, k=2), name="secret session", k=2)
+    rated_by(sid, "Carol", 2)
+    token = bad
+    if bad == "revoked":
+        token = link(sid, "Eve")
+        ann.revoke_tokens(sid, "Eve")
+    elif bad == "other session":
+        token = link(ann.from_rankings(rankings(1, k=2), name="another", k=2), "Eve")
+    for page in ("annotate", "results"):
+        at = open_app(page, query_params={"session": sid, "token": token})
+        assert not at.exception and [e.value for e in at.error] == [ann.INVALID_LINK]
+        shown = texts(at) + "".join(b.label for b in at.button)
+        assert "secret session" not in shown and "Carol" not in shown and "a0-" not in shown
+        assert at.get("dataframe") == [] and at.button.len == 0 and at.title.len == 0
+    assert ann.ratings_frame(sid).annotator.tolist() == ["Carol", "Carol"]
+
+
+def test_undo_with_another_experts_name_or_token_is_refused():
+    """Issue 18: opening /annotate?session=…&annotator=%20CAROL%20 and pressing U twice removed two of Carol's
+    ratings. Now a name in the URL opens nothing, and Bob's link undoes only Bob's ratings."""
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(2, k=3), name="undo", k=3)
+    rated_by(sid, "Carol", 3)
+    before = ann.ratings_frame(sid)[["item_id", "annotator", "score"]]
+    at = open_app("annotate", query_params={"session": sid, "annotator": " CAROL "})
+    assert errors(at) == [] and any("personal link" in w.value for w in at.warning)
+    assert "an_undo" not in [b.key for b in at.button]  # no way to act: only "Start annotating" under a new name
+    at.text_input(key="an_name").set_value(" CAROL ").run()
+    at.button(key="an_start").click().run()
+    assert any("already an expert" in e.value for e in at.error) and "token" not in at.query_params
+    bob = annotate(sid, link(sid, "Bob"))
+    bob.button(key="an_k2").click().run()
+    for _ in range(2):
+        bob.button(key="an_undo").click().run()
+    assert any("Nothing to undo" in w.value for w in bob.warning)
+    assert ann.ratings_frame(sid)[["item_id", "annotator", "score"]].equals(before)  # Carol's three intact
+    with pytest.raises(ProbekitError, match="only undo your own"):
+        ann.undo(sid, "bob", event_id=int(ann.events_frame(sid).event_id.iloc[0]))
+
+
+def test_organiser_token_guards_the_organiser_pages(monkeypatch):
+    """Issue 18: "organiser pages require an organiser token when PROBEKIT_ORGANISER_TOKEN is set"; expert links
+    keep working, and an expert's token is not an organiser token."""
+    from test_annotations import rankings
+
+    monkeypatch.setenv("PROBEKIT_ORGANISER_TOKEN", "organiser-s3cret")
+    sid = ann.from_rankings(rankings(2, k=2), name="guarded", k=2)
+    rated_by(sid, "Carol", 2)
+    expert_token = link(sid, "Dana")
+    for page in ("results", "annotate", "probe"):
+        at = open_app(page, query_params={"session": sid})
+        assert organiser_widgets(at) == [] and at.get("dataframe") == []
+        assert any("organiser token" in i.value for i in at.info) and "guarded" not in texts(at)
+    for wrong in ("nope", expert_token):
+        at.text_input(key="pk_org_token").set_value(wrong).run()
+        at.button(key="pk_org_sign_in").click().run()
+        assert [e.value for e in at.error] == ["That is not the organiser token."] and organiser_widgets(at) == []
+    at.text_input(key="pk_org_token").set_value("organiser-s3cret").run()
+    at.button(key="pk_org_sign_in").click().run()
+    at.switch_page("pages/results.py").run()
+    assert errors(at) == [] and "rs_create" in organiser_widgets(at)
+    assert any("Carol" in str(d.value) for d in at.dataframe)
+    expert = open_app("annotate", query_params={"session": sid, "token": expert_token})
+    assert errors(expert) == [] and any("Annotating as **Dana**" in c.value for c in expert.caption)
+
+
+def test_results_page_creates_and_revokes_links():
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(2, k=2), name="links", k=2)
+    res = open_app("results", query_params={"session": sid})
+    res.text_input(key="rs_expert").set_value("Dr Ana Ruiz").run()
+    res.button(key="rs_link").click().run()
+    assert errors(res) == []
+    url = next(c.value for c in res.code)
+    assert url.startswith("http") and f"/annotate?session={sid}&token=" in url
+    token = url.split("token=")[1]
+    assert ann.verify_token(token, session_id=sid).name == "Dr Ana Ruiz"
+    team = next(d.value for d in res.dataframe if "link active" in d.value.columns)
+    assert team.expert.tolist() == ["Dr Ana Ruiz"] and bool(team["link active"][0])
+    res.selectbox(key="rs_revoke_who").set_value("Dr Ana Ruiz").run()
+    res.button(key="rs_revoke").click().run()
+    assert errors(res) == []
+    with pytest.raises(ProbekitError, match="not valid"):
+        ann.verify_token(token)
+    at = open_app("annotate", query_params={"session": sid, "token": token})
+    assert [e.value for e in at.error] == [ann.INVALID_LINK]
+
+
+def test_leaving_annotate_and_coming_back_keeps_the_session_and_name():
+    """Issue 18: "Leaving and coming back to Annotate keeps the session and name" (the sidebar's page links
+    carry no URL parameters)."""
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(2, k=2), name="keep me", k=2)
+    at = open_app("annotate", query_params={"session": sid})
+    at.text_input(key="an_name").set_value("Fay").run()
+    at.switch_page("pages/results.py").run()
+    at.query_params.clear()
+    at.switch_page("pages/annotate.py").run()
+    assert errors(at) == [] and "keep me" in texts(at)
+    assert at.text_input(key="an_name").value == "Fay"
+    at.button(key="an_start").click().run()
+    assert errors(at) == [] and any("Annotating as **Fay**" in c.value for c in at.caption)
 
 
 def _chromium_server(tmp_path):
