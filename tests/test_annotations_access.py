@@ -126,3 +126,26 @@ def test_migrations_upgrade_an_existing_database(tmp_path, monkeypatch):
     assert meta["name"] == "old" and meta["exclude_subject"] is None
     assert get_store().schema_version("annotations") == len(schema.MIGRATIONS["annotations"]) == 3
     assert ann.verify_token(ann.issue_token("s-old", "Eve")).name == "Eve"
+
+
+def test_cli_link_experts_revoke(sid, capsys):
+    from probekit import cli
+
+    def run(*argv):
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, err = run("annotations", "link", "--session", sid, "--name", "Dr  Ana", "--url", "http://lab:8501/")
+    assert code == 0, err
+    url = out.split()[-1]
+    assert url.startswith(f"http://lab:8501/annotate?session={sid}&token=")
+    assert ann.verify_token(url.split("token=")[1], session_id=sid).name == "Dr Ana"
+    code, out, _ = run("annotations", "experts", "--session", sid)
+    assert code == 0 and "Dr Ana" in out and "True" in out
+    code, out, _ = run("annotations", "revoke", "--session", sid, "--name", "dr ana")
+    assert code == 0 and "revoked 1 link" in out
+    with pytest.raises(ProbekitError, match="not valid"):
+        ann.verify_token(url.split("token=")[1])
+    code, _, err = run("annotations", "link", "--session", sid)
+    assert code == 2 and err.startswith("error: ") and "needs --name" in err
