@@ -92,7 +92,7 @@ def organiser_start() -> None:
             st.rerun()
         st.stop()
     KEEP["session"] = qp["session"] = sid
-    st.caption(f"Session **{meta['name']}** · {meta['n_queries']} queries × top-{meta['k']} answers"
+    st.caption(f"Session **{ui.md(meta['name'])}** · {meta['n_queries']} queries × top-{meta['k']} answers"
                + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
     st.caption("Experts annotate through the personal link the organiser sends them (Annotation results → "
                "Experts). To annotate yourself, start under a new name: this tab then opens your own link.")
@@ -121,7 +121,7 @@ with ui.guard("Opening the session"):
     meta = ann.get_session(sid)
 if meta is None:
     st.stop()
-st.caption(f"Session **{meta['name']}** · {meta['n_queries']} queries × top-{meta['k']} answers"
+st.caption(f"Session **{ui.md(meta['name'])}** · {meta['n_queries']} queries × top-{meta['k']} answers"
            + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
 QKEY = (sid, who)
 
@@ -171,7 +171,7 @@ with side:
         st.markdown("\n".join(f"- **{s}** {text}" for s, text in ann.RUBRIC.items()))
         st.caption(ann.GUIDELINES)
         st.caption(ann.KEY_HELP)
-    st.caption(f"Annotating as **{name}** · bookmark this page to come back later")
+    st.caption(f"Annotating as **{ui.md(name)}** · bookmark this page to come back later")
 
 with main:
     pressed = key_listener()(key="an_keys_js", data={"ack": DESK.seq},
@@ -198,16 +198,17 @@ with main:
         st.button("Undo · U", key="an_undo", on_click=act, args=("u",))
         st.stop()
     view = ann.query_view(sid, who, qi)
-    st.subheader(view["query"].replace("[MASK]", r"\_\_\_\_\_"), anchor=False)
-    st.caption(f"Query {qi + 1} of {meta['n_queries']} · relation {view['relation']} · subject {view['subject']}"
-               + ("" if meta["blind"] else f" · gold: {'; '.join(view['golds']) or '–'}"))
+    st.subheader(ui.md(view["query"]).replace(ui.md("[MASK]"), r"\_\_\_\_\_"), anchor=False)
+    st.caption(f"Query {qi + 1} of {meta['n_queries']} · relation {ui.md(view['relation'])} · subject "
+               f"{ui.md(view['subject'])}"
+               + ("" if meta["blind"] else f" · gold: {'; '.join(map(ui.md, view['golds'])) or '–'}"))
     focus = next((a for a in view["answers"] if a["status"] is None), None)
     for a in view["answers"]:
         row = st.container(horizontal=True, vertical_alignment="center", key=f"an_row_{a['position']}")
         mark = "▶" if focus is a else ("✓" if a["status"] == "rate" else ("–" if a["status"] == "skip" else "·"))
         info = "" if meta["blind"] else (f"  ·  rank {a['rank']}  ·  {a['model_score']:.3f}"
                                          + ("  ·  **gold**" if a["gold"] else ""))
-        row.markdown(f"{mark} &nbsp; **{a['answer']}**{info}", width="stretch")
+        row.markdown(f"{mark} &nbsp; **{ui.md(a['answer'])}**{info}", width="stretch")
         for s in range(1, 6):
             row.button(str(s), key=f"an_b_{a['position']}_{s}", help=ann.RUBRIC[s], on_click=act,
                        kwargs={"action": ann.Action("rate", a["item_id"], s)},

@@ -38,7 +38,7 @@ def experts_panel(sid: str) -> None:
             LINKS[sid] = (" ".join(new.split()), ann.expert_link(app_base(), sid, token))
     if sid in LINKS:
         who, link = LINKS[sid]
-        st.success(f"Personal link for **{who}**: send it to them only. It is shown once (only its hash is "
+        st.success(f"Personal link for **{ui.md(who)}**: send it to them only. It is shown once (only its hash is "
                    "stored); create a new one if it is lost.", icon=":material/link:")
         st.code(link, language=None)
     team = ann.experts(sid)
@@ -122,7 +122,8 @@ qp["session"] = sid
 meta = ann.get_session(sid)
 per_query = f"{meta['raters_per_item']} annotators per query" if meta["raters_per_item"] else "everyone rates all"
 st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta['blind'] else 'not blind'} · {per_query}"
-           f" · {meta['source']}: {meta['model'] or '–'} on {meta['dataset'] or '–'} ({meta['probe'] or '–'})"
+           f" · {meta['source']}: {ui.md(meta['model'] or '–')} on {ui.md(meta['dataset'] or '–')} "
+           f"({meta['probe'] or '–'})"
            + {True: " · the query's own subject left out", False: " · the query's own subject kept",
               None: ""}[meta["exclude_subject"]])
 st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")

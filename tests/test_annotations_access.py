@@ -120,7 +120,7 @@ def test_migrations_upgrade_an_existing_database(tmp_path, monkeypatch):
     cur.execute("INSERT INTO annotation_sessions VALUES ('s-old', 'old', '', now(), 'rankings', NULL, NULL, NULL, "
                 "NULL, NULL, NULL, '{}', NULL, '[]', 0, 5, true, NULL, 0)")
     cur.close()
-    old._con.close()
+    old.close()
     monkeypatch.setenv("PROBEKIT_DB", str(path))
     meta = ann.get_session("s-old")
     assert meta["name"] == "old" and meta["exclude_subject"] is None

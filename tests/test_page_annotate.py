@@ -265,6 +265,16 @@ def test_organiser_token_guards_the_organiser_pages(monkeypatch):
     assert errors(expert) == [] and any("Annotating as **Dana**" in c.value for c in expert.caption)
 
 
+def test_session_names_and_answers_show_as_text_not_markup():
+    """Data (session name, query, answers) goes through ui.md: an image in a session name is not fetched."""
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(1, k=2), name="![x](http://e.invalid/x.png) <b>x</b>", k=2)
+    at = annotate(sid, link(sid, "Gus"))
+    caption = next(c.value for c in at.caption if c.value.startswith("Session"))
+    assert "![x](http" not in caption and "<b>" not in caption and r"\!\[x\]" in caption
+
+
 def test_results_page_creates_and_revokes_links():
     from test_annotations import rankings
 
