@@ -187,5 +187,7 @@ st.subheader("Exports")
 table = st.segmented_control("Table", ann.EXPORT_TABLES, default="ratings", key="rs_export_table") or "ratings"
 cols = st.columns(len(ann.EXPORT_FORMATS))
 for col, fmt in zip(cols, ann.EXPORT_FORMATS):
-    col.download_button(f"{table} ({fmt.upper()})", lambda fmt=fmt: ann.frame_bytes(ann.export_frame(sid, table), fmt),
-                        file_name=f"{sid}_{table}.{fmt}", key=f"rs_dl_{fmt}")
+    with col:
+        ui.download(f"{table} ({fmt.upper()})", lambda fmt=fmt: ann.frame_bytes(ann.export_frame(sid, table), fmt),
+                    memo=("annotations", sid, ann.data_version(sid), table, fmt),
+                    file_name=f"{sid}_{table}.{fmt}", key=f"rs_dl_{fmt}")

@@ -342,3 +342,15 @@ def test_drop_subject_moves_gold_ranks_up():
     assert out.names == ("pain", "headache") and out.ids == (1, 3) and out.scores == (4, 2)
     assert out.gold_ranks == (1, None, 3) and out.best_gold_rank == 1 and out.n_candidates == 48
     assert drop_subject(Ranking(Query("q", "", "r", "[Y]"), (0, 1), ("a", "b"), (1, 0), ()), 1).names == ("a",)
+
+
+def test_data_version_changes_with_ratings_and_annotators(session):
+    """Export buttons memoise their bytes per data_version: it must move whenever an export would change."""
+    v0 = ann.data_version(session)
+    who = ann.join(session, "Ida")
+    v1 = ann.data_version(session)
+    ann.rate(session, f"{session}:0:0", who, 3)
+    v2 = ann.data_version(session)
+    ann.undo(session, who)
+    v3 = ann.data_version(session)
+    assert len({v0, v1, v2, v3}) == 4 and v3 == ann.data_version(session)

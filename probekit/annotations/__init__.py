@@ -55,6 +55,7 @@ from .sessions import (  # noqa: F401
 from .stats import (  # noqa: F401
     EXPORT_FORMATS,
     EXPORT_TABLES,
+    data_version,
     events_frame,
     export,
     export_frame,

@@ -24,6 +24,15 @@ _NAME = "coalesce(a.display_name, c.annotator)"
 
 
 # ---------------------------------------------------------------- the organiser's side
+def data_version(session_id: str) -> tuple[int, int]:
+    """Changes whenever the session's ratings or annotators do (last event id, annotators): a key for
+    memoising exports."""
+    sid = _load(session_id)["meta"]["session_id"]
+    return tuple(_store().fetch(
+        "SELECT (SELECT coalesce(max(event_id), 0) FROM annotation_events WHERE session_id = $1), "
+        "(SELECT count(*) FROM annotation_annotators WHERE session_id = $1)", [sid])[0])
+
+
 def items_frame(session_id: str) -> pd.DataFrame:
     """Every answer of the session with its query, rank, model score and gold flag (organiser view)."""
     entry = _load(session_id)
