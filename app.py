@@ -12,8 +12,11 @@ from pages import _ui as ui
 st.set_page_config(page_title="probekit", page_icon=":material/biotech:", layout="wide")
 
 if ui.access() == "expert":
-    nav = st.navigation([st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:", default=True)],
-                       position="hidden")
+    # Streamlit serves the default page at "/" only, so the Annotate page is not the default (its link,
+    # /annotate?…, opens it without a "page not found"); the default page, "/" and any other path, goes there.
+    ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")
+    nav = st.navigation([st.Page(lambda: st.switch_page(ANNOTATE), title="Annotate", url_path="start",
+                                 default=True), ANNOTATE], position="hidden")
     with ui.shell():
         nav.run()
     st.stop()
