@@ -1,10 +1,25 @@
-"""probekit: the Streamlit entry point. Run with `make app` (or see README)."""
+"""probekit: the Streamlit entry point. Run with `make app` (or see README).
+
+Two apps in one: an expert's personal link (``/annotate?session=…&token=…``) opens the annotation-only app (the
+Annotate page alone: no navigation, no sidebar, no model or dataset pickers); everyone else gets the research
+app, behind the organiser token when ``PROBEKIT_ORGANISER_TOKEN`` is set (pages/_ui.py, ``access``).
+"""
 
 import streamlit as st
 
 from pages import _ui as ui
 
 st.set_page_config(page_title="probekit", page_icon=":material/biotech:", layout="wide")
+
+if ui.access() == "expert":
+    # Streamlit serves the default page at "/" only, so the Annotate page is not the default (its link,
+    # /annotate?…, opens it without a "page not found"); the default page, "/" and any other path, goes there.
+    ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")
+    nav = st.navigation([st.Page(lambda: st.switch_page(ANNOTATE), title="Annotate", url_path="start",
+                                 default=True), ANNOTATE], position="hidden")
+    with ui.shell():
+        nav.run()
+    st.stop()
 
 # (section, page); each feature adds its page here.
 PAGES = [

@@ -1,8 +1,10 @@
 """Annotate (expert): rate each answer of a session 1–5 with the MedLAMA rubric, blind, by keyboard or clicks.
 
-The session and the expert's name live in the URL (``?session=…&annotator=…``), so a reload or a later visit
-resumes exactly where the expert stopped. Keys: 1–5 rate the marked answer, S skips it, U undoes the last
-rating, Enter goes to the next query. Only the expert's own ratings are ever shown.
+An expert comes in through their personal link (``?session=…&token=…``), which app.py checks and which opens
+this page alone; a reload or a later visit resumes exactly where the expert stopped. Keys (the rules are
+:func:`probekit.annotations.key_action`): 1–5 rate the marked answer, S skips it, U undoes the last rating,
+Enter goes to the next query. Only the expert's own ratings are ever shown. Without a link (the organiser's
+side) the page lets the organiser start annotating under a new name.
 
 Keys are read by a small ``st.components.v2`` listener that numbers every key press and sends the queue of
 unprocessed presses as component *state*: st.button's ``shortcut`` triggers lost presses typed faster than a
@@ -44,8 +46,6 @@ export default function (component) {
   return () => document.removeEventListener("keydown", onKey, true);
 }
 """
-KEY_ACTIONS = {**{str(s): ("key", None, s) for s in range(1, 6)}, "s": ("key_skip",), "u": ("undo",),
-               "enter": ("next",)}
 
 
 @st.cache_resource
@@ -56,47 +56,73 @@ SHORT = {5: "perfect", 4: "similar", 3: "related", 2: "same domain", 1: "unrelat
 ui.title("Annotate")
 qp = st.query_params
 
-# ---- which session, and who (both kept in the URL)
-sid = qp.get("session")
-if not sid:
-    sessions = None
-    with ui.guard("Listing sessions"):
-        sessions = ann.list_sessions()
-    if sessions is None or sessions.empty:
-        st.info("No annotation session yet: the organiser creates one on the Results page and shares its link.")
+KEEP: dict = st.session_state.setdefault("an_keep", {})  # mutated in place (see Desk): session and name typed
+
+
+def organiser_start() -> None:
+    """The organiser's side of this page (no expert link): choose a session and start annotating under a NEW
+    name, which issues a personal link and opens it (this tab becomes the annotation-only app). The session
+    and the name typed are kept when the organiser leaves the page and comes back."""
+    if qp.get("annotator"):
+        st.warning("Links with a name no longer open a session: each expert has a personal link, created on the "
+                   "Annotation results page.", icon=":material/link_off:")
+    sid = qp.get("session") or KEEP.get("session")
+    if not sid:
+        sessions = None
+        with ui.guard("Listing sessions"):
+            sessions = ann.list_sessions()
+        if sessions is None or sessions.empty:
+            st.info("No annotation session yet: create one on the Annotation results page, then send each expert "
+                    "their personal link.")
+            st.stop()
+        names = dict(zip(sessions.session_id, sessions.name))
+        pick = st.selectbox("Session", list(names), index=None, key="an_pick", placeholder="Choose a session…",
+                            format_func=lambda s: f"{names[s]} [{s}]")
+        if pick:
+            KEEP["session"] = qp["session"] = pick
+            st.rerun()
         st.stop()
-    names = dict(zip(sessions.session_id, sessions.name))
-    pick = st.selectbox("Session", list(names), index=None, key="an_pick", placeholder="Choose a session…",
-                        format_func=lambda s: f"{names[s]} [{s}]")
-    if pick:
-        qp["session"] = pick
+    meta = None
+    with ui.guard("Opening the session"):
+        meta = ann.get_session(sid)
+    if meta is None:
+        if st.button("Choose another session", key="an_other"):
+            KEEP.pop("session", None)
+            qp.pop("session", None)
+            st.rerun()
+        st.stop()
+    KEEP["session"] = qp["session"] = sid
+    st.caption(f"Session **{ui.md(meta['name'])}** · {meta['n_queries']} queries × top-{meta['k']} answers"
+               + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
+    st.caption("Experts annotate through the personal link the organiser sends them (Annotation results → "
+               "Experts). To annotate yourself, start under a new name: this tab then opens your own link.")
+    typed = st.text_input("Your name", KEEP.get("name", ""), key="an_name", max_chars=ann.MAX_NAME,
+                          help="Shown as typed in the results; it must not be an expert's name already.")
+    KEEP["name"] = typed
+    if st.button("Start annotating", type="primary", key="an_start"):
+        with ui.guard("Starting"):
+            token = ann.issue_token(sid, typed, new_only=True)
+            qp.from_dict({"session": sid, "token": token})
+            st.rerun()
+    if st.button("Choose another session", key="an_other", type="tertiary"):
+        KEEP.pop("session", None)
+        qp.pop("session", None)
         st.rerun()
     st.stop()
+
+
+# ---- who: an expert link's token only (app.py checked it); the organiser's side starts one
+expert = ui.expert()
+if expert is None:
+    organiser_start()
+sid, who, name = expert.session_id, expert.annotator, expert.name
 meta = None
 with ui.guard("Opening the session"):
     meta = ann.get_session(sid)
 if meta is None:
-    if st.button("Choose another session", key="an_other"):
-        del qp["session"]
-        st.rerun()
     st.stop()
-st.caption(f"Session **{meta['name']}** · {meta['n_queries']} queries × top-{meta['k']} answers"
+st.caption(f"Session **{ui.md(meta['name'])}** · {meta['n_queries']} queries × top-{meta['k']} answers"
            + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
-
-if not qp.get("annotator"):
-    typed = st.text_input("Your name", key="an_name", max_chars=ann.MAX_NAME,
-                          help="Used to keep your ratings apart and to resume later; it is kept in the page URL.")
-    if st.button("Start annotating", type="primary", key="an_start"):
-        with ui.guard("Joining"):
-            ann.join(sid, typed)
-            qp["annotator"] = " ".join(typed.split())
-            st.rerun()
-    st.stop()
-who = None
-with ui.guard("Joining"):
-    who = ann.join(sid, qp["annotator"])
-if who is None:
-    st.stop()
 QKEY = (sid, who)
 
 
@@ -119,44 +145,23 @@ class Desk:
 DESK: Desk = st.session_state.setdefault("an_desk", Desk())
 
 
-def act(kind: str, item: str | None = None, score: int | None = None) -> None:
-    """One write (or a move), then a fresh timer for the next answer; serialised per browser session."""
+def act(key: str | None = None, action: ann.Action | None = None) -> None:
+    """One key press (``key``) or click (``action``), then a fresh timer for the next answer; serialised per
+    browser session. Which key does what is :func:`probekit.annotations.key_action`'s to decide."""
     with DESK.lock:
-        _act(kind, item, score)
-
-
-def _act(kind: str, item: str | None, score: int | None) -> None:
-    elapsed = int(1000 * (time.time() - DESK.t0))
-    try:
-        if kind in ("key", "key_skip"):  # keyboard: the marked answer *now*, so fast typing never hits a stale one
-            qi = DESK.query.get(QKEY)
-            todo = [] if qi is None else [a for a in ann.query_view(sid, who, qi)["answers"] if a["status"] is None]
-            if not todo:
-                DESK.flash = "Every answer of this query is done: Enter moves on, a click changes one."
-                return
-            kind, item = ("rate" if kind == "key" else "skip"), todo[0]["item_id"]
-        if kind == "rate":
-            ann.rate(sid, item, who, score, elapsed_ms=elapsed)
-        elif kind == "skip":
-            ann.skip(sid, item, who, elapsed_ms=elapsed)
-        elif kind == "undo":
-            undone = ann.undo(sid, who)
-            if undone is None:
-                DESK.flash = "Nothing to undo."
+        elapsed = int(1000 * (time.time() - DESK.t0))
+        qi = DESK.query.get(QKEY)
+        try:
+            if key is not None:
+                DESK.query[QKEY], DESK.flash = ann.press(sid, who, key, query_index=qi, elapsed_ms=elapsed)
             else:
-                DESK.query[QKEY] = undone["query_index"]
-        elif kind == "next":
-            qi = DESK.query.get(QKEY)
-            if qi is not None and not ann.query_view(sid, who, qi)["complete"]:
-                DESK.flash = "Rate or skip every answer of this query first (S skips one)."
-            else:
-                DESK.query[QKEY] = ann.next_query(sid, who)
-    except ProbekitError as e:
-        DESK.flash = str(e)
-    except Exception as e:  # noqa: BLE001 - never a traceback in the page
-        log.error("annotation action failed\n%s", traceback.format_exc())
-        DESK.flash = f"That did not work ({type(e).__name__}); the server log has details."
-    DESK.t0 = time.time()
+                DESK.query[QKEY], DESK.flash = ann.perform(sid, who, action, query_index=qi, elapsed_ms=elapsed)
+        except ProbekitError as e:
+            DESK.flash = str(e)
+        except Exception as e:  # noqa: BLE001 - never a traceback in the page
+            log.error("annotation action failed\n%s", traceback.format_exc())
+            DESK.flash = f"That did not work ({type(e).__name__}); the server log has details."
+        DESK.t0 = time.time()
 
 
 main, side = st.columns([3, 1], gap="large")
@@ -165,21 +170,17 @@ with side:
         st.markdown("**Rubric**")
         st.markdown("\n".join(f"- **{s}** {text}" for s, text in ann.RUBRIC.items()))
         st.caption(ann.GUIDELINES)
-        st.caption("Keys: **1–5** rate the marked answer · **S** skip · **U** undo · **Enter** next query")
-    st.caption(f"Annotating as **{qp['annotator']}**")
-    if st.button("Not you? Change name", key="an_switch", type="tertiary"):
-        del qp["annotator"]
-        DESK.query.pop(QKEY, None)
-        st.rerun()
+        st.caption(ann.KEY_HELP)
+    st.caption(f"Annotating as **{ui.md(name)}** · bookmark this page to come back later")
 
 with main:
     pressed = key_listener()(key="an_keys_js", data={"ack": DESK.seq},
                              default={"presses": None}, on_presses_change=lambda: None, height=0)
     with DESK.lock:  # every press once, in the order typed, even when two runs overlap
         for seq, key in ((pressed.get("presses") or {}).get("queue") or []):
-            if seq > DESK.seq and key in KEY_ACTIONS:
+            if seq > DESK.seq:
                 DESK.seq = seq
-                act(*KEY_ACTIONS[key])
+                act(key)
         if QKEY not in DESK.query:
             with ui.guard("Finding your next query"):
                 DESK.query[QKEY] = ann.next_query(sid, who)
@@ -194,29 +195,32 @@ with main:
     qi = DESK.query.get(QKEY)
     if qi is None:
         st.success("All done, thank you! Your ratings are saved; U undoes the last one.")
-        st.button("Undo · U", key="an_undo", on_click=act, args=KEY_ACTIONS["u"])
+        st.button("Undo · U", key="an_undo", on_click=act, args=("u",))
         st.stop()
     view = ann.query_view(sid, who, qi)
-    st.subheader(view["query"].replace("[MASK]", r"\_\_\_\_\_"), anchor=False)
-    st.caption(f"Query {qi + 1} of {meta['n_queries']} · relation {view['relation']} · subject {view['subject']}"
-               + ("" if meta["blind"] else f" · gold: {'; '.join(view['golds']) or '–'}"))
+    st.subheader(ui.md(view["query"]).replace(ui.md("[MASK]"), r"\_\_\_\_\_"), anchor=False)
+    st.caption(f"Query {qi + 1} of {meta['n_queries']} · relation {ui.md(view['relation'])} · subject "
+               f"{ui.md(view['subject'])}"
+               + ("" if meta["blind"] else f" · gold: {'; '.join(map(ui.md, view['golds'])) or '–'}"))
     focus = next((a for a in view["answers"] if a["status"] is None), None)
     for a in view["answers"]:
         row = st.container(horizontal=True, vertical_alignment="center", key=f"an_row_{a['position']}")
         mark = "▶" if focus is a else ("✓" if a["status"] == "rate" else ("–" if a["status"] == "skip" else "·"))
         info = "" if meta["blind"] else (f"  ·  rank {a['rank']}  ·  {a['model_score']:.3f}"
                                          + ("  ·  **gold**" if a["gold"] else ""))
-        row.markdown(f"{mark} &nbsp; **{a['answer']}**{info}", width="stretch")
+        row.markdown(f"{mark} &nbsp; **{ui.md(a['answer'])}**{info}", width="stretch")
         for s in range(1, 6):
             row.button(str(s), key=f"an_b_{a['position']}_{s}", help=ann.RUBRIC[s], on_click=act,
-                       args=("rate", a["item_id"], s), type="primary" if a["score"] == s else "secondary")
-        row.button("skip", key=f"an_s_{a['position']}", on_click=act, args=("skip", a["item_id"]),
+                       kwargs={"action": ann.Action("rate", a["item_id"], s)},
+                       type="primary" if a["score"] == s else "secondary")
+        row.button("skip", key=f"an_s_{a['position']}", on_click=act,
+                   kwargs={"action": ann.Action("skip", a["item_id"])},
                    type="primary" if a["status"] == "skip" else "tertiary")
     if view["complete"]:
         st.success("Every answer of this query is done: Enter (or Next query) moves on.")
     keys = st.container(horizontal=True, key="an_keys")
     for s in range(5, 0, -1):
-        keys.button(f"{s} · {SHORT[s]}", key=f"an_k{s}", on_click=act, args=KEY_ACTIONS[str(s)])
-    keys.button("Skip · S", key="an_skip", on_click=act, args=KEY_ACTIONS["s"])
-    keys.button("Undo · U", key="an_undo", on_click=act, args=KEY_ACTIONS["u"])
-    keys.button("Next query · Enter", key="an_next", type="primary", on_click=act, args=KEY_ACTIONS["enter"])
+        keys.button(f"{s} · {SHORT[s]}", key=f"an_k{s}", on_click=act, args=(str(s),))
+    keys.button("Skip · S", key="an_skip", on_click=act, args=("s",))
+    keys.button("Undo · U", key="an_undo", on_click=act, args=("u",))
+    keys.button("Next query · Enter", key="an_next", type="primary", on_click=act, args=("enter",))

@@ -20,9 +20,46 @@ if sessions is None:
     st.stop()
 
 
-def share_link(sid: str) -> str:
-    base = re.sub(r"/results/?$", "", (st.context.url or "http://localhost:8501").rstrip("/"))
-    return f"{base}/annotate?session={sid}"
+def app_base() -> str:
+    """The app's address as the organiser's browser sees it (what the experts' links start with)."""
+    return re.sub(r"/results/?$", "", (st.context.url or "http://localhost:8501").rstrip("/"))
+
+
+def experts_panel(sid: str) -> None:
+    """Personal links: one per expert and session (only a hash is stored, so a link is shown once), revocable."""
+    st.subheader("Experts and their links")
+    c1, c2 = st.columns(2, vertical_alignment="bottom")
+    new = c1.text_input("Expert name", key="rs_expert", max_chars=ann.MAX_NAME,
+                        help="As the expert should appear in the results. A name that has a link gets a new one "
+                             "(the old link stops working).")
+    if c2.button("Create link", key="rs_link", icon=":material/link:"):
+        with ui.guard("Creating the link"):
+            token = ann.issue_token(sid, new)
+            LINKS[sid] = (" ".join(new.split()), ann.expert_link(app_base(), sid, token))
+    if sid in LINKS:
+        who, link = LINKS[sid]
+        st.success(f"Personal link for **{ui.md(who)}**: send it to them only. It is shown once (only its hash is "
+                   "stored); create a new one if it is lost.", icon=":material/link:")
+        st.code(link, language=None)
+    team = ann.experts(sid)
+    if team.empty:
+        st.caption("No expert yet: create a link for each expert.")
+        return
+    st.dataframe(team, hide_index=True, key="rs_experts")
+    active = team.loc[team["link active"], "expert"].tolist()
+    c1, c2 = st.columns(2, vertical_alignment="bottom")
+    gone = c1.selectbox("Revoke the link of", active, index=None, key="rs_revoke_who",
+                        placeholder="Expert…" if active else "No active links")
+    if c2.button("Revoke link", key="rs_revoke", icon=":material/link_off:", disabled=not gone):
+        with ui.guard("Revoking"):
+            ann.revoke_tokens(sid, gone)
+            LINKS.pop(sid, None)
+            st.rerun()
+    st.caption("A revoked link stops working at once; the expert's ratings stay. Experts see only the Annotate "
+               "page and their own ratings.")
+
+
+LINKS: dict = st.session_state.setdefault("rs_links", {})  # the link just created, per session (shown once)
 
 
 # ---- a new session
@@ -51,6 +88,10 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
     k = int(c3.number_input("Top-k answers per query", 1, 50, 10, key="rs_k"))
     raters = int(c3.number_input("Annotators per query (0: everyone rates all)", 0, 50, 0, key="rs_raters"))
     blind = c3.toggle("Blind (no gold marks, ranks or scores)", True, key="rs_blind")
+    exclude = c3.toggle("Leave out the query's own subject", True, key="rs_exclude", disabled=source != "Fresh probe",
+                        help=ann.SUBJECT_NOTE)
+    if source == "Fresh probe":
+        c3.caption(ann.SUBJECT_NOTE)
     if st.button("Create session", type="primary", key="rs_create", icon=":material/play_arrow:"):
         with ui.guard("Creating the session"):
             common = dict(name=name, organiser=organiser, relations=chosen, n_queries=n, k=k, seed=seed,
@@ -63,7 +104,7 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
                     sid = ann.from_run(run_id, **common)
             elif ds is not None and (model := ui.current_model()) is not None:
                 bar = ui.progress("Probing the sampled queries")
-                sid = ann.from_probe(model, ds, probe=probe, progress=bar, **common)
+                sid = ann.from_probe(model, ds, probe=probe, exclude_subject=exclude, progress=bar, **common)
                 bar.clear()
             if sid:
                 st.session_state.rs_session = sid
@@ -71,7 +112,7 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
                 st.rerun()
 
 if sessions.empty:
-    st.info("No annotation session yet: create one above, then share its link with the experts.")
+    st.info("No annotation session yet: create one above, then create a personal link for each expert.")
     st.stop()
 names = dict(zip(sessions.session_id, sessions.name + " · " + sessions.created_at.astype(str).str[:16]))
 if st.session_state.get("rs_session") not in names:
@@ -79,11 +120,14 @@ if st.session_state.get("rs_session") not in names:
 sid = st.selectbox("Session", list(names), key="rs_session", format_func=lambda s: f"{names[s]} [{s}]")
 qp["session"] = sid
 meta = ann.get_session(sid)
-st.markdown(f"Share with the experts: `{share_link(sid)}`")
 per_query = f"{meta['raters_per_item']} annotators per query" if meta["raters_per_item"] else "everyone rates all"
 st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta['blind'] else 'not blind'} · {per_query}"
-           f" · {meta['source']}: {meta['model'] or '–'} on {meta['dataset'] or '–'} ({meta['probe'] or '–'})")
+           f" · {meta['source']}: {ui.md(meta['model'] or '–')} on {ui.md(meta['dataset'] or '–')} "
+           f"({meta['probe'] or '–'})"
+           + {True: " · the query's own subject left out", False: " · the query's own subject kept",
+              None: ""}[meta["exclude_subject"]])
 st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
+experts_panel(sid)
 
 c1, c2 = st.columns(2)
 threshold = c1.segmented_control("Expert hit: score ≥", [5, 4], default=5, key="rs_threshold") or 5
@@ -95,26 +139,35 @@ with ui.guard("Computing the statistics"):
 if result is None:
     st.stop()
 if not result["n_ratings"]:
-    st.info("No ratings yet. Share the link above; results appear here as the experts rate.")
+    st.info("No ratings yet. Send each expert their link; results appear here as the experts rate.")
     st.stop()
 
 st.subheader("Expert score × gold hit (MedLAMA Table 5)")
 whose = st.selectbox("Ratings of", ["consensus", *result["table5_by_annotator"]], key="rs_whose")
 st.dataframe(result["table5"] if whose == "consensus" else result["table5_by_annotator"][whose], hide_index=True,
              key="rs_table5")
+st.caption(agreement.MEDLAMA_NOTE)
 s = result["shares"]
 m1, m2, m3 = st.columns(3)
 m1.metric(f"Rated top-{s['k']} answers", s["rated"], help=f"{s['unrated']} not rated yet")
-m2.metric("Gold hits (UMLS)", f"{100 * s['gold_share']:.1f}%", help=f"{s['gold_hits']} of {s['rated']}")
-m3.metric(f"Rated ≥ {s['threshold']} by experts", f"{100 * s['expert_share']:.1f}%",
-          help=f"{s['expert_hits']} of {s['rated']}")
+m2.metric("Gold hits (share of answers)", f"{100 * s['gold_share']:.1f}%", help=f"{s['gold_hits']} of {s['rated']}")
+m3.metric(f"Rated ≥ {s['threshold']} (share of answers)", f"{100 * s['expert_share']:.1f}%",
+          help=f"{s['expert_hits']} of {s['rated']}: MedLAMA §5.3's expert acc@10")
 
-st.subheader("Query-level accuracy: gold labels vs expert labels")
+st.subheader("acc@k two ways: per query and as a share of answers")
 acc = result["accuracy"]
 pct = [c for c in acc.columns if "acc" in c]
+st.markdown("**Per query**: a query is a hit when one of its top-k answers is gold (gold acc) or rated "
+            f"≥ {threshold} by the experts (expert acc).")
 st.dataframe(acc.assign(**{c: acc[c] * 100 for c in pct}), hide_index=True, key="rs_acc",
              column_config={c: st.column_config.NumberColumn(format="%.1f") for c in pct})
 st.caption("A query counts once all its top-k answers are rated; gold acc is on the same queries.")
+shares = result["answer_shares"]
+spct = [c for c in shares.columns if "share" in c]
+st.markdown(f"**Share of answers** (MedLAMA §5.3's acc@10): of the rated top-k answers, the share that are gold "
+            f"and the share rated ≥ {threshold}.")
+st.dataframe(shares.assign(**{c: shares[c] * 100 for c in spct}), hide_index=True, key="rs_shares",
+             column_config={c: st.column_config.NumberColumn(format="%.1f") for c in spct})
 
 st.subheader("Inter-annotator agreement")
 st.dataframe(result["agreement"], hide_index=True, key="rs_agreement",
@@ -134,5 +187,7 @@ st.subheader("Exports")
 table = st.segmented_control("Table", ann.EXPORT_TABLES, default="ratings", key="rs_export_table") or "ratings"
 cols = st.columns(len(ann.EXPORT_FORMATS))
 for col, fmt in zip(cols, ann.EXPORT_FORMATS):
-    col.download_button(f"{table} ({fmt.upper()})", lambda fmt=fmt: ann.frame_bytes(ann.export_frame(sid, table), fmt),
-                        file_name=f"{sid}_{table}.{fmt}", key=f"rs_dl_{fmt}")
+    with col:
+        ui.download(f"{table} ({fmt.upper()})", lambda fmt=fmt: ann.frame_bytes(ann.export_frame(sid, table), fmt),
+                    memo=("annotations", sid, ann.data_version(sid), table, fmt),
+                    file_name=f"{sid}_{table}.{fmt}", key=f"rs_dl_{fmt}")

@@ -82,3 +82,11 @@ def force_cpu() -> bool:
 def hf_offline() -> bool:
     """Whether to ask the hub at all (``PROBEKIT_OFFLINE=1``, or ``HF_HUB_OFFLINE=1``)."""
     return os.environ.get("PROBEKIT_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "0")) not in ("", "0", "false")
+
+
+def organiser_token() -> str | None:
+    """The organiser token (``PROBEKIT_ORGANISER_TOKEN``): when set, the organiser pages (everything but an
+    expert's annotation link) ask for it. The app binds to localhost by default; set it before exposing the
+    app on a network."""
+    value = os.environ.get("PROBEKIT_ORGANISER_TOKEN", "").strip()
+    return value or None

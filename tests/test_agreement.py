@@ -93,36 +93,63 @@ def test_consensus_methods():
 
 
 def _paper_set():
-    """15 queries x top-10 = 150 answers with 16 gold hits and 38 answers rated 5 (MedLAMA Table 5's totals)."""
+    """15 queries x top-10 = 150 answers laid out exactly as MedLAMA Table 5 (agreement.MEDLAMA_TABLE5): the rank-1
+    answers fill the top-1 cells, ranks 2-10 the rest of the top-10 cells. Queries 0-4 have a gold answer at
+    rank 1; the other 11 gold hits sit at ranks 2-10 of queries 0-10, one each; queries 11-14 have none in the
+    top 10 (query 11's best gold is at rank 25)."""
+    table = agreement.MEDLAMA_TABLE5
+
+    def cells(key, minus=None):
+        out = []
+        for score in (5, 4, 3, 2, 1):
+            out += [score] * (table[key][score] - (table[minus][score] if minus else 0))
+        return out
+
+    top1 = [(True, s) for s in cells(("top-1", "gold hit"))] + [(False, s) for s in cells(("top-1", "not gold"))]
+    rest_gold = cells(("top-10", "gold hit"), ("top-1", "gold hit"))
+    rest_other = cells(("top-10", "not gold"), ("top-1", "not gold"))
+    assert len(top1) == 15 and len(rest_gold) + len(rest_other) == 135
     answers, scores, queries = [], {}, []
+    gold_slots = {(i, 2 + (i % 9)) for i in range(len(rest_gold))}  # (query, rank), one per query 0..10
+    gold_iter, other_iter = iter(rest_gold), iter(rest_other)
     for q in range(15):
-        gold_ranks = {1, 3} if q < 8 else set()  # 16 gold hits among the top-10 answers
         for rank in range(1, 11):
             item = f"{q}:{rank}"
-            gold = rank in gold_ranks
+            if rank == 1:
+                gold, score = top1[q]
+            elif (q, rank) in gold_slots:
+                gold, score = True, next(gold_iter)
+            else:
+                gold, score = False, next(other_iter)
             answers.append({"item_id": item, "query": q, "relation": f"r{q % 3}", "rank": rank, "is_gold": gold,
                             "answer": f"answer {q}/{rank}"})
-            if gold:
-                score = 5 if not (q == 0 and rank == 3) and not (q == 1 and rank == 3) else 4  # 14 gold rated 5
-            elif rank in (2, 5) and q < 12:
-                score = 5  # 24 non-gold answers rated 5
-            else:
-                score = 1 + (q + rank) % 4  # 1..4
             scores[item] = score
-        best = 1 if q < 8 else (25 if q < 10 else None)
-        queries.append({"query": q, "relation": f"r{q % 3}", "best_gold_rank": best})
+        gold_ranks = [a["rank"] for a in answers if a["query"] == q and a["is_gold"]]
+        queries.append({"query": q, "relation": f"r{q % 3}", "best_gold_rank": min(gold_ranks) if gold_ranks
+                        else (25 if q == 11 else None)})
     return pd.DataFrame(answers), pd.Series(scores), pd.DataFrame(queries)
 
 
-def test_table5_reproduces_the_papers_counts():
+def test_table5_reproduces_the_papers_table_and_its_consistent_share():
+    """MedLAMA §5.3: "the acc@10 is 10.6% (16/150) under gold answers, but under the expert annotation the acc@10
+    is 25.3% (38/150)". Table 5 itself has 13 + 20 = 33 top-10 answers rated 5; its Sum column (38) adds the
+    top-1 columns (4 + 1) to the top-10 ones, counting those five answers twice. So the consistent share is
+    33/150 = 22.0%; the 38 is reproduced only by that double count."""
     answers, scores, _ = _paper_set()
     table = agreement.table5(answers, scores).set_index(["answers", "gold"])
-    assert table.loc[("top-10", "all"), "total"] == 150
+    for (k, label), cell in agreement.MEDLAMA_TABLE5.items():  # every printed cell
+        for score, count in cell.items():
+            assert table.loc[(k, label), str(score)] == count, (k, label, score)
+    assert table.loc[("top-1", "all"), "total"] == 15 and table.loc[("top-10", "all"), "total"] == 150
     assert table.loc[("top-10", "gold hit"), "total"] == 16
-    assert table.loc[("top-10", "all"), "5"] == 38
+    assert table.loc[("top-10", "all"), "5"] == 33
+    printed_sum = {5: 38, 4: 14, 3: 59, 2: 54, 1: 0}  # Table 5's "Sum" column
+    for score, total in printed_sum.items():
+        assert table.loc[("top-1", "all"), str(score)] + table.loc[("top-10", "all"), str(score)] == total
     s = agreement.shares(answers, scores, k=10)
-    assert (s["answers"], s["gold_hits"], s["expert_hits"]) == (150, 16, 38)
-    assert f"{100 * s['gold_share']:.1f}% vs {100 * s['expert_share']:.1f}%" == "10.7% vs 25.3%"  # paper: 10.6 (cut)
+    assert (s["answers"], s["gold_hits"], s["expert_hits"]) == (150, 16, 33)
+    assert f"{100 * s['gold_share']:.1f}% vs {100 * s['expert_share']:.1f}%" == "10.7% vs 22.0%"  # paper: 10.6 (cut)
+    assert "33/150 = 22.0%" in agreement.MEDLAMA_NOTE and "33/150 = 22.0%" in agreement.__doc__
     # every cell against a naive loop
     for k in (1, 10):
         for label in ("gold hit", "not gold", "all"):
@@ -132,7 +159,23 @@ def test_table5_reproduces_the_papers_counts():
                 assert table.loc[(f"top-{k}", label), str(sc)] == naive
             assert table.loc[(f"top-{k}", label), "total"] == sum(table.loc[(f"top-{k}", label), str(s)]
                                                                   for s in range(1, 6))
-    assert table.loc[("top-1", "all"), "total"] == 15
+
+
+def test_share_of_answers_next_to_accuracy_per_query():
+    """The paper's acc@10 is a share of answers (33/150); per query, a query is an expert hit when any of its
+    top-10 answers is rated 5, a different (here larger) number. Both against naive loops."""
+    answers, scores, queries = _paper_set()
+    table = agreement.answer_shares(answers, scores, ks=(1, 10)).set_index("k")
+    for k in (1, 10):
+        top = [a for a in answers.itertuples() if a.rank <= k]
+        assert table.loc[k, "rated answers"] == len(top)
+        assert table.loc[k, "expert share (≥5)"] == pytest.approx(sum(scores[a.item_id] == 5 for a in top) / len(top))
+        assert table.loc[k, "gold share"] == pytest.approx(sum(a.is_gold for a in top) / len(top))
+    assert (table.loc[10, "rated ≥5"], table.loc[10, "gold hits"]) == (33, 16)
+    per_query = agreement.expert_accuracy(queries, answers, scores).set_index(["k", "relation"])
+    naive = np.mean([any(scores[f"{q}:{r}"] == 5 for r in range(1, 11)) for q in range(15)])
+    assert per_query.loc[(10, "all"), "expert acc (≥5)"] == pytest.approx(naive)
+    assert per_query.loc[(10, "all"), "expert acc (≥5)"] != pytest.approx(table.loc[10, "expert share (≥5)"])
 
 
 def test_expert_accuracy_against_naive_loop():
@@ -160,9 +203,9 @@ def test_missing_facts_are_non_gold_fives():
     answers, scores, _ = _paper_set()
     ratings = pd.DataFrame({"item_id": scores.index, "annotator": "a", "score": scores.values})
     facts = agreement.missing_facts(answers, ratings, scores)
-    assert len(facts) == 24 and not facts.is_gold.any() and (facts.score == 5).all()
+    assert len(facts) == 20 and not facts.is_gold.any() and (facts.score == 5).all()  # §5.3: "20 ... not gold"
     assert list(facts.columns[:6]) == list(answers.columns) and facts.ratings.iloc[0] == [5]
-    assert len(agreement.missing_facts(answers, ratings, scores, threshold=4)) > 24
+    assert len(agreement.missing_facts(answers, ratings, scores, threshold=4)) == 28  # + 8 rated 4
 
 
 def test_agreement_overall_and_per_relation():

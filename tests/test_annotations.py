@@ -237,12 +237,24 @@ def test_from_probe_and_from_run(tiny_encoder, tiny_dataset):
         ("probe", "retrieval", "tiny", 3, 4)
     items = ann.items_frame(sid)
     assert set(items.relation) == {"may_treat"} and len(items) == 12
-    # the stored answers are the probe's own ranking of the same queries
+    # the stored answers are the probe's own ranking of the same queries, less the query's own subject
+    assert meta["exclude_subject"] is True
+    probe = get_probe("retrieval")
+    for qid, stored in items.groupby("query_id"):
+        q = tiny_dataset.query(qid)
+        direct = probe.rank(tiny_encoder, [q], tiny_dataset.candidates(), k=len(tiny_dataset.candidates()))[0]
+        want = [(n, s) for n, s in zip(direct.names, direct.scores) if n.lower() != q.subject.lower()][:4]
+        stored = stored.sort_values("rank")
+        assert stored.answer.tolist() == [n for n, _ in want] and q.subject not in stored.answer.tolist()
+        assert stored.model_score.tolist() == pytest.approx([s for _, s in want])
+    # switched off, the session keeps the probe's ranking as it is (the subject included where ranked)
+    sid_all = ann.from_probe(tiny_encoder, tiny_dataset, name="all", relations=["may_treat"], n_queries=3, k=4,
+                             seed=1, exclude_subject=False)
+    assert ann.get_session(sid_all)["exclude_subject"] is False
     q = tiny_dataset.query(items.query_id[0])
-    direct = get_probe("retrieval").rank(tiny_encoder, [q], tiny_dataset.candidates(), k=4)[0]
-    first = items[items.query_id == q.id].sort_values("rank")
+    direct = probe.rank(tiny_encoder, [q], tiny_dataset.candidates(), k=4)[0]
+    first = ann.items_frame(sid_all).query("query_id == @q.id").sort_values("rank")
     assert first.answer.tolist() == list(direct.names)
-    assert first.model_score.tolist() == pytest.approx(list(direct.scores))
     with pytest.raises(ProbekitError, match="unknown relation"):
         ann.from_probe(tiny_encoder, tiny_dataset, name="x", relations=["nope"])
     # from a stored run
@@ -251,6 +263,7 @@ def test_from_probe_and_from_run(tiny_encoder, tiny_dataset):
     sid2 = ann.from_run(run_id, name="from run", n_queries=4, k=5, seed=2)
     meta2 = ann.get_session(sid2)
     assert (meta2["source"], meta2["source_run"], meta2["n_queries"]) == ("run", run_id, 4)
+    assert meta2["exclude_subject"] is None  # the run did not record it
     assert sorted(ann.items_frame(sid2).relation.unique()) == ["may_prevent", "may_treat"]
     with pytest.raises(ProbekitError, match="k ≤ 5"):
         ann.from_run(run_id, name="x", k=10)
@@ -315,3 +328,29 @@ def test_cli_create_stats_export(capsys, tmp_path, tiny_encoder_dir):
                           (("annotations", "create"), "needs --name")):
         code, out, err = run(*argv)
         assert code == 2 and err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_drop_subject_moves_gold_ranks_up():
+    """Fresh-probe sessions leave out the query's own subject (issue 12): answers named like the subject go, the
+    ranks of the gold answers behind them move up, a gold that *is* the subject is no longer a candidate."""
+    from probekit.annotations.sessions import drop_subject
+
+    q = Query("q", "Aspirin", "may_treat", "[X] may treat [Y].", golds=("pain", "aspirin", "fever"))
+    r = Ranking(q, (0, 1, 2, 3, 4), ("ASPIRIN", "pain", "aspirin ", "headache", "fever"), (5, 4, 3, 2, 1),
+                (2, 1, 5), n_candidates=50)
+    out = drop_subject(r, 2)
+    assert out.names == ("pain", "headache") and out.ids == (1, 3) and out.scores == (4, 2)
+    assert out.gold_ranks == (1, None, 3) and out.best_gold_rank == 1 and out.n_candidates == 48
+    assert drop_subject(Ranking(Query("q", "", "r", "[Y]"), (0, 1), ("a", "b"), (1, 0), ()), 1).names == ("a",)
+
+
+def test_data_version_changes_with_ratings_and_annotators(session):
+    """Export buttons memoise their bytes per data_version: it must move whenever an export would change."""
+    v0 = ann.data_version(session)
+    who = ann.join(session, "Ida")
+    v1 = ann.data_version(session)
+    ann.rate(session, f"{session}:0:0", who, 3)
+    v2 = ann.data_version(session)
+    ann.undo(session, who)
+    v3 = ann.data_version(session)
+    assert len({v0, v1, v2, v3}) == 4 and v3 == ann.data_version(session)

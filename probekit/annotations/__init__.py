@@ -1,39 +1,68 @@
 """Expert annotation sessions (MedLAMA §5.3): blind 1-5 ratings as append-only DuckDB events,
 agreement and expert-adjusted accuracy.
+
+- :mod:`.sessions`: create a session (from rankings, a fresh probe, a stored run), sample, list;
+- :mod:`.access`: annotators, their personal links (tokens), the organiser token;
+- :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress, the keyboard rules);
+- :mod:`.stats`: the organiser's side (frames, statistics, exports).
 """
 
 from __future__ import annotations
 
-from .core import (  # noqa: F401
-    COMPONENT,
-    EXPORT_FORMATS,
-    EXPORT_TABLES,
-    GUIDELINES,
+from .access import (  # noqa: F401
+    INVALID_LINK,
     MAX_NAME,
-    RUBRIC,
+    Expert,
     annotator_key,
     annotators,
-    events_frame,
-    export,
-    export_frame,
-    frame_bytes,
+    check_organiser_token,
+    expert_link,
+    experts,
+    issue_token,
+    join,
+    organiser_token_required,
+    revoke_tokens,
+    verify_token,
+)
+from .rating import (  # noqa: F401
+    KEY_HELP,
+    Action,
+    key_action,
+    key_name,
+    my_ratings,
+    next_query,
+    perform,
+    press,
+    progress,
+    query_view,
+    rate,
+    skip,
+    undo,
+)
+from .sessions import (  # noqa: F401
+    COMPONENT,
+    GUIDELINES,
+    RUBRIC,
+    SUBJECT_NOTE,
+    drop_subject,
     from_probe,
     from_rankings,
     from_run,
     get_session,
-    items_frame,
-    join,
     list_sessions,
-    my_ratings,
-    next_query,
-    overview,
-    progress,
-    query_view,
-    rate,
-    ratings_frame,
     sample,
-    skip,
+)
+from .stats import (  # noqa: F401
+    EXPORT_FORMATS,
+    EXPORT_TABLES,
+    data_version,
+    events_frame,
+    export,
+    export_frame,
+    frame_bytes,
+    items_frame,
+    overview,
+    ratings_frame,
     stats,
     stats_json,
-    undo,
 )

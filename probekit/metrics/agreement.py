@@ -12,6 +12,18 @@ Agreement uses maintained implementations: Krippendorff's alpha from the ``kripp
 distance, since 1..5 is an ordered scale with unequal steps) and quadratic-weighted Cohen's kappa from
 scikit-learn for every pair of annotators (partial credit for near misses, as for any ordinal scale).
 
+Two accuracies under expert labels, both shown (labelled) on the Annotation results page:
+
+- *per query* (:func:`expert_accuracy`): a query is a hit at k when one of its top-k answers is rated ≥ the
+  threshold, the same unit as gold acc@k;
+- *share of answers* (:func:`shares`, :func:`answer_shares`): the fraction of all rated top-k answers rated
+  ≥ the threshold. This is what MedLAMA §5.3 calls "acc@10 under the expert annotation".
+
+MedLAMA §5.3 prints that figure as "25.3% (38/150)", but its own Table 5 (:data:`MEDLAMA_TABLE5`) has 33
+top-10 answers rated 5 (13 gold hits + 20 not gold): the 38 is the table's "Sum" column, which adds the top-1
+columns to the top-10 ones and so counts the five top-1 answers rated 5 (4 + 1) twice. The consistent figure
+is 33/150 = 22.0% (gold: 16/150 = 10.7%, printed 10.6%).
+
 >>> ratings = pd.DataFrame({"item_id": [1, 1, 2, 2], "annotator": ["a", "b", "a", "b"], "score": [5, 4, 2, 2]})
 >>> consensus(ratings).to_dict()
 {1: 4, 2: 2}
@@ -31,6 +43,20 @@ from ..errors import ProbekitError
 SCORES = (1, 2, 3, 4, 5)
 CONSENSUS = ("median", "mean", "min", "max")
 KS = (1, 10)
+
+MEDLAMA_TABLE5 = {
+    ("top-1", "gold hit"): {5: 4, 4: 1, 3: 0, 2: 0, 1: 0},
+    ("top-1", "not gold"): {5: 1, 4: 2, 3: 5, 2: 2, 1: 0},
+    ("top-10", "gold hit"): {5: 13, 4: 3, 3: 0, 2: 0, 1: 0},
+    ("top-10", "not gold"): {5: 20, 4: 8, 3: 54, 2: 52, 1: 0},
+}
+"""MedLAMA Table 5 as printed (Meng et al. 2022): answers by expert score, for the top-1 and the top-10
+answers of 15 queries, gold hit ("Yes") or not ("No"). Its "Sum" column (38, 14, 59, 54, 0) adds the top-1
+and top-10 columns although the top-1 answers are among the top-10 ones; see the module docstring."""
+MEDLAMA_NOTE = ("MedLAMA §5.3 reports expert acc@10 as 25.3% (38/150), but its Table 5 has 33 top-10 answers rated "
+                "5 (13 gold + 20 not gold): the 38 adds the top-1 columns to the top-10 ones and counts the five "
+                "top-1 answers rated 5 twice. The consistent figure is 33/150 = 22.0%.")
+"""One line for the pages that show Table 5."""
 
 
 def _need(frame: pd.DataFrame, what: str, *columns: str) -> pd.DataFrame:
@@ -116,7 +142,9 @@ def table5(answers: pd.DataFrame, scores: pd.Series, *, ks: Sequence[int] = KS) 
 def shares(answers: pd.DataFrame, scores: pd.Series, *, k: int = 10, threshold: int = 5) -> dict:
     """Among the rated top-``k`` answers: how many are gold hits and how many experts rated ≥ ``threshold``.
 
-    MedLAMA: of 150 top-10 answers 16 were gold hits (10.7%, printed 10.6%) and 38 rated 5 (25.3%).
+    This is MedLAMA §5.3's acc@10 (a share of answers, not of queries). In its Table 5, of 150 top-10 answers
+    16 are gold hits (10.7%, printed 10.6%) and 33 are rated 5 (22.0%; §5.3 prints 38/150 = 25.3%, counting
+    the five top-1 answers rated 5 twice, see the module docstring).
     """
     (k,) = _check_ks([k])
     threshold = _check_threshold(threshold)
@@ -131,10 +159,24 @@ def shares(answers: pd.DataFrame, scores: pd.Series, *, k: int = 10, threshold: 
             "gold_share": gold / n if n else float("nan"), "expert_share": expert / n if n else float("nan")}
 
 
+def answer_shares(answers: pd.DataFrame, scores: pd.Series, *, ks: Sequence[int] = KS,
+                  threshold: int = 5) -> pd.DataFrame:
+    """:func:`shares` for each k as a table: the share of rated top-k answers that are gold hits and the
+    share rated ≥ ``threshold`` (MedLAMA §5.3's "acc@10": a share of answers, not of queries)."""
+    rows = []
+    for k in _check_ks(ks):
+        s = shares(answers, scores, k=k, threshold=threshold)
+        rows.append({"k": k, "rated answers": s["rated"], "gold hits": s["gold_hits"],
+                     "gold share": s["gold_share"], f"rated ≥{s['threshold']}": s["expert_hits"],
+                     f"expert share (≥{s['threshold']})": s["expert_share"]})
+    return pd.DataFrame(rows)
+
+
 # ---------------------------------------------------------------- accuracy under expert labels
 def expert_accuracy(queries: pd.DataFrame, answers: pd.DataFrame, scores: pd.Series, *, threshold: int = 5,
                     ks: Sequence[int] = KS) -> pd.DataFrame:
-    """Query-level acc@k under expert labels next to the gold-based numbers, per relation and over all.
+    """Query-level acc@k under expert labels next to the gold-based numbers, per relation and over all
+    (per query, like gold acc@k; MedLAMA §5.3's "acc@10" is a share of answers instead: :func:`answer_shares`).
 
     A query is an expert hit at k when one of its top-k answers has a score ≥ ``threshold``; it counts only
     once all of its top-k answers are rated (so partly rated queries do not pull the number down), and

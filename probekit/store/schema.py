@@ -103,6 +103,18 @@ MIGRATIONS["annotations"] = [
                               WHERE u.kind = 'undo' AND u.supersedes = e.event_id)
         ) WHERE rn = 1
     """,
+    # 2: whether a session's answers leave out the query's own subject (None: not recorded, e.g. older sessions)
+    """
+    ALTER TABLE annotation_sessions ADD COLUMN exclude_subject BOOLEAN
+    """,
+    # 3: per-session, per-expert access tokens (sha256 of the token only; revoked by setting revoked_at)
+    """
+    CREATE TABLE annotation_tokens (
+        token_hash VARCHAR PRIMARY KEY, session_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL,
+        created_at TIMESTAMP NOT NULL, revoked_at TIMESTAMP
+    );
+    CREATE INDEX annotation_tokens_session ON annotation_tokens (session_id, annotator)
+    """,
 ]
 
 # context variance (UCM) dataset runs: one row per step

@@ -1,0 +1,211 @@
+"""Who may act in a session: annotators, their personal links (tokens) and the organiser token.
+
+An annotator's identity within a session is their name, trimmed, spaces collapsed and compared without case
+(:func:`annotator_key`), so "Carol" and "carol" cannot be two experts; the name is shown as typed everywhere.
+
+In the app an expert acts only through a personal link: a per-session, per-expert token
+(:func:`issue_token`), random, stored as its sha256 only, compared in constant time and revocable
+(:func:`revoke_tokens`). The link opens an annotation-only app; the organiser pages ask for
+``PROBEKIT_ORGANISER_TOKEN`` when it is set (:func:`check_organiser_token`). The Python API (and CLI) below
+is trusted code: it takes annotator names directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import duckdb
+import pandas as pd
+
+from .. import config
+from ..errors import ProbekitError
+from .sessions import MAX_NAME, _load, _now, _store
+
+_NAME_RE = re.compile(r"^[\w .@'-]+$")
+
+
+# ---------------------------------------------------------------- annotators
+def annotator_key(name) -> str:
+    """The identity of an annotator within a session: the name, trimmed, spaces collapsed, lower-cased.
+
+    >>> annotator_key("  Dr  Alice ")
+    'dr alice'
+    """
+    if not isinstance(name, str):
+        raise ProbekitError("the annotator name must be text")
+    clean = " ".join(name.split())
+    if not clean:
+        raise ProbekitError("enter your name to start annotating")
+    if len(clean) > MAX_NAME or not _NAME_RE.match(clean):
+        raise ProbekitError(f"use a plain name (letters, digits, spaces, . _ - @ '; at most {MAX_NAME} characters); "
+                            f"got {name[:80]!r}")
+    return clean.lower()
+
+
+def join(session_id: str, name: str) -> str:
+    """Register ``name`` in the session (idempotent); returns the annotator key used by the other calls."""
+    entry = _load(session_id)
+    key = annotator_key(name)
+    sid = entry["meta"]["session_id"]
+    store = _store()
+    if store.fetch("SELECT 1 FROM annotation_annotators WHERE session_id = ? AND annotator = ?", [sid, key]):
+        return key
+    try:
+        with store.transaction() as cur:
+            cur.execute("INSERT INTO annotation_annotators VALUES (?, ?, ?, ?)",
+                        [sid, key, " ".join(name.split()), _now()])
+    except duckdb.ConstraintException:  # joined at the same moment from another tab
+        pass
+    return key
+
+
+def annotators(session_id: str) -> list[str]:
+    """The session's annotators' names as typed, in the order they joined."""
+    sid = _load(session_id)["meta"]["session_id"]
+    return [r[0] for r in _store().fetch("SELECT display_name FROM annotation_annotators WHERE session_id = ? "
+                                         "ORDER BY joined_at, annotator", [sid])]
+
+
+_MEMBERS: set[tuple] = set()
+
+
+def _member(cur, sid: str, annotator) -> str:
+    key = annotator_key(annotator)
+    known = (_store().path, sid, key)  # annotators are never removed: remember who has joined
+    if known in _MEMBERS:
+        return key
+    if not cur.execute("SELECT 1 FROM annotation_annotators WHERE session_id = ? AND annotator = ?",
+                       [sid, key]).fetchall():
+        raise ProbekitError(f"{key!r} has not joined session {sid}: open your personal link (the organiser "
+                            "creates it on the Annotation results page)")
+    _MEMBERS.add(known)
+    return key
+
+
+def _member_key(sid: str, annotator) -> str:
+    if (_store().path, sid, annotator_key(annotator)) in _MEMBERS:
+        return annotator_key(annotator)
+    cur = _store().cursor()
+    try:
+        return _member(cur, sid, annotator)
+    finally:
+        cur.close()
+
+
+# ---------------------------------------------------------------- expert links (per-session, per-expert tokens)
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+INVALID_LINK = ("This annotation link is not valid: its token is wrong or was revoked. "
+                "Ask the organiser of the session for a new link.")
+
+
+@dataclass(frozen=True)
+class Expert:
+    """Who an expert link lets in: one annotator of one session (``annotator`` is the key, ``name`` as typed)."""
+
+    session_id: str
+    annotator: str
+    name: str
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def issue_token(session_id: str, name: str, *, new_only: bool = False) -> str:
+    """A new personal link token for the expert ``name`` in the session (joining them if new); returns the token.
+
+    The token is random (``secrets.token_urlsafe``) and only its sha256 is stored, so the database cannot give
+    it back: hand it out now. Issuing again revokes the expert's earlier tokens (a lost link is replaced,
+    not duplicated). ``new_only`` refuses a name that has already joined (a self-service start must never
+    hand out someone else's identity).
+    """
+    entry = _load(session_id)
+    sid = entry["meta"]["session_id"]
+    key = annotator_key(name)
+    store = _store()
+    existing = store.fetch("SELECT display_name FROM annotation_annotators WHERE session_id = ? AND annotator = ?",
+                           [sid, key])
+    if existing and new_only:
+        raise ProbekitError(f"{existing[0][0]!r} is already an expert of this session: open your personal link "
+                            "(the organiser can issue a new one on the Annotation results page)")
+    join(sid, name)
+    token = secrets.token_urlsafe(24)
+    now = _now()
+    with store.transaction() as cur:
+        cur.execute("UPDATE annotation_tokens SET revoked_at = ? WHERE session_id = ? AND annotator = ? "
+                    "AND revoked_at IS NULL", [now, sid, key])
+        cur.execute("INSERT INTO annotation_tokens VALUES (?, ?, ?, ?, NULL)", [_hash(token), sid, key, now])
+    return token
+
+
+def verify_token(token, *, session_id: str | None = None) -> Expert:
+    """The expert a link token belongs to, or :data:`INVALID_LINK` as a ProbekitError (a malformed, unknown or
+    revoked token, or one of another session than ``session_id``, all get the same message)."""
+    if not isinstance(token, str) or not _TOKEN_RE.match(token):
+        raise ProbekitError(INVALID_LINK)
+    digest = _hash(token)
+    rows = _store().fetch("SELECT t.token_hash, t.session_id, t.annotator, a.display_name FROM annotation_tokens t "
+                          "JOIN annotation_annotators a ON a.session_id = t.session_id AND a.annotator = t.annotator "
+                          "WHERE t.token_hash = ? AND t.revoked_at IS NULL", [digest])
+    if not rows or not hmac.compare_digest(rows[0][0], digest):
+        raise ProbekitError(INVALID_LINK)
+    _, sid, key, name = rows[0]
+    if session_id is not None and not hmac.compare_digest(str(session_id).strip().encode(), sid.encode()):
+        raise ProbekitError(INVALID_LINK)
+    return Expert(sid, key, name)
+
+
+def revoke_tokens(session_id: str, name: str) -> int:
+    """Revoke every active link of the expert ``name`` in the session; returns how many were revoked.
+    Their ratings stay; a new link (:func:`issue_token`) lets them in again."""
+    sid = _load(session_id)["meta"]["session_id"]
+    key = annotator_key(name)
+    store = _store()
+    with store.transaction() as cur:
+        n = cur.execute("SELECT count(*) FROM annotation_tokens WHERE session_id = ? AND annotator = ? "
+                        "AND revoked_at IS NULL", [sid, key]).fetchall()[0][0]
+        cur.execute("UPDATE annotation_tokens SET revoked_at = ? WHERE session_id = ? AND annotator = ? "
+                    "AND revoked_at IS NULL", [_now(), sid, key])
+    return int(n)
+
+
+def experts(session_id: str) -> pd.DataFrame:
+    """The session's experts for the organiser: name (as typed), joined, whether a link is active, when the
+    latest was issued, and when the last one was revoked."""
+    sid = _load(session_id)["meta"]["session_id"]
+    return _store().fetch_df("""
+        SELECT a.display_name AS expert, a.joined_at AS joined,
+               count(t.token_hash) FILTER (WHERE t.revoked_at IS NULL) > 0 AS "link active",
+               max(t.created_at) AS "link issued", max(t.revoked_at) AS "link revoked"
+        FROM annotation_annotators a
+        LEFT JOIN annotation_tokens t ON t.session_id = a.session_id AND t.annotator = a.annotator
+        WHERE a.session_id = ? GROUP BY a.display_name, a.joined_at ORDER BY a.joined_at""", [sid])
+
+
+def expert_link(base_url: str, session_id: str, token: str) -> str:
+    """The URL an expert opens: the app's Annotate page with the session and their token.
+
+    >>> expert_link("http://localhost:8501/", "s-1", "abc")
+    'http://localhost:8501/annotate?session=s-1&token=abc'
+    """
+    return f"{base_url.rstrip('/')}/annotate?{urlencode({'session': session_id, 'token': token})}"
+
+
+# ---------------------------------------------------------------- the organiser
+def organiser_token_required() -> bool:
+    """Whether ``PROBEKIT_ORGANISER_TOKEN`` is set (then organiser pages ask for it)."""
+    return config.organiser_token() is not None
+
+
+def check_organiser_token(given) -> bool:
+    """Whether ``given`` is the organiser token (constant-time comparison of the sha256 digests); False when
+    no organiser token is set."""
+    expected = config.organiser_token()
+    if expected is None or not isinstance(given, str) or not given.strip():
+        return False
+    return hmac.compare_digest(_hash(given.strip()), _hash(expected))
