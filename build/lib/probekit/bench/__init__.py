@@ -1,1 +1,0 @@
-"""Benchmarks over whole datasets: the one runner, stored runs, layer-wise probing."""
