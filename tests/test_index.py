@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from probekit import config, index
+from probekit import cache, config, index
 from probekit.errors import ProbekitError
 from probekit.index import EntityIndex, build_index, candidate_embeddings, embedding_key
 from probekit.types import CandidateSet
@@ -62,13 +62,13 @@ def test_k_larger_than_index_and_bad_similarity():
 def count_encodes(monkeypatch):
     """Count the candidate-encoding passes that the index asks for (and which layers)."""
     calls = []
-    real = index.encode_layers
+    real = cache.encode_layers
 
     def counting(model, texts, *, layers, **kw):
         calls.append(list(layers))
         return real(model, texts, layers=layers, **kw)
 
-    monkeypatch.setattr(index, "encode_layers", counting)
+    monkeypatch.setattr(cache, "encode_layers", counting)
     return calls
 
 

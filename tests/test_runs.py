@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import TINY_TRIPLES
 
-from probekit import cli, encode, index, jobs, metrics
+from probekit import cache, cli, encode, index, jobs, metrics
 from probekit.bench import runs
 from probekit.datasets import triples
 from probekit.errors import ProbekitError
@@ -44,8 +44,7 @@ def count_encodes(monkeypatch):
         calls.append(len(texts))
         return real(model, texts, **kw)
 
-    monkeypatch.setattr(runs, "encode_layers", counting)
-    monkeypatch.setattr(index, "encode_layers", counting)
+    monkeypatch.setattr(cache, "encode_layers", counting)
     return calls
 
 
