@@ -11,7 +11,8 @@ Tie rule (as :func:`probekit.probes.base.top_k_and_gold_ranks`): a gold's rank i
 candidates scoring strictly higher; among equal scores the top-k lists golds first, then lower ids.
 faiss and numpy compute the same dot products in different orders, so two scores are "equal" when
 they differ by less than :data:`TIE_TOLERANCE` times the scale of the scores (float32 noise), and
-such near-ties are settled in favour of the gold on both paths.
+such near-ties are settled in favour of the gold on both paths; candidates whose vector is identical
+to the gold's (an uncased model's case variants) always tie with it.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from .types import CandidateSet
 
 SIMILARITIES = ("cosine", "l2", "dot")
 NAME_MAX_LENGTH = 25
-TIE_TOLERANCE = 5e-7
+TIE_TOLERANCE = 2.5e-7
 """Scores closer than this, relative to the largest term of the score (|q||x|, or (|q|+|x|)^2 for l2), are ties:
-4 float32 ulps, the noise between two BLAS kernels summing the same products in different orders."""
+2 float32 ulps, the noise between two kernels summing the same products in different orders. Identical
+vectors are exact ties whatever the noise (see ``_twins``)."""
 NAME_CHUNK = 8192
 QUERY_CHUNK = 1024
 _INDEX_MEMO: OrderedDict[str, EntityIndex] = OrderedDict()
@@ -72,6 +74,18 @@ def _prepare(vectors: np.ndarray, similarity: str) -> np.ndarray:
     return vectors
 
 
+def _groups(group: np.ndarray, sizes: np.ndarray) -> list[list[int]]:
+    """Lists of ids sharing a group, for the groups with more than one member."""
+    multi = np.flatnonzero(sizes > 1)
+    if not len(multi):
+        return []
+    members = np.flatnonzero(np.isin(group, multi))
+    out: dict[int, list[int]] = {}
+    for i in members.tolist():
+        out.setdefault(int(group[i]), []).append(i)
+    return list(out.values())
+
+
 class EntityIndex:
     """Exact (Flat) faiss index over candidate vectors; scores are 'higher is better'.
 
@@ -91,6 +105,15 @@ class EntityIndex:
         xb = self.vectors
         self._sq_norms = np.einsum("ij,ij->i", xb, xb)  # (n_names,): l2 scores and the tie scale
         self._max_norm = float(np.sqrt(self._sq_norms.max())) if n else 0.0
+        # Identical vectors (an uncased model's case variants) tie exactly, whatever the float noise:
+        # id -> the ids sharing its vector, for the ids that have twins.
+        self._twins: dict[int, list[int]] = {}
+        if n:
+            _, group, sizes = np.unique(np.ascontiguousarray(xb).view(np.dtype((np.void, dim * 4))).ravel(),
+                                        return_inverse=True, return_counts=True)
+            for ids in _groups(group.ravel(), sizes):
+                for i in ids:
+                    self._twins[i] = ids
 
     def __len__(self) -> int:
         return self.faiss.ntotal
@@ -193,6 +216,11 @@ class EntityIndex:
         thr = np.where(gold_ids >= 0, gp + tol[:, None], np.inf)  # (n_rows, width)
         counts = np.zeros((len(rows), width), dtype=np.int64)
         active = [np.flatnonzero(thr[:, j] < np.inf) for j in range(width)]
+        # (row, slot, id) of each gold and its twins: never counted against the gold, whatever the noise
+        pr, ps = np.nonzero(gold_ids >= 0)
+        own = [(r, j, t) for r, j in zip(pr.tolist(), ps.tolist())
+               for t in self._twins.get(int(gold_ids[r, j]), [int(gold_ids[r, j])])]
+        own_r, own_s, own_id = (np.array(x, dtype=np.int64) for x in zip(*own))
         for c0 in range(0, len(self), NAME_CHUNK):
             part = self._partial(q, xb[c0:c0 + NAME_CHUNK], sq[c0:c0 + NAME_CHUNK])  # (n_rows, chunk)
             for j, act in enumerate(active):
@@ -200,13 +228,17 @@ class EntityIndex:
                     counts[:, j] += np.count_nonzero(part > thr[:, j, None], axis=1)
                 elif len(act):
                     counts[act, j] += np.count_nonzero(part[act] > thr[act, j, None], axis=1)
+            inside = (own_id >= c0) & (own_id < c0 + part.shape[1])
+            r_, s_, i_ = own_r[inside], own_s[inside], own_id[inside]
+            np.subtract.at(counts, (r_, s_), (part[r_, i_ - c0] > thr[r_, s_]).astype(np.int64))
         for r, i in enumerate(rows):
             ex = exclude[i]
             if ex:  # excluded candidates do not count against the gold
                 ep = self._partial(q[r:r + 1], xb[ex], sq[ex])[0]  # (n_excluded,)
             for j in range(width):
                 if gold_ids[r, j] >= 0:
-                    beaten = int(np.count_nonzero(ep > thr[r, j])) if ex else 0
+                    twins = set(self._twins.get(int(gold_ids[r, j]), ()))
+                    beaten = int(sum(1 for e, v in zip(ex, ep) if v > thr[r, j] and e not in twins)) if ex else 0
                     ranks[i][j] = int(counts[r, j]) - beaten + 1
         return ranks
 
