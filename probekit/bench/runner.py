@@ -60,6 +60,50 @@ class _StageClock:
             self.timings[self.stage] += time.perf_counter() - self.last
 
 
+class ModelIdentity:
+    """What a run's settings need from a model (source, revision, spec, layers, device), read from a local
+    model folder without importing transformers or loading weights: enough to find a stored run.
+
+    Only for local folders (the embedded default, checkpoints); ``None`` from :meth:`of` otherwise.
+    The revision is :func:`probekit.models.load`'s folder fingerprint, so keys are the same as a loaded model's.
+    """
+
+    def __init__(self, model_id, source, revision, spec, cfg, device):
+        self.id, self.source, self.revision, self.spec, self.device = model_id, source, revision, spec, device
+        self.num_layers = int(cfg["num_hidden_layers"])
+        self.hidden_size = int(cfg["hidden_size"])
+        self.label = spec.label or model_id
+
+    @classmethod
+    def of(cls, model_id: str, device: str | None = None):
+        import json
+        from pathlib import Path
+
+        from .. import models
+
+        try:
+            source, spec, _ = models._resolve(str(model_id).strip())
+            folder = Path(source)
+            if not (folder / "config.json").is_file():
+                return None
+            cfg = json.loads((folder / "config.json").read_text())
+            return cls(model_id, source, models._fingerprint(folder), spec, cfg, models.pick_device(device))
+        except (OSError, ValueError, KeyError, ProbekitError):
+            return None  # anything unusual: the caller loads the model as usual
+
+    def describe(self) -> dict:
+        return {"model": self.id, "source": self.source, "revision": self.revision, "device": str(self.device),
+                "layers": self.num_layers, "hidden": self.hidden_size}
+
+
+def find_stored(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                vocab: str = "heads+tails", k: int = 10) -> Run | None:
+    """The finished stored run with these settings, or None (``model`` may be a :class:`ModelIdentity`)."""
+    settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
+    found = res.find_run(settings_key(settings))
+    return res.load_run(found) if found else None
+
+
 def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
                     vocab: str = "heads+tails", k: int = 10, save: bool = True):
     """Every check a run makes before it starts; returns (probe, resolved options, settings)."""

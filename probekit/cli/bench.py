@@ -32,9 +32,14 @@ def _cmd_bench(args) -> int:
         from ..bench import results
 
         results.store()  # a locked database fails now, before the model is loaded
-    model = models.load(args.model, device=args.device)
-    run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
-                               progress=_progress_printer(args.quiet), save=args.save, reuse=not args.fresh)
+    run = model = None
+    if args.save and not args.fresh:  # a stored run opens without loading the weights (or importing transformers)
+        model = runner.ModelIdentity.of(args.model, args.device)
+        run = model and runner.find_stored(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k)
+    if run is None:
+        model = models.load(args.model, device=args.device)
+        run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
+                                   progress=_progress_printer(args.quiet), save=args.save, reuse=not args.fresh)
     ks = tuple(k for k in (1, 5, 10) if k <= args.k)
     summary = metrics.summary(run.rankings(), ks=ks)
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,
