@@ -17,6 +17,8 @@ from ..types import Ranking
 from .base import Option, Probe, excluded_ids, gold_indices
 
 QUERY_MAX_LENGTH = 50
+QUERY_CACHE_MIN = 8
+"""Query sets at least this large have their embeddings cached."""
 
 
 def _stage(progress, name):
@@ -34,8 +36,11 @@ class RetrievalProbe(Probe):
         index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
                             batch_size=batch_size, progress=_stage(progress, "encoding candidates"), fast=fast)
         texts = [q.text(model.mask_token) for q in queries]
+        # Query sets (benchmarks, sweeps) go through the cache; a handful of live queries are encoded afresh
+        # (as fast as a cache lookup, and one-off files would pile up in the cache).
         qvec = cache.embeddings(model, texts, layers=[layer], pooling=pooling, max_length=max_length, fast=fast,
-                                batch_size=batch_size, progress=_stage(progress, "encoding queries"))[layer]
+                                batch_size=batch_size, progress=_stage(progress, "encoding queries"),
+                                use_cache=len(texts) >= QUERY_CACHE_MIN)[layer]
         return rank_with_index(index, queries, candidates, qvec, k=k, progress=_stage(progress, "ranking"))
 
 
