@@ -17,7 +17,7 @@ from ..types import Ranking
 from .base import Option, Probe, excluded_ids, gold_indices
 
 QUERY_MAX_LENGTH = 50
-QUERY_CACHE_MIN = 8
+QUERY_CACHE_MIN = 2
 """Query sets at least this large have their embeddings cached."""
 
 
@@ -36,7 +36,7 @@ class RetrievalProbe(Probe):
         index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
                             batch_size=batch_size, progress=_stage(progress, "encoding candidates"), fast=fast)
         texts = [q.text(model.mask_token) for q in queries]
-        # Query sets (benchmarks, sweeps) go through the cache; a handful of live queries are encoded afresh
+        # Query sets (benchmarks, sweeps) go through the cache; a single live query is encoded afresh
         # (as fast as a cache lookup, and one-off files would pile up in the cache).
         qvec = cache.embeddings(model, texts, layers=[layer], pooling=pooling, max_length=max_length, fast=fast,
                                 batch_size=batch_size, progress=_stage(progress, "encoding queries"),
