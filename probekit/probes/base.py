@@ -19,7 +19,8 @@ Progress = Callable[[int, int, str], None]
 @dataclass(frozen=True)
 class Option:
     """One user-facing option of a probe: the CLI flags (:func:`probekit.cli.common.add_probe_args`) and
-    the page widgets are generated from these, so a new probe brings its own interface.
+    the page widgets (``pages/_ui.py``'s ``probe_option_widgets``) are generated from these, so a new probe
+    brings its own interface.
 
     ``type`` is the value type (inferred from ``default`` when not given; ``str`` for a ``None`` default).
     ``advanced`` options go under an expander in the UI.
@@ -74,6 +75,9 @@ class Probe:
 
     def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
              progress: Progress | None = None, **options) -> list[Ranking]:
+        """Check the inputs and options, then rank. ``exclude_subject=True`` ranks each query as if its own
+        subject (every spelling of it) were not a candidate; probes honour it through :func:`excluded_ids`
+        (used by :func:`ranking_from_scores` and :func:`gold_indices`)."""
         check_inputs(model, queries, candidates, k=k)
         if self.requires_mlm and not model.has_mlm:
             raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
@@ -174,13 +178,11 @@ def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]
 
     ``exclude`` ids are treated as absent: never listed, never counted against a gold.
     """
-    if len(exclude):
-        scores = np.array(scores, dtype=np.float64)
-        scores[list(exclude)] = np.nan  # NaN is neither higher nor lower than anything
-        keep = np.flatnonzero(~np.isnan(scores))
-        golds = [None if g is None or g in set(exclude) else g for g in golds]
-        sub_top, ranks = top_k_and_gold_ranks(scores[keep], k, [None if g is None else int(np.searchsorted(keep, g))
-                                                                for g in golds])
+    if len(exclude):  # rank the other candidates, then map their positions back to ids
+        gone = set(int(e) for e in exclude)
+        keep = np.setdiff1d(np.arange(scores.shape[0]), list(gone))
+        sub = [None if g is None or g in gone else int(np.searchsorted(keep, g)) for g in golds]
+        sub_top, ranks = top_k_and_gold_ranks(scores[keep], k, sub)
         return keep[sub_top], ranks
     n = scores.shape[0]
     k = min(k, n)
