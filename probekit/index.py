@@ -213,7 +213,8 @@ class EntityIndex:
             gp[:, j] = np.einsum("id,id->i", q, xb[safe[:, j]])
         if self.similarity == "l2":
             gp = 2 * gp - sq[safe]
-        thr = np.where(gold_ids >= 0, gp + tol[:, None], np.inf)  # (n_rows, width)
+        # (n_rows, width) float32 like the chunk scores, so comparisons need no float64 copy of a chunk
+        thr = np.where(gold_ids >= 0, gp + tol[:, None], np.inf).astype(np.float32)
         counts = np.zeros((len(rows), width), dtype=np.int64)
         active = [np.flatnonzero(thr[:, j] < np.inf) for j in range(width)]
         # (row, slot, id) of each gold and its twins: never counted against the gold, whatever the noise
@@ -283,7 +284,7 @@ class EntityIndex:
                     ids.append(g)
             arr = np.array(ids, dtype=np.int64)
             s_arr = np.array([sc[c] for c in ids], dtype=np.float64)
-            is_gold = np.isin(arr, list(gold_set)) if gold_set else np.zeros(len(arr), dtype=bool)
+            is_gold = np.array([c in gold_set for c in ids], dtype=bool)
             eff = s_arr + np.where(is_gold, tol[i], 0.0)  # near-ties go to the gold
             order = np.lexsort((arr, ~is_gold, -eff))[:k]
             out.append((arr[order].tolist(), [float(sc[c]) for c in arr[order]]))
