@@ -380,3 +380,54 @@ def _organiser_sign_in() -> None:
             st.session_state[ORGANISER_KEY] = True
             st.rerun()
         st.error("That is not the organiser token.", icon=":material/error:")
+
+
+# ---------------------------------------------------------------- probe options
+def _option_label(name: str) -> str:
+    return name.replace("_", " ").capitalize()
+
+
+def _option_widget(where, option, default, key: str):
+    """One widget for one :class:`probekit.probes.Option`, chosen by its type and choices. A value already in the
+    session state (set by another page, e.g. "open on the Probe page") wins over the default."""
+    label, kind, help_ = _option_label(option.name), option.value_type, option.help or None
+    preset = key in st.session_state
+    if kind is bool:
+        return where.checkbox(label, key=key, help=help_, **({} if preset else {"value": bool(default)}))
+    if option.choices:
+        choices = list(option.choices)
+        if preset and st.session_state[key] not in choices:
+            del st.session_state[key]
+            preset = False
+        start = {} if preset else {"index": choices.index(default) if default in choices else 0}
+        return where.selectbox(label, choices, key=key, help=help_, format_func=lambda v: "default" if v is None
+                               else str(v), **start)
+    if kind in (int, float):
+        start = {} if preset else {"value": None if default is None else kind(default)}
+        return where.number_input(label, min_value=kind(0), step=kind(1), key=key, help=help_,
+                                  placeholder="default", **start)
+    start = {} if preset else {"value": "" if default is None else str(default)}
+    value = where.text_input(label, key=key, help=help_, placeholder="default", **start)
+    return value or (None if default is None else value)
+
+
+def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None) -> dict:
+    """Widgets for every option of ``probe``, generated from its :class:`~probekit.probes.Option`s: a selectbox
+    for choices, a number input for numbers, a checkbox for flags, a text input otherwise; ``advanced`` options
+    go in an expander. Widget keys are ``f"{key}_{option name}"``; ``defaults`` overrides an option's default
+    on this page. Returns ``{option name: value}`` for ``probe.rank(..., **values)``.
+
+    A new probe's options therefore appear on every page with no page change.
+    """
+    defaults = defaults or {}
+    where = container if container is not None else st
+    values = {}
+    advanced = [o for o in probe.options if o.advanced]
+    for o in probe.options:
+        if not o.advanced:
+            values[o.name] = _option_widget(where, o, defaults.get(o.name, o.default), f"{key}_{o.name}")
+    if advanced:
+        with where.expander("Advanced options"):
+            for o in advanced:
+                values[o.name] = _option_widget(st, o, defaults.get(o.name, o.default), f"{key}_{o.name}")
+    return values

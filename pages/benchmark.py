@@ -28,6 +28,10 @@ def open_on_probe(meta: dict, relation: str, query_id: str) -> None:
     st.session_state[ui.DATASET_KEY] = meta["dataset_spec"]
     st.session_state.update(pk_source="From the dataset", pk_rel=relation, pk_qid=query_id, pk_autorun=True,
                             pk_probe=meta["probe"], pk_vocab=meta["vocab"])
+    # the Probe page opens with the run's own options, so it shows what the run stored
+    opts = dict(meta.get("options") or {})
+    opts.setdefault("exclude_subject", False)
+    st.session_state.update({f"pk_opt_{name}": value for name, value in opts.items()})
     st.session_state.bm_goto = {"model": meta["model"], "dataset": meta["dataset_spec"], "relation": relation,
                                 "query": query_id}
 
@@ -44,18 +48,7 @@ with st.container(border=True):
     vocab = c2.radio("Candidates", VOCABS, key="bm_vocab", horizontal=True,
                      help="heads+tails of the dataset (MedLAMA's reference), all tails, or each relation's tails")
     k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k"))
-    opts = {}
-    if probe.name == "retrieval":
-        pooling = c3.selectbox("Pooling", ["model default", "cls", "mean"], key="bm_pooling")
-        opts["pooling"] = None if pooling == "model default" else pooling
-        opts["similarity"] = c2.selectbox("Similarity", ["cosine", "l2", "dot"], key="bm_similarity")
-        layer = c3.selectbox("Layer", ["last", *range(model.num_layers + 1)], key="bm_layer",
-                             help="hidden_states[L]: 0 = embeddings; 'last' = each model's last layer")
-        opts["layer"] = None if layer == "last" else int(layer)
-        if model.device.type == "cpu" and c2.toggle("Fast (int8)", key="bm_fast",
-                                                    help="int8 weights on CPU: about 3x faster encoding, acc@10 "
-                                                         "within 0.2 points on MedLAMA; stored as its own run"):
-            opts["fast"] = True
+    opts = ui.probe_option_widgets(probe, key="bm", container=c3)
     if st.button("Start", type="primary", icon=":material/play_arrow:", key="bm_start", disabled=running):
         with ui.guard("Starting the benchmark"):
             ids = [m.strip() for m in extra.split(",") if m.strip()]

@@ -47,13 +47,10 @@ with right:
     vocab = st.radio("Candidates", VOCABS, key="pk_vocab", horizontal=True,
                      help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this relation")
     k = st.slider("k", 1, 50, 10, key="pk_k")
-    opts = {}
-    if probe.name == "retrieval":
-        c1, c2, c3 = st.columns(3)
-        opts["pooling"] = c1.selectbox("Pooling", ["cls", "mean"], index=["cls", "mean"].index(model.spec.pooling))
-        opts["similarity"] = c2.selectbox("Similarity", ["cosine", "l2", "dot"])
-        opts["layer"] = c3.number_input("Layer", 0, model.num_layers, model.num_layers,
-                                        help="hidden_states[L]: 0 = embeddings, last = full model")
+    opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True})
+    if opts.get("exclude_subject"):
+        st.caption("The query's own subject is left out of the candidates: untuned encoders return it as answer "
+                   "#1 (e.g. 'Nephrolithiasis → Nephrolithiasis'). Stored benchmark runs keep it, as the papers do.")
 
 clicked = st.button("Probe", type="primary", icon=":material/play_arrow:", shortcut="Enter")
 if clicked or st.session_state.pop("pk_autorun", False):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from probekit import config, index
+from probekit import cache, config, index
 from probekit.errors import ProbekitError
 from probekit.index import EntityIndex, build_index, candidate_embeddings, embedding_key
 from probekit.types import CandidateSet
@@ -62,13 +62,13 @@ def test_k_larger_than_index_and_bad_similarity():
 def count_encodes(monkeypatch):
     """Count the candidate-encoding passes that the index asks for (and which layers)."""
     calls = []
-    real = index.encode_layers
+    real = cache.encode_layers
 
     def counting(model, texts, *, layers, **kw):
         calls.append(list(layers))
         return real(model, texts, layers=layers, **kw)
 
-    monkeypatch.setattr(index, "encode_layers", counting)
+    monkeypatch.setattr(cache, "encode_layers", counting)
     return calls
 
 
@@ -164,3 +164,92 @@ def test_fast_mode_has_its_own_cache_entry(tiny_encoder, count_encodes):
     assert count_encodes == [[2], [2]] and fast is not exact
     cos = (exact.vectors * fast.vectors).sum(1)  # both normalised (cosine)
     assert cos.min() > 0.99  # int8 weights: close, not equal
+
+
+# ---------------------------------------------------------------- EntityIndex.rank: faiss top-k + counted gold ranks
+def _reference(scores: np.ndarray, k: int, golds, exclude=()):
+    """The documented rule on one row of exact (float64) scores, written as a plain loop."""
+    ids = [i for i in range(len(scores)) if i not in set(exclude)]
+    gold_set = {g for g in golds if g is not None and g not in set(exclude)}
+    top = sorted(ids, key=lambda i: (-scores[i], i not in gold_set, i))[:k]
+    ranks = [None if g is None or g in set(exclude) else 1 + sum(scores[i] > scores[g] for i in ids) for g in golds]
+    return top, ranks
+
+
+def _exact(vectors, queries, similarity):
+    return _brute(vectors, queries, similarity)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "l2"])
+@pytest.mark.parametrize("name_chunk", [7, 8192])
+def test_rank_equals_the_tie_rule(similarity, name_chunk, monkeypatch):
+    """Gold rank = 1 + number of candidates scoring strictly higher; top-k lists golds first among equal scores,
+    then lower ids (probes/base.py). Exact duplicates (an uncased model's case variants) are exact ties."""
+    monkeypatch.setattr(index, "NAME_CHUNK", name_chunk)  # several candidate chunks: no full score matrix
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=(40, 16)).astype(np.float32)
+    vectors = np.concatenate([base, base[[3, 3, 10, 25]]])  # ids 40, 41 duplicate 3; 42 dup 10; 43 dup 25
+    queries = rng.normal(size=(30, 16)).astype(np.float32)
+    queries[:5] = base[[3, 10, 25, 0, 1]] + 0.01 * queries[:5]  # queries whose best answers are duplicated
+    golds = [[int(g) for g in rng.choice(44, size=int(rng.integers(0, 4)), replace=False)] + [None]
+             for _ in range(30)]
+    golds[0] = [41, 3]  # the gold is one of three identical vectors at the top
+    golds[1] = [42]
+    golds[2] = [43, 25, 40]
+    idx = EntityIndex(vectors, similarity=similarity)
+    exact = _exact(vectors, queries, similarity)
+    for k in (1, 3, 10):
+        for (ids, scores, ranks), row, g in zip(idx.rank(queries, golds, k), exact, golds):
+            want_top, want_ranks = _reference(row, k, g)
+            assert ranks == want_ranks
+            assert ids == want_top
+            np.testing.assert_allclose(scores, row[want_top], rtol=1e-4, atol=1e-4)
+    top, _, ranks = idx.rank(queries[:1], [[41, 3]], 3)[0]
+    assert top[:2] == [3, 41] and ranks == [1, 1]  # both golds first, then the third copy
+    assert top[2] == 40
+
+
+def test_rank_near_ties_across_paths_go_to_the_gold():
+    """faiss and numpy sum the same products in different orders; a gold whose vector equals another's must
+    not lose the tie to float noise on either path (top-1 and rank 1 agree)."""
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(500, 384)).astype(np.float32)
+    vectors = np.concatenate([base, base[:50]])  # 50 exact duplicates
+    queries = base[:50] + 1e-3 * rng.normal(size=(50, 384)).astype(np.float32)
+    idx = EntityIndex(vectors, similarity="cosine")
+    for gold_is_copy in (False, True):
+        golds = [[500 + i if gold_is_copy else i] for i in range(50)]
+        for i, (ids, _, ranks) in enumerate(idx.rank(queries, golds, 1)):
+            assert ranks == [1] and ids == golds[i]
+
+
+def test_rank_exclude_is_as_if_absent():
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(60, 8)).astype(np.float32)
+    queries = rng.normal(size=(6, 8)).astype(np.float32)
+    exact = _exact(vectors, queries, "dot")
+    exclude = [[int(np.argmax(row))] for row in exact]  # every query's best candidate
+    exclude[1] += [5, 6]
+    golds = [[int(np.argmax(row)), int(np.argsort(-row)[4]), None] for row in exact]
+    idx = EntityIndex(vectors, similarity="dot")
+    for (ids, _, ranks), row, g, ex in zip(idx.rank(queries, golds, 4, exclude=exclude), exact, golds, exclude):
+        assert ranks[0] is None  # an excluded gold is not a candidate
+        want_top, want_ranks = _reference(row, 4, g, ex)
+        assert ids == want_top and ranks == want_ranks and not set(ids) & set(ex)
+        assert ranks[1] == 4  # the 5th best, with the best left out
+
+
+def test_rank_widens_the_search_over_long_ties():
+    vectors = np.ones((100, 4), dtype=np.float32)  # all tied
+    idx = EntityIndex(vectors, similarity="dot")
+    ids, scores, ranks = idx.rank(np.ones((1, 4), dtype=np.float32), [[97]], 3)[0]
+    assert ids == [97, 0, 1] and ranks == [1] and scores == [4.0, 4.0, 4.0]
+
+
+def test_index_holds_one_copy_of_the_vectors():
+    vectors = np.random.default_rng(0).normal(size=(1000, 32)).astype(np.float32)
+    idx = EntityIndex(vectors, similarity="cosine")
+    view = idx.vectors
+    assert not view.flags.owndata and not view.flags.writeable  # a view into faiss' own storage
+    assert view.__array_interface__["data"][0] == idx.vectors.__array_interface__["data"][0]
+    np.testing.assert_allclose(np.linalg.norm(view, axis=1), 1, rtol=1e-5)

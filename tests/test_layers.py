@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probekit import cli, encode, index, jobs, metrics
+from probekit import cache, cli, encode, index, jobs, metrics
 from probekit.bench import layers, runs
 from probekit.datasets import hardness
 from probekit.errors import ProbekitError
@@ -29,8 +29,7 @@ def count_encodes(monkeypatch):
         calls.append((len(texts), tuple(layers or ())))
         return real(model, texts, layers=layers, **kw)
 
-    monkeypatch.setattr(runs, "encode_layers", counting)
-    monkeypatch.setattr(index, "encode_layers", counting)
+    monkeypatch.setattr(cache, "encode_layers", counting)
     return calls
 
 

@@ -89,7 +89,7 @@ def test_fast_toggle_stores_an_int8_run_of_its_own(tiny_encoder_dir):
     at = open_app("benchmark", model=str(tiny_encoder_dir))
     at.button(key="bm_start").click().run()
     exact = _finish(at).result
-    at.toggle(key="bm_fast").set_value(True).run()
+    at.checkbox(key="bm_fast").set_value(True).run()
     at.button(key="bm_start").click().run()
     fast = _finish(at).result
     assert errors(at) == [] and fast != exact  # a separate stored run, not the fp32 one reopened

@@ -236,3 +236,51 @@ def test_retrieval_fast_mode_close_to_exact(tiny_encoder, cands):
         assert max(abs(sa[n] - sb[n]) for n in NAMES) < 0.05
     with pytest.raises(ProbekitError, match="fast='yes'"):
         get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, fast="yes")
+
+
+# ---------------------------------------------------------------- exclude_subject (issue 12, item 6)
+SELF = [Query("s1", "Stroke", "may_cause", "[X] may cause [Y].", golds=("stroke", "heart attack")),
+        Query("s2", "insulin", "may_treat", "[X] might treat [Y].", golds=("type 2 diabetes",))]
+SELF_NAMES = NAMES + ["Stroke", "STROKE"]
+
+
+@pytest.mark.parametrize("name", ["retrieval", "mask_average"])
+def test_exclude_subject_is_as_if_the_subject_were_not_a_candidate(tiny_mlm, name):
+    """'The query's own subject is a candidate (heads+tails) and comes back as answer #1 ... add an
+    exclude subject option' (issue 12): every spelling of the subject is left out of the top-k and of the
+    gold ranks, which are then those of the candidate set without it; off by default (the reference)."""
+    probe = get_probe(name)
+    full = CandidateSet.from_names(SELF_NAMES)
+    k = len(SELF_NAMES)
+    on = probe.rank(tiny_mlm, SELF, full, k=k, exclude_subject=True)
+    off = probe.rank(tiny_mlm, SELF, full, k=k)
+    assert [o.ids for o in off] == [o.ids for o in probe.rank(tiny_mlm, SELF, full, k=k, exclude_subject=False)]
+    assert {"Stroke", "STROKE", "stroke"} <= set(off[0].names)  # by default the subject competes
+    for q, r_on, r_off in zip(SELF, on, off):
+        subject = {n for n in SELF_NAMES if n.lower() == q.subject.lower()}
+        assert not subject & set(r_on.names) and r_on.n_candidates == len(SELF_NAMES) - len(subject)
+        assert r_on.k == len(SELF_NAMES) - len(subject)
+        # same order as the full ranking with the subject's spellings removed (all scores stay as they were)
+        assert list(r_on.names) == [n for n in r_off.names if n not in subject]
+        score = dict(zip(r_off.names, r_off.scores))
+        for g, rank in zip(q.golds, r_on.gold_ranks):
+            if g.lower() == q.subject.lower():
+                assert rank is None  # the gold is the subject itself: not a candidate any more
+            else:
+                others = [n for n in SELF_NAMES if n not in subject]
+                assert rank == 1 + sum(score[n] > score[g] for n in others)
+
+
+def test_exclude_subject_is_a_stored_run_setting(tiny_encoder, tiny_dataset):
+    from probekit.bench import runs
+
+    base = runs.settings_of(tiny_encoder, tiny_dataset)
+    assert runs.settings_key(base) == runs.settings_key(
+        runs.settings_of(tiny_encoder, tiny_dataset, options={"exclude_subject": False}))  # old runs still found
+    on = runs.settings_of(tiny_encoder, tiny_dataset, options={"exclude_subject": True})
+    assert runs.settings_key(on) != runs.settings_key(base)
+    run = runs.run_benchmark(tiny_encoder, tiny_dataset, options={"exclude_subject": True}, k=5)
+    assert run.meta["options"]["exclude_subject"] is True
+    subjects = {q.id: q.subject.lower() for q in tiny_dataset.queries}
+    for row in run.frame.itertuples():
+        assert subjects[row.query_id] not in [n.lower() for n in row.top_names]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import TINY_TRIPLES
 
-from probekit import cli, encode, index, jobs, metrics
+from probekit import cache, cli, encode, index, jobs, metrics
 from probekit.bench import runs
 from probekit.datasets import triples
 from probekit.errors import ProbekitError
@@ -44,8 +44,7 @@ def count_encodes(monkeypatch):
         calls.append(len(texts))
         return real(model, texts, **kw)
 
-    monkeypatch.setattr(runs, "encode_layers", counting)
-    monkeypatch.setattr(index, "encode_layers", counting)
+    monkeypatch.setattr(cache, "encode_layers", counting)
     return calls
 
 
@@ -263,3 +262,63 @@ def test_cli_bench_save_and_runs_commands(capsys, tiny_encoder_dir, tmp_path):
     assert "no stored run" in capsys.readouterr().err
     assert cli.main(["runs", "export", run_id]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_cli_second_save_reopens_the_stored_run_without_loading_the_model(capsys, tiny_encoder_dir, tmp_path,
+                                                                          monkeypatch):
+    """The shell goes through the one runner: a second identical `bench --save` is the stored run (found from
+    the model folder's identity, no weights loaded); --fresh computes a new run from cached embeddings."""
+    from probekit import models
+
+    facts = tmp_path / "facts.csv"
+    facts.write_text(TINY_TRIPLES)
+    base = ["bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(facts), "--save",
+            "--quiet", "--format", "json", "--k", "5"]
+    assert cli.main(base) == 0
+    first = json.loads(capsys.readouterr().out)
+
+    def no_loading(*a, **kw):
+        raise AssertionError("the model was loaded")
+
+    with monkeypatch.context() as m:
+        m.setattr(models, "load", no_loading)
+        assert cli.main(base) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["run_id"] == first["run_id"] and again["macro"] == first["macro"]
+    assert again["model"]["revision"] == first["model"]["revision"]
+    calls = count_encodes(monkeypatch)
+    assert cli.main([*base, "--fresh"]) == 0
+    fresh = json.loads(capsys.readouterr().out)
+    assert fresh["run_id"] != first["run_id"] and fresh["macro"] == first["macro"] and calls == []
+    # the app finds what the shell stored
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    ds = triples.load(str(facts))
+    assert runs.run_benchmark(model, ds, k=5).run_id == fresh["run_id"]
+    assert cli.main([*base[:-2], "--k", "1001"]) == 2
+    assert "k must be an integer from 1 to 1000" in capsys.readouterr().err
+    assert cli.main(["bench", "--fresh", "--dataset", "demo"]) == 2
+    assert "--fresh only applies with --save" in capsys.readouterr().err
+
+
+def test_cli_save_with_a_locked_database_fails_fast(capsys, tiny_encoder_dir, tmp_path, monkeypatch):
+    """Another process holds the DuckDB file: one error line, before the model is loaded or anything computed."""
+    import subprocess
+    import sys
+
+    from probekit import config, models
+
+    db = config.db_path()
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); "
+                               "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        from probekit import store
+
+        store.close_all()
+        monkeypatch.setattr(models, "load", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("loaded")))
+        code = cli.main(["bench", "--model", str(tiny_encoder_dir), "--dataset", "demo", "--save", "--quiet"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("error: cannot open the database")
+    finally:
+        holder.kill()
+        holder.wait()

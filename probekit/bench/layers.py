@@ -1,11 +1,14 @@
 """Layer-wise probing (MedLAMA Fig. 6–7): the retrieval probe at ``hidden_states[L]`` for L = 1..N.
 
 Probing "with the first L layers" means taking the hidden states after layer L. Candidates and
-queries are encoded ONCE for all layers (:func:`probekit.index.candidate_embeddings` and
-:func:`probekit.bench.runs.query_embeddings`, both cached on disk and shared with benchmark runs), then
-each layer only costs a similarity pass. Results are hit counts per (layer, relation, subset) with
-``subset`` = ``full`` (all queries) or ``hard`` (MedLAMA-hard queries), stored in DuckDB (component
-``layers``) so a finished sweep with the same settings opens instantly.
+queries are encoded ONCE for all layers into the one embedding cache (:mod:`probekit.cache`, on disk
+and shared with benchmark runs); then each layer is an ordinary run of the one runner
+(:func:`probekit.bench.runner.run_benchmark` with ``layer=L``, not stored as a run), whose retrieval
+probe finds every vector in the cache and only searches. Layers go one after another, so at most a
+few layers' faiss indexes are in memory at a time, never all layers' vectors twice
+(``benchmarks/layers_memory.py`` measures it). Results are hit counts per (layer, relation, subset)
+with ``subset`` = ``full`` (all queries) or ``hard`` (MedLAMA-hard queries), stored in DuckDB
+(component ``layers``) so a finished sweep with the same settings opens instantly.
 """
 
 from __future__ import annotations
@@ -21,15 +24,17 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from .. import __version__, index, jobs
+from .. import __version__, cache, index, jobs
 from ..datasets import Dataset
 from ..encode import POOLINGS, precision
 from ..errors import ProbekitError
-from ..index import SIMILARITIES, EntityIndex
+from ..index import SIMILARITIES
+from ..metrics.accuracy import counts_accuracy
 from ..metrics.compare import KS, SUBSETS
 from ..probes.retrieval import QUERY_MAX_LENGTH
 from ..store import component_store
-from . import runs
+from .runner import run_benchmark
+from .settings import check_run_args, dataset_spec
 
 COMPONENT = "layers"
 TOP_K = max(KS)
@@ -63,7 +68,10 @@ def layer_accuracy(table: pd.DataFrame, *, k: int = 1, subset: str = "full") -> 
     """
     _check_table(table, k, subset)
     part = table[table["subset"] == subset]
-    acc = part.assign(acc=part[f"hits@{k}"] / part["n"])
+    acc = pd.DataFrame([{"relation": rel, "layer": layer,
+                         "acc": counts_accuracy(g["n"], g[f"hits@{k}"], g["relation"], average="micro")}
+                        for (rel, layer), g in part.groupby(["relation", "layer"])],
+                       columns=["relation", "layer", "acc"])
     out = acc.pivot(index="relation", columns="layer", values="acc").sort_index()
     out.columns.name = "layer"
     return out.reindex(columns=sorted(out.columns))
@@ -76,10 +84,9 @@ def layer_averages(table: pd.DataFrame, *, subset: str = "full") -> pd.DataFrame
     rows = {}
     for layer, g in part.groupby("layer", sort=True):
         row = {}
-        for k in KS:
-            row[f"macro acc@{k}"] = float((g[f"hits@{k}"] / g["n"]).mean())
-        for k in KS:
-            row[f"micro acc@{k}"] = float(g[f"hits@{k}"].sum() / g["n"].sum())
+        for avg in ("macro", "micro"):
+            for k in KS:
+                row[f"{avg} acc@{k}"] = counts_accuracy(g["n"], g[f"hits@{k}"], g["relation"], average=avg)
         row["n"] = int(g["n"].sum())
         rows[int(layer)] = row
     out = pd.DataFrame.from_dict(rows, orient="index")
@@ -176,7 +183,7 @@ def _check_layers(model, layers) -> list[int]:
 def layer_settings(model, dataset: Dataset, *, layers=None, pooling: str | None = None, similarity: str = "cosine",
                    vocab: str = "heads+tails", max_length: int = QUERY_MAX_LENGTH, fast: bool = False) -> dict:
     """Everything that decides a sweep's results (its store key is a hash of this)."""
-    runs._check_run_args(dataset, vocab, TOP_K)
+    check_run_args(dataset, vocab, TOP_K)
     pooling = pooling or model.spec.pooling
     if pooling not in POOLINGS:
         raise ProbekitError(f"unknown pooling {pooling!r}; available: {', '.join(POOLINGS)}")
@@ -201,18 +208,22 @@ def find_layer_run(settings: dict | str) -> str | None:
     return rows[0][0] if rows else None
 
 
-def _hit_counts(rankings, hard: np.ndarray) -> dict[str, tuple]:
-    ranks = np.array([r.best_gold_rank if r.best_gold_rank is not None else np.inf for r in rankings], dtype=float)
+def _hit_counts(frame: pd.DataFrame) -> dict[str, tuple]:
+    """(n, hits@k...) of a relation's results frame, for all queries and for the hard ones."""
+    from ..metrics.accuracy import hits
+
+    hard = frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     out = {}
-    for subset, mask in (("full", np.ones(len(ranks), dtype=bool)), ("hard", hard)):
+    for subset, mask in (("full", np.ones(len(frame), dtype=bool)), ("hard", hard)):
         if mask.any():
-            out[subset] = (int(mask.sum()), *[int((ranks[mask] <= k).sum()) for k in KS])
+            ranks = frame["best_gold_rank"].to_numpy()[mask]
+            out[subset] = (int(mask.sum()), *[int(hits(ranks, k).sum()) for k in KS])
     return out
 
 
 def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, pooling: str | None = None,
                similarity: str = "cosine", vocab: str = "heads+tails", batch_size: int = 128,
-               max_length: int = QUERY_MAX_LENGTH, fast: bool = False, progress: runs.Progress | None = None,
+               max_length: int = QUERY_MAX_LENGTH, fast: bool = False, progress: jobs.Progress | None = None,
                should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
                label: str | None = None) -> LayerRun:
     """Retrieval-probe accuracy per relation at every layer in ``layers`` (default 1..N).
@@ -241,57 +252,56 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
             return load_layer_run(found)
     start = time.perf_counter()
     timings = {"encoding candidates": 0.0, "encoding queries": 0.0, "scoring": 0.0}
-    fast_kw = {"fast": True} if fast else {}
-    total = len(dataset)
-    rows: list[tuple] = []
-    done = 0
+    total = len(dataset) * len(layers)
 
     def stage(name):
         def inner(d, t):
             check_cancel()
-            report(d, t, name)
+            report(0, total, f"{name} {d:,}/{t:,}")
         return inner
 
-    def indexes_for(candidates, where):
-        t = time.perf_counter()
-        vecs = index.candidate_embeddings(model, candidates, layers=layers, pooling=pooling, batch_size=batch_size,
-                                          progress=stage(f"{where}encoding candidates ({len(layers)} layers)"),
-                                          **fast_kw)  # {layer: (n_names, dim)}
-        timings["encoding candidates"] += time.perf_counter() - t
-        return {L: EntityIndex(vecs[L], similarity=similarity) for L in layers}
-
-    shared = None if vocab == "relation" else dataset.candidates(vocab)
-    shared_idx = indexes_for(shared, "") if shared is not None else None
+    # 1. every layer's vectors in ONE encoding pass per text set, into the disk cache (not kept here)
+    t = time.perf_counter()
+    cand_sets = [dataset.candidates(vocab)] if vocab != "relation" else \
+        [dataset.candidates("relation", rel) for rel in dataset.relations]
+    for n_set, cands in enumerate(cand_sets):
+        where = f" {n_set + 1}/{len(cand_sets)}" if len(cand_sets) > 1 else ""
+        index.candidate_embeddings(model, cands, layers=layers, pooling=pooling, batch_size=batch_size, fast=fast,
+                                   progress=stage(f"encoding candidates{where} ({len(layers)} layers)"), memo=False)
+    timings["encoding candidates"] += time.perf_counter() - t
+    t = time.perf_counter()
     for i, rel in enumerate(dataset.relations):
         check_cancel()
-        where = f"relation {i + 1}/{len(dataset.relations)} {rel} · "
-        queries = dataset.queries_for(rel)
-        cands = shared if shared is not None else dataset.candidates("relation", rel)
-        idx = shared_idx if shared_idx is not None else indexes_for(cands, where)
+        texts = [q.text(model.mask_token) for q in dataset.queries_for(rel)]
+        cache.embeddings(model, texts, layers=layers, pooling=pooling, max_length=max_length, fast=fast,
+                         batch_size=batch_size, memo=False,
+                         progress=stage(f"relation {i + 1}/{len(dataset.relations)} {rel} · encoding queries"))
+    timings["encoding queries"] += time.perf_counter() - t
+    # 2. one ordinary (unsaved) run per layer: the retrieval probe finds every vector in the cache
+    rows: list[tuple] = []
+    options = {"pooling": pooling, "similarity": similarity, "max_length": max_length, "fast": bool(fast),
+               "batch_size": batch_size}
+    for n_layer, L in enumerate(layers):
+        check_cancel()
+        base = n_layer * len(dataset)
+
+        def layer_report(d, t_, s, _base=base, _L=L, _n=n_layer):
+            report(_base + min(d, len(dataset)), total, f"layer {_L} ({_n + 1}/{len(layers)}) · {s}")
+
         t = time.perf_counter()
-        texts = [q.text(model.mask_token) for q in queries]
-        qvecs = runs.query_embeddings(model, texts, layers=layers, pooling=pooling, max_length=max_length,
-                                      batch_size=batch_size, progress=stage(f"{where}encoding queries"),
-                                      fast=fast)  # {layer: (n_queries, dim)}
-        timings["encoding queries"] += time.perf_counter() - t
-        t = time.perf_counter()
-        hard = np.array([bool(runs._is_hard(q)) for q in queries])
-        for n_layer, L in enumerate(layers):
-            report(done, total, f"{where}scoring layer {L} ({n_layer + 1}/{len(layers)})")
-            check_cancel()
-            rankings = runs.rank_vectors(queries, cands, idx[L], qvecs[L], k=TOP_K)
-            for subset, counts in _hit_counts(rankings, hard).items():
-                rows.append((L, rel, subset, *counts))
+        run = run_benchmark(model, dataset, probe="retrieval", options={**options, "layer": L}, vocab=vocab,
+                            k=TOP_K, progress=layer_report, should_cancel=should_cancel, save=False)
         timings["scoring"] += time.perf_counter() - t
-        done += len(queries)
-        report(done, total, f"{where}done")
+        for rel, part in run.frame.groupby("relation", sort=False):
+            for subset, counts in _hit_counts(part).items():
+                rows.append((L, rel, subset, *counts))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["layer", "relation", "subset"], ignore_index=True)
     seconds = time.perf_counter() - start
     meta = {"run_id": None, "created_at": datetime.now(UTC).replace(tzinfo=None), "settings_key": key,
             "label": label or f"{model.label} · {dataset.name} ({pooling}, {similarity}, {vocab})",
             "model": model.id, "model_source": model.source, "model_revision": model.revision,
             "dataset": dataset.name, "dataset_version": dataset.version, "dataset_set": dataset.meta.get("set"),
-            "dataset_spec": runs.dataset_spec(dataset), "options": settings["options"], "vocab": vocab,
+            "dataset_spec": dataset_spec(dataset), "options": settings["options"], "vocab": vocab,
             "layers": layers, "device": str(model.device), "probekit_version": __version__,
             "n_queries": len(dataset), "seconds": seconds, "timings": {k: round(v, 3) for k, v in timings.items()}}
     if save:

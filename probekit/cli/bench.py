@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import ProbekitError
 from .common import (
     _progress_printer,
     add_dataset_args,
@@ -14,41 +15,49 @@ from .common import (
 
 
 def _cmd_bench(args) -> int:
+    """Through the one runner (:func:`probekit.bench.runner.run_benchmark`): with ``--save`` an identical
+    stored run is reopened and an unfinished one resumed, exactly as on the Benchmark page."""
     from .. import metrics, models
+    from ..bench import runner, settings
     from ..probes import get_probe
 
     probe = get_probe(args.probe)
-    ds = load_dataset_from_args(args)
-    model = models.load(args.model, device=args.device)
     opts = probe_options(args, probe)
-    report = _progress_printer(args.quiet)
-    rankings = []
-    if args.vocab == "relation":
-        for rel in ds.relations:
-            rankings += probe.rank(model, ds.queries_for(rel), ds.candidates("relation", rel), k=args.k,
-                                   progress=report, **opts)
-    else:
-        rankings = probe.rank(model, ds.queries, ds.candidates(args.vocab), k=args.k, progress=report, **opts)
+    settings.check_vocab_and_k(args.vocab, args.k)
+    if args.fresh and not args.save:
+        raise ProbekitError("--fresh only applies with --save (without it nothing is reused)")
+    ds = load_dataset_from_args(args)
+    settings.check_run_args(ds, args.vocab, args.k)
+    if args.save:
+        from ..bench import results
+
+        results.store()  # a locked database fails now, before the model is loaded
+    run = model = None
+    if args.save and not args.fresh:  # a stored run opens without loading the weights (or importing transformers)
+        model = runner.ModelIdentity.of(args.model, args.device)
+        run = model and runner.find_stored(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k)
+    if run is None:
+        model = models.load(args.model, device=args.device)
+        run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
+                                   progress=_progress_printer(args.quiet), save=args.save, reuse=not args.fresh)
     ks = tuple(k for k in (1, 5, 10) if k <= args.k)
-    summary = metrics.summary(rankings, ks=ks)
+    summary = metrics.summary(run.rankings(), ks=ks)
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,
            "vocab": args.vocab, **summary}
-    if getattr(args, "save", False):
-        from ..bench import runs
-
-        out["run_id"] = runs.save_run(rankings, model=model, dataset=ds, probe=probe.name, options=opts,
-                                      vocab=args.vocab, k=args.k)
+    if args.save:
+        out["run_id"] = run.run_id
+    out["seconds"] = run.meta.get("seconds")
     if args.format == "json":
         print_json(out)
     else:
-        print(f"{ds.name} ({len(ds)} queries), {model.id}, {probe.name} {opts}")
+        print(f"{ds.name} ({len(ds)} queries), {model.id}, {probe.name} {opts}"
+              + (f"  [{run.run_id}]" if args.save else ""))
         print(f"{'relation':<50}" + "".join(f"{'acc@' + str(k):>9}" for k in ks))
         for rel, row in summary["relations"].items():
             print(f"{rel:<50}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks))
         for avg in ("macro", "micro"):
             print(f"{avg:<50}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks))
     return 0
-
 
 
 def register(sub) -> None:
@@ -58,6 +67,8 @@ def register(sub) -> None:
     add_probe_args(p)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--format", default="table", choices=["table", "json"])
-    p.add_argument("--save", action="store_true", help="store the run in the database")
+    p.add_argument("--save", action="store_true",
+                   help="store the run in the database; an identical stored run is reopened, an unfinished one resumed")
+    p.add_argument("--fresh", action="store_true", help="with --save: compute a new run even if one is stored")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_cmd_bench)

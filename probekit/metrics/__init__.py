@@ -9,7 +9,13 @@ from __future__ import annotations
 from .accuracy import (  # noqa: F401
     DEFAULT_KS,
     acc_at_k,
+    counts_accuracy,
+    frame_accuracy,
+    hits,
     per_relation,
+    rank_accuracy,
+    rank_summary,
+    relation_accuracy,
     summary,
 )
 from .ucm import (  # noqa: F401

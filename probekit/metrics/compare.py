@@ -1,10 +1,10 @@
 """Accuracy tables and run comparisons over benchmark *results frames* (pure pandas, no I/O).
 
-A results frame holds one row per query (see :data:`probekit.bench.runs.RESULT_COLUMNS`); these functions
+A results frame holds one row per query (see :data:`probekit.bench.results.RESULT_COLUMNS`); these functions
 need ``relation`` and ``best_gold_rank`` (1-based rank of the best gold answer among *all*
 candidates, missing when no gold is a candidate) and, where named, ``hard`` (MedLAMA hardness of the
 query), ``gold_length`` (mean gold-name length in characters), ``top_names`` (top-k, best first),
-``query_id``, ``subject``, ``template`` and ``golds``. Averages follow :mod:`probekit.metrics`: *macro*
+``query_id``, ``subject``, ``template`` and ``golds``. acc@k is :mod:`probekit.metrics.accuracy`'s: *macro*
 is the mean of per-relation accuracies, *micro* the share over all queries; both are tested against
 naive loops and against :func:`probekit.metrics.summary`.
 
@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProbekitError
+from .accuracy import AVERAGES, check_k, frame_accuracy
+from .accuracy import hits as rank_hits
 
 KS = (1, 5, 10)
-AVERAGES = ("macro", "micro")
 SUBSETS = ("full", "hard")
 LENGTH_EDGES = (0, 10, 20, 30, 40, 50)
 """Bin edges (characters) for accuracy by gold-answer length; the last bin is open-ended."""
@@ -36,9 +37,7 @@ LENGTH_EDGES = (0, 10, 20, 30, 40, 50)
 
 # ---------------------------------------------------------------- checks and basics
 def _check_k(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ProbekitError(f"k must be a positive integer, got {k!r}")
-    return int(k)
+    return check_k(k)
 
 
 def _check_frame(frame, *columns: str) -> pd.DataFrame:
@@ -57,13 +56,12 @@ def _check_runs(runs) -> dict[str, pd.DataFrame]:
 
 
 def _rank_hits(ranks, k: int) -> np.ndarray:
-    ranks = pd.to_numeric(pd.Series(ranks), errors="coerce").astype("Float64")
-    return np.asarray(ranks.le(k).fillna(False), dtype=bool)
+    return rank_hits(ranks, k)
 
 
 def hits(frame: pd.DataFrame, k: int) -> np.ndarray:
     """(n_queries,) bool: a gold answer ranks within the top ``k`` (missing ranks are misses)."""
-    return _rank_hits(_check_frame(frame)["best_gold_rank"].to_numpy(), _check_k(k))
+    return rank_hits(_check_frame(frame)["best_gold_rank"].to_numpy(), _check_k(k))
 
 
 def subset(frame: pd.DataFrame, which: str = "full") -> pd.DataFrame:
@@ -78,15 +76,9 @@ def subset(frame: pd.DataFrame, which: str = "full") -> pd.DataFrame:
 
 
 def accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro") -> float:
-    """acc@k of a results frame: ``macro`` (mean over relations) or ``micro`` (over queries); NaN if empty."""
-    if average not in AVERAGES:
-        raise ProbekitError(f"unknown average {average!r}; available: {', '.join(AVERAGES)}")
-    h = hits(frame, k)
-    if len(h) == 0:
-        return float("nan")
-    if average == "micro":
-        return float(h.mean())
-    return float(pd.Series(h).groupby(frame["relation"].to_numpy()).mean().mean())
+    """acc@k of a results frame: ``macro`` (mean over relations) or ``micro`` (over queries); NaN if empty
+    (:func:`probekit.metrics.accuracy.frame_accuracy`)."""
+    return frame_accuracy(_check_frame(frame), k=k, average=average)
 
 
 # ---------------------------------------------------------------- tables of one or several runs

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ProbekitError
 from ..models import LoadedModel
-from ..types import OBJECT, CandidateSet, Query, Ranking
+from ..types import OBJECT, CandidateSet, Query, Ranking, normalize_name
 
 Progress = Callable[[int, int, str], None]
 """progress(done, total, stage): probes report each stage (encoding, search, scoring)."""
@@ -18,7 +19,8 @@ Progress = Callable[[int, int, str], None]
 @dataclass(frozen=True)
 class Option:
     """One user-facing option of a probe: the CLI flags (:func:`probekit.cli.common.add_probe_args`) and
-    the page widgets are generated from these, so a new probe brings its own interface.
+    the page widgets (``pages/_ui.py``'s ``probe_option_widgets``) are generated from these, so a new probe
+    brings its own interface.
 
     ``type`` is the value type (inferred from ``default`` when not given; ``str`` for a ``None`` default).
     ``advanced`` options go under an expander in the UI.
@@ -45,17 +47,37 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
 
+EXCLUDE_SUBJECT = Option(
+    "exclude_subject", False, (False, True),
+    "drop the query's own subject from its candidates (untuned encoders return it as answer #1); "
+    "off = the reference behaviour of the papers")
+COMMON_OPTIONS: tuple[Option, ...] = (EXCLUDE_SUBJECT,)
+"""Options every probe takes; :meth:`Probe.rank` applies them itself, so a probe module never sees them."""
+
+_EXCLUDE_SUBJECT: ContextVar[bool] = ContextVar("probekit_exclude_subject", default=False)
+
+
 @dataclass
 class Probe:
-    """A probing method: ``rank(model, queries, candidates, k=...) -> list[Ranking]``."""
+    """A probing method: ``rank(model, queries, candidates, k=...) -> list[Ranking]``.
+
+    ``options`` are the probe's own :class:`Option`s followed by :data:`COMMON_OPTIONS`.
+    """
 
     name: str
     requires_mlm: bool
     options: tuple[Option, ...] = field(default_factory=tuple)
     description: str = ""
 
+    def __post_init__(self):
+        own = tuple(o for o in self.options if o.name not in {c.name for c in COMMON_OPTIONS})
+        self.options = own + COMMON_OPTIONS
+
     def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
              progress: Progress | None = None, **options) -> list[Ranking]:
+        """Check the inputs and options, then rank. ``exclude_subject=True`` ranks each query as if its own
+        subject (every spelling of it) were not a candidate; probes honour it through :func:`excluded_ids`
+        (used by :func:`ranking_from_scores` and :func:`gold_indices`)."""
         check_inputs(model, queries, candidates, k=k)
         if self.requires_mlm and not model.has_mlm:
             raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
@@ -70,7 +92,12 @@ class Probe:
             if o.choices and opts[name] not in o.choices:
                 raise ProbekitError(f"option {name}={opts[name]!r} of probe {self.name!r} must be one of "
                                     f"{', '.join(map(str, o.choices))}")
-        return self._rank(model, list(queries), candidates, k=k, progress=progress, **opts)
+        common = {o.name: opts.pop(o.name) for o in COMMON_OPTIONS}
+        token = _EXCLUDE_SUBJECT.set(bool(common["exclude_subject"]))
+        try:
+            return self._rank(model, list(queries), candidates, k=k, progress=progress, **opts)
+        finally:
+            _EXCLUDE_SUBJECT.reset(token)
 
     def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:  # pragma: no cover
         raise NotImplementedError
@@ -92,11 +119,51 @@ def check_inputs(model: LoadedModel, queries: Sequence[Query], candidates: Candi
             raise ProbekitError(f"query {q.id!r} is empty apart from the mask")
 
 
+_BY_NORM: dict[str, dict[str, list[int]]] = {}
+
+
+def _ids_by_norm(candidates: CandidateSet) -> dict[str, list[int]]:
+    table = _BY_NORM.get(candidates.key)
+    if table is None:
+        table = {}
+        for i, n in enumerate(candidates.names):
+            table.setdefault(normalize_name(n), []).append(i)
+        if len(_BY_NORM) > 16:
+            _BY_NORM.clear()
+        _BY_NORM[candidates.key] = table
+    return table
+
+
+def subject_ids(query: Query, candidates: CandidateSet) -> list[int]:
+    """Ids of every candidate spelling the query's subject (case and spacing ignored).
+
+    >>> c = CandidateSet.from_names(["Pain", "fever", "pain"])
+    >>> subject_ids(Query("q", "pain", "r", "[X] [Y]"), c)
+    [0, 2]
+    """
+    if not query.subject.strip():
+        return []
+    return list(_ids_by_norm(candidates).get(normalize_name(query.subject), []))
+
+
+def excluded_ids(query: Query, candidates: CandidateSet) -> list[int]:
+    """Candidates treated as absent for ``query`` in the current :meth:`Probe.rank` call
+    (the subject's spellings when ``exclude_subject`` is on, else none)."""
+    return subject_ids(query, candidates) if _EXCLUDE_SUBJECT.get() else []
+
+
 def gold_indices(query: Query, candidates: CandidateSet) -> list[int | None]:
-    return [candidates.index_of(g) for g in query.golds]
+    """Candidate id of each gold (``None``: not a candidate, or excluded in this call)."""
+    ex = set(excluded_ids(query, candidates))
+    out = []
+    for g in query.golds:
+        i = candidates.index_of(g)
+        out.append(None if i in ex else i)
+    return out
 
 
-def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]) -> tuple[np.ndarray, list]:
+def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None],
+                         exclude: Sequence[int] = ()) -> tuple[np.ndarray, list]:
     """Top-k ids (best first) and 1-based gold ranks from one row of scores over all candidates.
 
     Ties favour the gold: a gold's rank is 1 + the number of candidates scoring strictly higher, and
@@ -108,7 +175,15 @@ def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]
     >>> top, ranks = top_k_and_gold_ranks(np.array([0.1, 0.9, 0.5, 0.9, 0.2]), 2, [3, 4, None])
     >>> top.tolist(), ranks
     ([3, 1], [1, 4, None])
+
+    ``exclude`` ids are treated as absent: never listed, never counted against a gold.
     """
+    if len(exclude):  # rank the other candidates, then map their positions back to ids
+        gone = set(int(e) for e in exclude)
+        keep = np.setdiff1d(np.arange(scores.shape[0]), list(gone))
+        sub = [None if g is None or g in gone else int(np.searchsorted(keep, g)) for g in golds]
+        sub_top, ranks = top_k_and_gold_ranks(scores[keep], k, sub)
+        return keep[sub_top], ranks
     n = scores.shape[0]
     k = min(k, n)
     if k < n:
@@ -125,7 +200,8 @@ def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]
 
 def ranking_from_scores(query: Query, candidates: CandidateSet, scores: np.ndarray, k: int) -> Ranking:
     """Top-k and gold ranks (see :func:`top_k_and_gold_ranks`) from one row of scores over all candidates."""
-    top, gold_ranks = top_k_and_gold_ranks(scores, k, gold_indices(query, candidates))
+    ex = excluded_ids(query, candidates)
+    top, gold_ranks = top_k_and_gold_ranks(scores, k, gold_indices(query, candidates), ex)
     return Ranking(query=query, ids=tuple(int(i) for i in top), names=tuple(candidates.names[i] for i in top),
                    scores=tuple(float(scores[i]) for i in top), gold_ranks=tuple(gold_ranks),
-                   n_candidates=len(candidates))
+                   n_candidates=len(candidates) - len(ex))

@@ -1,19 +1,28 @@
 """Retrieval probing (Contrastive-Probe's probing step): nearest entity names to the masked query.
 
 The query (``[Y]`` -> mask token) and every candidate name are encoded by the same encoder at
-layer L with cls or mean pooling; candidates are ranked by exact search over all of them (the same
-scores as a faiss Flat index, see :class:`~probekit.index.EntityIndex`).
+layer L with cls or mean pooling; both come from the one embedding cache (:mod:`probekit.cache`), so a
+repeated run only redoes the search. Candidates are ranked by an exact faiss search
+(:meth:`probekit.index.EntityIndex.rank`: top-k from faiss, gold ranks by counting the candidates that
+beat each gold).
 """
 
 from __future__ import annotations
 
-from ..encode import POOLINGS, encode
+from .. import cache
+from ..encode import POOLINGS
 from ..errors import ProbekitError
 from ..index import SIMILARITIES, build_index
 from ..types import Ranking
-from .base import Option, Probe, gold_indices, top_k_and_gold_ranks
+from .base import Option, Probe, excluded_ids, gold_indices
 
 QUERY_MAX_LENGTH = 50
+QUERY_CACHE_MIN = 2
+"""Query sets at least this large have their embeddings cached."""
+
+
+def _stage(progress, name):
+    return None if progress is None else (lambda d, t: progress(d, t, name))
 
 
 class RetrievalProbe(Probe):
@@ -24,31 +33,29 @@ class RetrievalProbe(Probe):
             layer = model.num_layers if layer in (None, -1, "") else int(layer)
         except (TypeError, ValueError):
             raise ProbekitError(f"layer must be an integer 0..{model.num_layers}, got {layer!r}") from None
-
-        def stage(name):
-            return None if progress is None else (lambda d, t: progress(d, t, name))
-
         index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
-                            batch_size=batch_size, progress=stage("encoding candidates"), fast=fast)
+                            batch_size=batch_size, progress=_stage(progress, "encoding candidates"), fast=fast)
         texts = [q.text(model.mask_token) for q in queries]
-        qvec = encode(model, texts, layer=layer, pooling=pooling, batch_size=batch_size,
-                      max_length=max_length, fast=fast, progress=stage("encoding queries"))  # (n_queries, dim)
-        # Gold ranks beyond k need every candidate's score anyway, so one exact matrix product per
-        # chunk gives both the top-k and the ranks (no separate faiss search: half the work, and a
-        # single live query is then as fast as encoding it plus a bare faiss search).
-        out: list[Ranking] = []
-        chunk = 256
-        for start in range(0, len(queries), chunk):
-            sims = index.all_scores(qvec[start:start + chunk])  # (chunk, n_names)
-            for j, q in enumerate(queries[start:start + chunk]):
-                top, ranks = top_k_and_gold_ranks(sims[j], k, gold_indices(q, candidates))
-                out.append(Ranking(query=q, ids=tuple(int(i) for i in top),
-                                   names=tuple(candidates.names[i] for i in top),
-                                   scores=tuple(float(sims[j, i]) for i in top),
-                                   gold_ranks=tuple(ranks), n_candidates=len(candidates)))
-            if progress:
-                progress(min(start + chunk, len(queries)), len(queries), "ranking")
-        return out
+        # Query sets (benchmarks, sweeps) go through the cache; a single live query is encoded afresh
+        # (as fast as a cache lookup, and one-off files would pile up in the cache).
+        qvec = cache.embeddings(model, texts, layers=[layer], pooling=pooling, max_length=max_length, fast=fast,
+                                batch_size=batch_size, progress=_stage(progress, "encoding queries"),
+                                use_cache=len(texts) >= QUERY_CACHE_MIN)[layer]
+        return rank_with_index(index, queries, candidates, qvec, k=k, progress=_stage(progress, "ranking"))
+
+
+def rank_with_index(index, queries, candidates, qvec, *, k: int, progress=None) -> list[Ranking]:
+    """Rankings of ``queries`` (vectors ``qvec``: (n_queries, dim)) against a built index of ``candidates``,
+    honouring the current call's exclusions (``exclude_subject``)."""
+    exclude = [excluded_ids(q, candidates) for q in queries]
+    golds = [gold_indices(q, candidates) for q in queries]
+    names, n = candidates.names, len(candidates)
+    out: list[Ranking] = []
+    for q, ex, (ids, scores, ranks) in zip(queries, exclude,
+                                           index.rank(qvec, golds, k, exclude=exclude, progress=progress)):
+        out.append(Ranking(query=q, ids=tuple(ids), names=tuple(names[i] for i in ids), scores=tuple(scores),
+                           gold_ranks=tuple(ranks), n_candidates=n - len(ex)))
+    return out
 
 
 PROBE = RetrievalProbe(

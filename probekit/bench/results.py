@@ -1,0 +1,332 @@
+"""Benchmark results: the results frame (one row per query), :class:`Run`, and the ``runs`` tables in DuckDB.
+
+Tables (component ``runs``, migrations in :mod:`probekit.store.schema`): ``runs`` (one row per run: every
+setting, model id/source/revision, dataset name/version/set, device, probekit version, status, timings)
+and ``run_results`` (one row per query: golds, gold ranks, best gold rank, top-k ids/names/scores as JSON,
+gold length, hardness). Accuracies shown for stored runs come from :mod:`probekit.metrics.accuracy`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from .. import __version__, metrics
+from ..datasets import Dataset
+from ..errors import ProbekitError
+from ..metrics.compare import KS
+from ..store import component_store
+from ..store.export import safe_target, table_bytes, write_table
+from ..types import Query, Ranking
+from .settings import dataset_spec, get_probe, is_hard, resolve_options, settings_key, settings_of
+
+COMPONENT = "runs"
+RESULT_COLUMNS = ("query_id", "relation", "subject", "template", "query", "golds", "gold_ranks", "best_gold_rank",
+                  "top_ids", "top_names", "top_scores", "gold_length", "hard", "n_candidates")
+JSON_COLUMNS = ("golds", "gold_ranks", "top_ids", "top_names", "top_scores")
+RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", "label", "model", "model_source",
+               "model_revision", "dataset", "dataset_version", "dataset_set", "dataset_spec", "probe", "options",
+               "vocab", "k", "device", "probekit_version", "n_queries", "n_relations", "seconds", "timings",
+               "message")
+EXPORT_FORMATS = ("csv", "parquet")
+STATUSES = ("running", "done", "cancelled", "failed")
+ACTIVE: set[str] = set()
+"""Run ids being computed by a thread of this process (not resumable, not deletable)."""
+ACTIVE_LOCK = threading.Lock()
+
+
+def store():
+    """The store with the ``runs`` schema; opening it fails with one clear line when another process holds it."""
+    return component_store(COMPONENT)
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def new_run_id() -> str:
+    return f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+# ---------------------------------------------------------------- results <-> frames
+def rankings_frame(rankings: Sequence[Ranking]) -> pd.DataFrame:
+    """One row per ranking with :data:`RESULT_COLUMNS` (list columns as Python lists)."""
+    qs = [r.query for r in rankings]
+    frame = pd.DataFrame({
+        "query_id": [q.id for q in qs], "relation": [q.relation for q in qs], "subject": [q.subject for q in qs],
+        "template": [q.template for q in qs], "query": [q.text() for q in qs], "golds": [list(q.golds) for q in qs],
+        "gold_ranks": [list(r.gold_ranks) for r in rankings], "best_gold_rank": [r.best_gold_rank for r in rankings],
+        "top_ids": [[int(i) for i in r.ids] for r in rankings], "top_names": [list(r.names) for r in rankings],
+        "top_scores": [[float(s) for s in r.scores] for r in rankings],
+        "gold_length": [sum(map(len, q.golds)) / len(q.golds) if q.golds else None for q in qs],
+        "hard": [is_hard(q) for q in qs], "n_candidates": [r.n_candidates for r in rankings],
+    }, columns=list(RESULT_COLUMNS))
+    return typed(frame)
+
+
+def typed(frame: pd.DataFrame) -> pd.DataFrame:
+    frame["best_gold_rank"] = frame["best_gold_rank"].astype("Int64")
+    frame["n_candidates"] = frame["n_candidates"].astype("Int64")
+    frame["gold_length"] = frame["gold_length"].astype("Float64")
+    frame["hard"] = frame["hard"].astype("boolean")
+    return frame
+
+
+def frame_rankings(frame: pd.DataFrame) -> list[Ranking]:
+    """Rebuild :class:`Ranking` objects from a results frame (for :mod:`probekit.metrics`)."""
+    out = []
+    for row in frame.itertuples(index=False):
+        q = Query(id=row.query_id, subject=row.subject or "", relation=row.relation, template=row.template or "",
+                  golds=tuple(row.golds))
+        out.append(Ranking(query=q, ids=tuple(row.top_ids), names=tuple(row.top_names),
+                           scores=tuple(row.top_scores), gold_ranks=tuple(row.gold_ranks),
+                           n_candidates=0 if pd.isna(row.n_candidates) else int(row.n_candidates)))
+    return out
+
+
+@dataclass
+class Run:
+    """A benchmark run: its metadata (settings, timings…) and results frame (one row per query)."""
+
+    run_id: str | None
+    meta: dict
+    frame: pd.DataFrame
+    _rankings: list | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.meta.get("label") or self.run_id or "run"
+
+    def rankings(self) -> list[Ranking]:
+        if self._rankings is None:
+            self._rankings = frame_rankings(self.frame)
+        return self._rankings
+
+    def summary(self, *, ks: Sequence[int] = KS) -> dict:
+        """:func:`probekit.metrics.summary` of the full set, plus the same for its hard subset."""
+        out = metrics.summary(self.rankings(), ks=ks)
+        hard = [r for r, h in zip(self.rankings(), self.frame["hard"].fillna(False)) if h]
+        out["hard"] = metrics.summary(hard, ks=ks) if hard else None
+        return out
+
+
+# ---------------------------------------------------------------- store
+def _json_frame(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    out = frame.copy()
+    for c in JSON_COLUMNS:
+        out[c] = [json.dumps(list(v)) for v in out[c]]
+    out.insert(0, "run_id", run_id)
+    return out
+
+
+def _arrow_schema():
+    import pyarrow as pa
+
+    types = {"golds": pa.list_(pa.string()), "gold_ranks": pa.list_(pa.int64()), "top_ids": pa.list_(pa.int64()),
+             "top_names": pa.list_(pa.string()), "top_scores": pa.list_(pa.float64()), "best_gold_rank": pa.int64(),
+             "gold_length": pa.float64(), "hard": pa.bool_(), "n_candidates": pa.int64()}
+    return pa.schema([(c, types.get(c, pa.string())) for c in RESULT_COLUMNS])
+
+
+def insert_results(run_id: str, frame: pd.DataFrame) -> None:
+    """Insert a results frame; list columns go in as typed Arrow lists and DuckDB writes their JSON."""
+    import pyarrow as pa
+
+    data = pa.Table.from_pandas(frame[list(RESULT_COLUMNS)], schema=_arrow_schema(), preserve_index=False)
+    select = ", ".join(f"to_json({c})::VARCHAR" if c in JSON_COLUMNS else c for c in RESULT_COLUMNS)
+    with store().transaction() as cur:
+        cur.register("pk_run_results_arrow", data)
+        cur.execute(f"INSERT INTO run_results (run_id, {', '.join(RESULT_COLUMNS)}) "
+                    f"SELECT ?, {select} FROM pk_run_results_arrow", [run_id])
+        cur.unregister("pk_run_results_arrow")
+
+
+def label_of(model, dataset, probe_name, opts) -> str:
+    bits = [str(v) for k, v in sorted(opts.items()) if k in ("pooling", "similarity") and v]
+    if opts.get("layer") is not None and opts.get("layer") != model.num_layers:
+        bits.append(f"L{opts['layer']}")
+    label = getattr(model, "label", model.id)
+    return f"{label} · {dataset.name} · {probe_name}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, status, label) -> None:
+    meta = {
+        "run_id": run_id, "created_at": now(), "finished_at": None, "status": status,
+        "settings_key": settings_key(settings), "label": label or label_of(model, dataset, probe.name, opts),
+        "model": model.id, "model_source": model.source, "model_revision": model.revision,
+        "dataset": dataset.name, "dataset_version": dataset.version, "dataset_set": dataset.meta.get("set"),
+        "dataset_spec": dataset_spec(dataset), "probe": probe.name, "options": json.dumps(opts, default=str),
+        "vocab": vocab, "k": int(k), "device": str(model.device), "probekit_version": __version__,
+        "n_queries": len(dataset), "n_relations": len(dataset.relations), "seconds": None, "timings": None,
+        "message": None,
+    }
+    with store().transaction() as cur:
+        cur.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                    [meta[c] for c in RUN_COLUMNS])
+
+
+def finish_run(run_id: str, status: str, *, seconds: float | None = None, timings: dict | None = None,
+                message: str | None = None) -> None:
+    with store().transaction() as cur:
+        cur.execute("UPDATE runs SET status = ?, finished_at = ?, seconds = coalesce(?, seconds), "
+                    "timings = coalesce(?, timings), message = ? WHERE run_id = ?",
+                    [status, now(), seconds, None if timings is None else json.dumps(timings), message, run_id])
+
+
+def save_run(rankings: Sequence[Ranking], *, model, dataset: Dataset, probe, options: dict | None = None,
+             vocab: str = "heads+tails", k: int = 10, seconds: float | None = None, timings: dict | None = None,
+             label: str | None = None) -> str:
+    """Store finished rankings (e.g. from ``python -m probekit bench --save``); returns the new run id."""
+    probe = get_probe(probe)
+    if not rankings:
+        raise ProbekitError("nothing to store: no rankings")
+    settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
+    opts = resolve_options(model, probe, options)
+    run_id = new_run_id()
+    insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
+                settings=settings, status="running", label=label)
+    try:
+        insert_results(run_id, rankings_frame(rankings))
+    except BaseException:
+        finish_run(run_id, "failed", message="saving failed")
+        raise
+    finish_run(run_id, "done", seconds=seconds, timings=timings)
+    return run_id
+
+
+def get_run(run_id: str) -> dict:
+    """A run's metadata (options and timings decoded)."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise ProbekitError("give a run id (see `python -m probekit runs list`)")
+    rows = store().fetch(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id.strip()])
+    if not rows:
+        raise ProbekitError(f"no stored run {run_id!r} (see `python -m probekit runs list`)")
+    meta = dict(zip(RUN_COLUMNS, rows[0]))
+    meta["options"] = json.loads(meta["options"] or "{}")
+    meta["timings"] = json.loads(meta["timings"] or "{}")
+    return meta
+
+
+def _results(run_id: str, relations: Sequence[str] | None = None) -> pd.DataFrame:
+    sql = f"SELECT {', '.join(RESULT_COLUMNS)} FROM run_results WHERE run_id = ?"
+    params: list = [run_id]
+    if relations:
+        sql += f" AND relation IN ({', '.join('?' * len(relations))})"
+        params += list(relations)
+    frame = store().fetch_df(sql + " ORDER BY relation, query_id", params)
+    for c in JSON_COLUMNS:
+        frame[c] = [json.loads(v) for v in frame[c]]
+    return typed(frame)
+
+
+_RUNS: OrderedDict[tuple, Run] = OrderedDict()
+_RUNS_SIZE = 12
+_RUNS_LOCK = threading.Lock()
+
+
+def load_run(run_id: str, *, relations: Sequence[str] | None = None) -> Run:
+    """A stored run (optionally only some relations) as a :class:`Run`.
+
+    Finished runs never change, so whole ones are kept in a small in-process memo shared by every
+    caller (treat the returned frame as read-only).
+    """
+    meta = get_run(run_id)
+    rid = meta["run_id"]
+    key = (store().path, rid)
+    whole = relations is None and meta["status"] == "done"
+    if whole:
+        with _RUNS_LOCK:
+            hit = _RUNS.get(key)
+            if hit is not None:
+                _RUNS.move_to_end(key)
+                return hit
+    run = Run(rid, meta, _results(rid, relations))
+    if whole:
+        with _RUNS_LOCK:
+            _RUNS[key] = run
+            while len(_RUNS) > _RUNS_SIZE:
+                _RUNS.popitem(last=False)
+    return run
+
+
+def find_run(settings, *, statuses: Sequence[str] = ("done",)) -> str | None:
+    """The newest run whose settings equal ``settings`` (a :func:`settings_of` dict or its key)."""
+    key = settings if isinstance(settings, str) else settings_key(settings)
+    rows = store().fetch(f"SELECT run_id FROM runs WHERE settings_key = ? AND status IN "
+                          f"({', '.join('?' * len(statuses))}) ORDER BY created_at DESC, run_id DESC LIMIT 1",
+                          [key, *statuses])
+    return rows[0][0] if rows else None
+
+
+def list_runs(*, status: str | None = None) -> pd.DataFrame:
+    """Stored runs, newest first, with macro/micro acc@1/@10 computed from their results by
+    :func:`probekit.metrics.accuracy.rank_accuracy` (only the rank and relation columns are read)."""
+    where, params = "", []
+    if status is not None:
+        if status not in STATUSES:
+            raise ProbekitError(f"unknown status {status!r}; available: {', '.join(STATUSES)}")
+        where, params = "WHERE status = ?", [status]
+    listed = store().fetch_df(f"""
+        SELECT run_id, created_at, status, label, model, dataset, dataset_set, probe, options, vocab, k, device,
+               n_queries, seconds
+        FROM runs {where} ORDER BY created_at DESC, run_id DESC""", params)
+    ranks = store().fetch_df(f"""
+        SELECT run_id, relation, best_gold_rank FROM run_results
+        WHERE run_id IN (SELECT run_id FROM runs {where})""", params)
+    accs = {}
+    for run_id, part in ranks.groupby("run_id", sort=False):
+        r, rel = part["best_gold_rank"].to_numpy(), part["relation"].to_numpy()
+        accs[run_id] = {"n_done": len(part),
+                        **{f"{avg} acc@{k}": metrics.rank_accuracy(r, rel, k=k, average=avg)
+                           for avg in ("macro", "micro") for k in (1, 10)}}
+    cols = ["n_done", "macro acc@1", "macro acc@10", "micro acc@1", "micro acc@10"]
+    extra = pd.DataFrame([accs.get(r, {"n_done": 0}) for r in listed["run_id"]], columns=cols, index=listed.index)
+    extra["n_done"] = extra["n_done"].fillna(0).astype(int)
+    listed.insert(listed.columns.get_loc("n_queries") + 1, "n_done", extra["n_done"])
+    for c in cols[1:]:
+        listed[c] = extra[c].astype(float)
+    return listed
+
+
+def delete_run(run_id: str) -> None:
+    """Remove a stored run and its results (not while it is running in this process)."""
+    meta = get_run(run_id)
+    if meta["run_id"] in ACTIVE:
+        raise ProbekitError(f"run {run_id} is running: cancel it first")
+    with store().transaction() as cur:
+        cur.execute("DELETE FROM run_results WHERE run_id = ?", [meta["run_id"]])
+        cur.execute("DELETE FROM runs WHERE run_id = ?", [meta["run_id"]])
+    with _RUNS_LOCK:
+        _RUNS.pop((store().path, meta["run_id"]), None)
+
+
+def export_frame(run: str | Run) -> pd.DataFrame:
+    """A run's results with its model, dataset and probe: the export table (JSON text columns)."""
+    run = load_run(run) if isinstance(run, str) else run
+    data = _json_frame(run.frame, run.run_id)
+    for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "probe", "vocab")):
+        data.insert(1 + i, c, run.meta[c])
+    return data
+
+
+def frame_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
+    """Any table as CSV or Parquet bytes (download buttons)."""
+    return table_bytes(frame, fmt, formats=EXPORT_FORMATS)
+
+
+def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path:
+    """Write :func:`export_frame` to ``path`` as CSV or Parquet (format from ``fmt`` or the suffix),
+    atomically and safely (:func:`probekit.store.export.write_table`); arguments are checked first."""
+    path = Path(path)
+    safe_target(path)
+    return write_table(export_frame(run_id), path, fmt=fmt, formats=EXPORT_FORMATS)
+
+

@@ -1,0 +1,278 @@
+"""The one benchmark runner: every probe through ``probe.rank``, relation by relation, stored as it goes.
+
+A run is one (model, dataset, probe, options, vocabulary, k). :func:`run_benchmark` is what the
+Benchmark page, ``python -m probekit bench``, checkpoint sweeps and annotation sessions call, so they
+share one behaviour: all arguments (and, when saving, the database) are checked before any work; a
+finished run with the same settings (:func:`~probekit.bench.settings.settings_of`) is found in the store
+instead of being computed again; an unfinished one resumes where it stopped (each relation is saved in
+its own short transaction); embeddings come from the one cache (:mod:`probekit.cache`), which the
+retrieval probe uses itself, so a forced recomputation only redoes the search.
+
+Long work runs in a :class:`~probekit.jobs.Job` (:func:`start_benchmark`) that pages poll.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from ..datasets import Dataset
+from ..errors import ProbekitError
+from ..jobs import Cancelled, Job, Progress
+from ..types import Ranking
+from . import results as res
+from .results import Run
+from .settings import check_run_args, get_probe, resolve_options, settings_key, settings_of
+
+STAGE_TIMINGS = {"ranking": "scoring"}
+"""Probe progress stages recorded under another timing name (retrieval's search is the run's scoring)."""
+
+
+def _resumable(key: str) -> str | None:
+    """The newest unfinished run with these settings that no thread of this process is running."""
+    for (run_id,) in res.store().fetch("SELECT run_id FROM runs WHERE settings_key = ? AND status IN "
+                                       "('cancelled', 'failed', 'running') ORDER BY created_at DESC", [key]):
+        with res.ACTIVE_LOCK:
+            if run_id not in res.ACTIVE:
+                return run_id
+    return None
+
+
+class _StageClock:
+    """Attributes wall time to the probe stages reported through progress (time since the last report)."""
+
+    def __init__(self, timings: dict):
+        self.timings = timings
+        self.last = time.perf_counter()
+        self.stage = None
+
+    def tick(self, stage: str) -> None:
+        now = time.perf_counter()
+        name = STAGE_TIMINGS.get(stage, stage)
+        self.timings[name] += now - self.last
+        self.last, self.stage = now, name
+
+    def close(self) -> None:
+        if self.stage is not None:  # building the rankings after the last report belongs to the last stage
+            self.timings[self.stage] += time.perf_counter() - self.last
+
+
+class ModelIdentity:
+    """What a run's settings need from a model (source, revision, spec, layers, device), read from a local
+    model folder without importing transformers or loading weights: enough to find a stored run.
+
+    Only for local folders (the embedded default, checkpoints); ``None`` from :meth:`of` otherwise.
+    The revision is :func:`probekit.models.load`'s folder fingerprint, so keys are the same as a loaded model's.
+    """
+
+    def __init__(self, model_id, source, revision, spec, cfg, device):
+        self.id, self.source, self.revision, self.spec, self.device = model_id, source, revision, spec, device
+        self.num_layers = int(cfg["num_hidden_layers"])
+        self.hidden_size = int(cfg["hidden_size"])
+        self.label = spec.label or model_id
+
+    @classmethod
+    def of(cls, model_id: str, device: str | None = None):
+        import json
+        from pathlib import Path
+
+        from .. import models
+
+        try:
+            source, spec, _ = models._resolve(str(model_id).strip())
+            folder = Path(source)
+            if not (folder / "config.json").is_file():
+                return None
+            cfg = json.loads((folder / "config.json").read_text())
+            return cls(model_id, source, models._fingerprint(folder), spec, cfg, models.pick_device(device))
+        except (OSError, ValueError, KeyError, ProbekitError):
+            return None  # anything unusual: the caller loads the model as usual
+
+    def describe(self) -> dict:
+        return {"model": self.id, "source": self.source, "revision": self.revision, "device": str(self.device),
+                "layers": self.num_layers, "hidden": self.hidden_size}
+
+
+def find_stored(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                vocab: str = "heads+tails", k: int = 10) -> Run | None:
+    """The finished stored run with these settings, or None (``model`` may be a :class:`ModelIdentity`)."""
+    settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
+    found = res.find_run(settings_key(settings))
+    return res.load_run(found) if found else None
+
+
+def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                    vocab: str = "heads+tails", k: int = 10, save: bool = True):
+    """Every check a run makes before it starts; returns (probe, resolved options, settings)."""
+    probe = get_probe(probe)
+    settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
+    opts = resolve_options(model, probe, options)
+    if probe.requires_mlm and not model.has_mlm:
+        raise ProbekitError(f"probe {probe.name!r} needs a model with an MLM head; {model.id!r} has none")
+    if vocab == "relation":
+        for rel in dataset.relations:
+            if not len(dataset.candidates("relation", rel)):
+                raise ProbekitError(f"relation {rel!r} has no tails to rank: use another vocabulary")
+    elif not len(dataset.candidates(vocab)):
+        raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
+    if save:
+        res.store()  # a locked or unreadable database fails now, not after the work
+    return probe, opts, settings
+
+
+def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                  vocab: str = "heads+tails", k: int = 10, progress: Progress | None = None,
+                  should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
+                  label: str | None = None) -> Run:
+    """Probe every query of ``dataset`` with ``probe.rank``, relation by relation, and (by default) store the run.
+
+    With ``reuse`` a finished run with the same settings is loaded instead, and an unfinished one
+    (cancelled, failed or killed) is resumed: relations already stored are skipped. ``progress`` gets
+    ``(done, total, stage)``; ``should_cancel`` is checked between relations and inside the probe's
+    progress reports and stops the run with :class:`Cancelled` (finished relations stay stored).
+    ``reuse=False`` always computes a new run (cached embeddings are still used).
+    """
+    probe, opts, settings = check_benchmark(model, dataset, probe=probe, options=options, vocab=vocab, k=k,
+                                            save=save)
+    key = settings_key(settings)
+
+    def report(done, total, stage):
+        if progress is not None:
+            progress(done, total, stage)
+
+    def check_cancel():
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("the run was cancelled; finished relations are stored and resume on the next start")
+
+    if save and reuse:
+        found = res.find_run(key)
+        if found:
+            report(1, 1, "found in the store")
+            return res.load_run(found)
+    run_id = _resumable(key) if (save and reuse) else None
+    done_rels: set[str] = set()
+    if run_id:
+        done_rels = {r for (r,) in res.store().fetch("SELECT DISTINCT relation FROM run_results WHERE run_id = ?",
+                                                     [run_id])}
+        with res.store().transaction() as cur:
+            cur.execute("UPDATE runs SET status = 'running', message = NULL WHERE run_id = ?", [run_id])
+    elif save:
+        run_id = res.new_run_id()
+        res.insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
+                       settings=settings, status="running", label=label)
+    prev_seconds = (res.get_run(run_id)["seconds"] or 0.0) if run_id else 0.0
+    if run_id:
+        with res.ACTIVE_LOCK:
+            res.ACTIVE.add(run_id)
+    start = time.perf_counter()
+    timings: dict[str, float] = defaultdict(float)
+    relations = [r for r in dataset.relations if r not in done_rels]
+    total = sum(len(dataset.queries_for(r)) for r in relations)
+    collected: list[Ranking] = []
+    frames: list[pd.DataFrame] = []
+    done = 0
+    try:
+        for i, rel in enumerate(relations):
+            check_cancel()
+            queries = dataset.queries_for(rel)
+            candidates = dataset.candidates(vocab, rel if vocab == "relation" else None)
+            where = f"relation {i + 1}/{len(relations)} {rel}"
+            clock = _StageClock(timings)
+
+            def stage(n_done, n_total, name, _base=done, _n=len(queries), _where=where, _clock=clock):
+                _clock.tick(name)
+                check_cancel()
+                # candidate encoding counts names, the other stages count this relation's queries
+                frac = n_done / max(n_total, 1)
+                shown = _base if name == "encoding candidates" else _base + int(frac * _n)
+                report(shown, total, f"{_where} · {name} {n_done:,}/{n_total:,}")
+
+            t = time.perf_counter()
+            rankings = probe.rank(model, queries, candidates, k=k, progress=stage, **opts)
+            clock.close()
+            timings["probing"] += time.perf_counter() - t
+            t = time.perf_counter()
+            frames.append(res.rankings_frame(rankings))
+            if save:
+                res.insert_results(run_id, frames[-1])
+            timings["saving"] += time.perf_counter() - t
+            collected += rankings
+            done += len(queries)
+            report(done, total, f"{where} · done")
+    except Cancelled:
+        if run_id:
+            res.finish_run(run_id, "cancelled", seconds=prev_seconds + time.perf_counter() - start,
+                           message="cancelled by the user")
+        raise
+    except BaseException as e:
+        if run_id:
+            res.finish_run(run_id, "failed", seconds=prev_seconds + time.perf_counter() - start,
+                           message=f"{type(e).__name__}: {str(e)[:300]}")
+        raise
+    finally:
+        if run_id:
+            with res.ACTIVE_LOCK:
+                res.ACTIVE.discard(run_id)
+    seconds = time.perf_counter() - start
+    timings = {name: round(v, 3) for name, v in timings.items()}
+    if not save:
+        meta = {"run_id": None, "label": label or res.label_of(model, dataset, probe.name, opts), "model": model.id,
+                "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
+                "seconds": seconds, "timings": timings, "status": "done", "settings_key": key,
+                "dataset_spec": res.dataset_spec(dataset)}
+        return Run(None, meta, _concat(frames), collected)
+    res.finish_run(run_id, "done", seconds=prev_seconds + seconds, timings=timings)
+    if done_rels:  # resumed: part of the results came from the store
+        return res.load_run(run_id)
+    frame = _concat(frames).sort_values(["relation", "query_id"], ignore_index=True)
+    return Run(run_id, res.get_run(run_id), frame)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    if not frames:
+        return res.typed(pd.DataFrame({c: [] for c in res.RESULT_COLUMNS}))
+    return res.typed(pd.concat(frames, ignore_index=True))
+
+
+def start_benchmark(models_: Sequence, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                    vocab: str = "heads+tails", k: int = 10, device: str | None = None,
+                    reuse: bool = True) -> Job:
+    """A started :class:`Job` benchmarking each model in turn; ``result`` is the list of run ids.
+
+    Models are :class:`~probekit.models.LoadedModel` objects or ids; ids are loaded in the job (and
+    released after), so a typo fails the job with a message, not the page.
+    """
+    from .. import models as models_mod
+
+    if not models_:
+        raise ProbekitError("pick at least one model")
+    probe = get_probe(probe)
+    check_run_args(dataset, vocab, k)
+    loaded = [m for m in models_ if not isinstance(m, str)]
+    for m in loaded[:1]:  # options, vocabulary and database are checked before the job starts
+        check_benchmark(m, dataset, probe=probe, options=options, vocab=vocab, k=k)
+
+    def work(progress, should_cancel):
+        run_ids = []
+        for n, m in enumerate(models_):
+            own = isinstance(m, str)
+            prefix = f"model {n + 1}/{len(models_)}" if len(models_) > 1 else ""
+            if own:
+                progress(0, 1, f"{prefix} loading {m}".strip())
+                m = models_mod.load(m, device=device)
+            try:
+                def report(d, t, s, _p=prefix):
+                    progress(d, t, f"{_p} · {s}" if _p else s)
+
+                run = run_benchmark(m, dataset, probe=probe, options=options, vocab=vocab, k=k, progress=report,
+                                    should_cancel=should_cancel, reuse=reuse)
+                run_ids.append(run.run_id)
+            finally:
+                if own:
+                    models_mod.release(m)
+        return run_ids
+
+    return Job(work, label="benchmark").start()

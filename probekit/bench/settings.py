@@ -1,0 +1,121 @@
+"""What decides a run's results: option resolution, argument checks, the settings dict and its key.
+
+Runs with equal :func:`settings_of` are interchangeable, so the runner finds a stored run by
+:func:`settings_key` instead of computing it again, whichever interface (app, CLI, sweep) started it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+
+from ..datasets import VOCABS, Dataset, hardness
+from ..encode import precision
+from ..errors import ProbekitError
+from ..types import Query
+
+MAX_K = 1000
+KEY_EXCLUDED_OPTIONS = ("batch_size",)
+"""Options that do not change results and so do not tell runs apart."""
+KEY_OMITTED_DEFAULTS = {"exclude_subject": False}
+"""Options added after runs were stored: left out of the key at these values (the reference behaviour),
+so runs stored before they existed keep their keys and are still found."""
+
+
+def get_probe(probe):
+    """A probe object from a name or a probe."""
+    from ..probes import get_probe as lookup
+
+    return lookup(probe) if isinstance(probe, str) else probe
+
+
+def resolve_options(model, probe, options: dict | None = None) -> dict:
+    """Every option of ``probe`` with defaults filled in (pooling/layer resolved for ``model``)."""
+    probe = get_probe(probe)
+    options = dict(options or {})
+    known = {o.name: o for o in probe.options}
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ProbekitError(f"unknown option {unknown[0]!r} for probe {probe.name!r}; "
+                            f"available: {', '.join(known) or 'none'}")
+    opts = {name: options.get(name, o.default) for name, o in known.items()}
+    for name, o in known.items():
+        if o.choices and opts[name] not in o.choices:
+            raise ProbekitError(f"option {name}={opts[name]!r} of probe {probe.name!r} must be one of "
+                                f"{', '.join(map(str, o.choices))}")
+    if "pooling" in opts and not opts["pooling"]:
+        opts["pooling"] = model.spec.pooling
+    if "layer" in opts and opts["layer"] in (None, -1, ""):
+        opts["layer"] = model.num_layers
+    if "layer" in opts:
+        try:
+            layer = int(opts["layer"])
+        except (TypeError, ValueError):
+            raise ProbekitError(f"layer must be an integer 0..{model.num_layers}, got {opts['layer']!r}") from None
+        if not 0 <= layer <= model.num_layers:
+            raise ProbekitError(f"layer {layer} out of range: {model.id} has layers 0..{model.num_layers}")
+        opts["layer"] = layer
+    return opts
+
+
+def check_run_args(dataset, vocab, k) -> None:
+    """Refuse a bad dataset, vocabulary or k before any work starts."""
+    if not isinstance(dataset, Dataset):
+        raise ProbekitError(f"expected a Dataset, got {type(dataset).__name__}")
+    if not len(dataset):
+        raise ProbekitError(f"dataset {dataset.name!r} has no queries")
+    check_vocab_and_k(vocab, k)
+
+
+def check_vocab_and_k(vocab, k) -> None:
+    """The checks that need no dataset (the CLI makes them before loading anything)."""
+    if vocab not in VOCABS:
+        raise ProbekitError(f"unknown vocabulary {vocab!r}; available: {', '.join(VOCABS)}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ProbekitError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+
+
+def dataset_spec(dataset: Dataset) -> str | None:
+    """The sidebar spec (``demo``, ``medlama:hard``…) that reopens ``dataset``; None for uploads."""
+    name, which = dataset.name, dataset.meta.get("set")
+    if name.startswith("upload:"):
+        return None
+    if which and name.endswith(f"-{which}"):
+        base = name[: -len(which) - 1]
+        return base if (base == "demo" and which == "full") else f"{base}:{which}"
+    return name
+
+
+def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
+                vocab: str = "heads+tails", k: int = 10) -> dict:
+    """Everything that decides a run's results; runs with equal settings are interchangeable."""
+    probe = get_probe(probe)
+    check_run_args(dataset, vocab, k)
+    opts = resolve_options(model, probe, options)
+    kept = {k_: v for k_, v in sorted(opts.items())
+            if k_ not in KEY_EXCLUDED_OPTIONS and not (k_ in KEY_OMITTED_DEFAULTS and v == KEY_OMITTED_DEFAULTS[k_])}
+    return {
+        "model_source": model.source, "model_revision": model.revision,
+        "precision": precision(model, bool(opts.get("fast"))),
+        "dataset": dataset.name, "dataset_version": dataset.version, "relations": dataset.relations,
+        "n_queries": len(dataset), "probe": probe.name, "options": kept, "vocab": vocab, "k": int(k),
+    }
+
+
+def settings_key(settings: dict) -> str:
+    """A stable hash of :func:`settings_of`."""
+    return hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def is_hard(q: Query) -> bool | None:
+    """MedLAMA hardness of a query (None when undefined: no golds or no subject)."""
+    return _hardness(q.subject, tuple(q.golds))
+
+
+@functools.lru_cache(maxsize=65536)
+def _hardness(subject: str, golds: tuple[str, ...]) -> bool | None:
+    try:
+        return hardness.is_hard(subject, list(golds))
+    except ProbekitError:  # no golds or no subject (free queries): hardness undefined
+        return None

@@ -1,0 +1,143 @@
+"""The one embedding cache: entity names and queries alike, keyed by everything that produced them.
+
+``embeddings(model, texts, layers=..., pooling=..., max_length=..., fast=...)`` returns one
+(n_texts, dim) float32 array per layer, from (1) a bounded in-process memo, (2) an ``.npy`` file under
+``cache/embeddings`` or (3) one encoding pass for all missing layers. The key covers the model (source
+and revision), layer, pooling, length limit, precision (:func:`probekit.encode.precision`: CUDA
+autocast, CPU int8 and fp32 vectors differ slightly and must never be mixed), the encoder version and
+the exact texts in order. Files are written atomically (temporary file, then rename), so a killed run
+leaves no half file; an unreadable or misshapen file is rebuilt.
+
+The memo holds at most :data:`MEMO_BYTES`; an array larger than that is not memoised (the disk cache
+still has it). Callers that keep the vectors elsewhere (the entity index keeps them inside faiss) pass
+``memo=False`` so no second copy stays in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import config
+from .encode import ENCODER_VERSION, encode_layers, precision
+
+MEMO_BYTES = 512 * 2**20
+"""In-process memo budget (bytes of float32 vectors)."""
+
+_MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def texts_key(texts: Sequence[str]) -> str:
+    """Fingerprint of a list of texts (order matters); equals :attr:`CandidateSet.key` for its names.
+
+    >>> texts_key(["a", "b"]) == texts_key(["a", "b"]) != texts_key(["b", "a"])
+    True
+    """
+    return hashlib.sha1(json.dumps([str(t) for t in texts]).encode()).hexdigest()[:16]
+
+
+def embedding_key(model, *, texts: str, layer: int, pooling: str, max_length: int, fast: bool = False) -> str:
+    """The cache key of one layer's vectors for the texts fingerprinted by ``texts`` (:func:`texts_key`)."""
+    parts = {"model": model.source, "rev": model.revision, "layer": int(layer), "pooling": pooling,
+             "max_length": int(max_length), "texts": texts, "enc": ENCODER_VERSION,
+             "precision": precision(model, fast)}
+    return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def folder() -> Path:
+    return config.cache_dir() / "embeddings"
+
+
+def clear_memo() -> None:
+    """Forget in-process vectors (the disk cache stays): what a restarted process would see."""
+    with _LOCK:
+        _MEMO.clear()
+
+
+def _memo_get(key: str) -> np.ndarray | None:
+    with _LOCK:
+        vec = _MEMO.get(key)
+        if vec is not None:
+            _MEMO.move_to_end(key)
+        return vec
+
+
+def _memo_put(key: str, vec: np.ndarray) -> None:
+    if vec.nbytes > MEMO_BYTES:
+        return
+    with _LOCK:
+        _MEMO[key] = vec
+        _MEMO.move_to_end(key)
+        total = sum(v.nbytes for v in _MEMO.values())
+        while total > MEMO_BYTES and len(_MEMO) > 1:
+            total -= _MEMO.popitem(last=False)[1].nbytes
+
+
+def _load(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
+    try:
+        vec = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None  # unreadable: rebuilt by the caller
+    return vec if vec.shape == shape and vec.dtype == np.float32 else None
+
+
+def save_npy(vec: np.ndarray, path: Path) -> None:
+    """Write ``vec`` to ``path`` atomically: a temporary file in the same folder, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, vec, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pooling: str, max_length: int,
+               fast: bool = False, batch_size: int = 128, progress: Callable[[int, int], None] | None = None,
+               use_cache: bool = True, memo: bool = True, key: str | None = None) -> dict[int, np.ndarray]:
+    """{layer: (n_texts, dim) float32}: from the memo, the disk cache, or ONE encoding pass of the missing layers.
+
+    ``key`` is the texts' fingerprint when the caller has it (a :class:`CandidateSet`'s ``key``);
+    ``use_cache=False`` neither reads nor writes the cache; ``memo=False`` skips the in-process memo.
+    """
+    texts = [str(t) for t in texts]
+    tkey = key or texts_key(texts)
+    shape = (len(texts), model.hidden_size)
+    out: dict[int, np.ndarray] = {}
+    missing: list[int] = []
+    for layer in layers:
+        vec = None
+        if use_cache:
+            k = embedding_key(model, texts=tkey, layer=layer, pooling=pooling, max_length=max_length, fast=fast)
+            vec = _memo_get(k) if memo else None
+            if vec is None and (folder() / f"{k}.npy").exists():
+                vec = _load(folder() / f"{k}.npy", shape)
+                if vec is not None and memo:
+                    _memo_put(k, vec)
+        if vec is None:
+            missing.append(layer)
+        else:
+            out[layer] = vec
+    if missing:
+        vecs = encode_layers(model, texts, layers=missing, pooling=pooling, batch_size=batch_size,
+                             max_length=max_length, progress=progress, fast=fast)  # (n_missing, n_texts, dim)
+        for layer, vec in zip(missing, vecs):
+            out[layer] = vec
+            if use_cache:
+                k = embedding_key(model, texts=tkey, layer=layer, pooling=pooling, max_length=max_length, fast=fast)
+                save_npy(vec, folder() / f"{k}.npy")
+                if memo:
+                    _memo_put(k, vec)
+    return {layer: out[layer] for layer in layers}
