@@ -50,6 +50,10 @@ RUN_FILE, LOG_FILE = "run.json", "log.jsonl"
 STALE_AFTER_S = 120
 """A run still marked ``running`` whose files have not changed for this long was interrupted."""
 
+SPAN_RULE = "tail-to-end"
+"""Recorded in every run and checkpoint: the span ends at the last word (query ends in the mask). Runs from
+before this fix have no ``span_rule`` (their span left the last word after the mask)."""
+
 StepReport = Callable[[int, int, float], None]
 """step_report(step, total_steps, loss)"""
 
@@ -181,11 +185,13 @@ def save_corpus(name: str, data: bytes) -> Path:
 def span_pair(sentence: str, rng: random.Random, *, ratio: float = 0.5, mask_token: str = "[MASK]"):
     """Cut the tail span of one sentence into a mask: ``(query, span)``, or None under 2 words.
 
-    With n whitespace tokens, k is uniform in 1..1+floor(ratio·n) (at most n-1), and the span is the
-    k tokens that end one token before the last; the query keeps the rest around one mask token.
+    With n whitespace tokens, k is uniform in 1..1+floor(ratio·n) (at most n-1, so a word stays before
+    the mask), and the span is the last k tokens: the query is the first n-k tokens and one mask token,
+    so it ends in the mask, as in the paper's "Social-distancing largely [MASK]." (DESIGN §6: the
+    reference code's span ends at the sentence's last word).
 
     >>> span_pair("aspirin may prevent myocardial infarction in adults", random.Random(3))
-    ('aspirin may prevent myocardial [MASK] adults', 'infarction in')
+    ('aspirin may prevent myocardial infarction [MASK]', 'in adults')
     >>> span_pair("word", random.Random(0)) is None
     True
     """
@@ -194,9 +200,8 @@ def span_pair(sentence: str, rng: random.Random, *, ratio: float = 0.5, mask_tok
     if n < 2:
         return None
     k = min(rng.randint(1, 1 + math.floor(ratio * n)), n - 1)
-    start, end = n - 1 - k, n - 1  # the span is tokens[start:end]; tokens[end] (the last) stays
-    query = " ".join(tokens[:start] + [mask_token] + tokens[end:])
-    return query, " ".join(tokens[start:end])
+    start = n - k  # the span is tokens[start:], through the last word
+    return " ".join(tokens[:start] + [mask_token]), " ".join(tokens[start:])
 
 
 def make_pairs(sentences: Sequence[str], *, seed: int = 0, ratio: float = 0.5,
@@ -204,7 +209,7 @@ def make_pairs(sentences: Sequence[str], *, seed: int = 0, ratio: float = 0.5,
     """One (query, span) pair per sentence of 2+ words, reproducible for a seed.
 
     >>> make_pairs(["a b c d", "x"], seed=1)
-    [('a b [MASK] d', 'c')]
+    [('a b c [MASK]', 'd')]
     """
     rng = random.Random(seed)
     pairs = (span_pair(s, rng, ratio=ratio, mask_token=mask_token) for s in sentences)
@@ -417,7 +422,8 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
     info = {"run_id": run_id, "label": f"{name} rewired on {corpus}{extra}", "settings": settings.to_dict(),
             "status": "running", "base_model": model.id, "base_source": model.source,
             "base_revision": model.revision, "base_label": name, "family": model.spec.family,
-            "corpus_file": str(corpus_path), "n_pairs": len(pairs), "batch_size": batch, "layer": layer,
+            "corpus_file": str(corpus_path), "span_rule": SPAN_RULE, "n_pairs": len(pairs), "batch_size": batch,
+            "layer": layer,
             "device": str(model.device), "amp": on_cuda, "probekit_version": __version__, "started_at": _now(),
             "steps_done": 0}
     _write_json(folder / RUN_FILE, info)
@@ -438,7 +444,7 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
         meta = {"label": f"{info['label']}, step {step}", "run_id": run_id, "step": step, "loss": loss,
                 "base_model": model.id, "base_label": name, "family": f"{model.spec.family} (rewired)",
                 "pooling": settings.pooling, "layer": layer, "corpus": corpus, "seed": settings.seed,
-                "settings": settings.to_dict()}
+                "span_rule": SPAN_RULE, "settings": settings.to_dict()}
         _save_checkpoint(model, folder / f"step-{step:06d}", meta)
 
     t0, step, loss_value, status = time.perf_counter(), 0, float("nan"), "done"
