@@ -243,6 +243,38 @@ def test_sweep_probes_base_and_every_checkpoint_and_reuses_runs(tiny_encoder_dir
     assert again["run_id"].tolist() == frame["run_id"].tolist()  # read back from the store
 
 
+def test_sweep_with_the_medlama_reference_preset(tiny_encoder_dir, corpus, tiny_dataset):
+    """Issue 12 §3: the preset ("[CLS] of `hidden_states[layer]`, L2 distance on raw (unnormalised) vectors")
+    is used "in every place the README or a page compares with the paper" (the sweep: MedLAMA Fig. 4) and
+    recorded in every stored run."""
+    from probekit.bench import runs
+
+    info = rewire.train(_settings(tiny_encoder_dir, corpus, steps=2, checkpoint_every=2, lr=1e-3), device="cpu")
+    frame = rewire.sweep([info["run_id"]], tiny_dataset, device="cpu", preset="medlama-reference")
+    for run_id in set(frame["run_id"]):
+        opts = runs.get_run(run_id)["options"]
+        assert (opts["preset"], opts["pooling"], opts["similarity"], opts["max_length"]) == (
+            "medlama-reference", "cls", "l2", 50)
+    spelled = rewire.sweep([info["run_id"]], tiny_dataset, device="cpu", similarity="l2")
+    cols = ["step", "relation", "subset", "acc@1", "acc@5", "acc@10"]
+    pd.testing.assert_frame_equal(frame[cols], spelled[cols])
+
+
+def test_sweep_labels_which_vocabulary_the_hard_queries_met(tiny_encoder_dir, corpus):
+    """DESIGN §3.1: the hard set's vocabulary is heads+tails of its own files; a full run's hard block ranks
+    hard queries among the full set's names, "a different experiment", so it is labelled so (issue 12 §1)."""
+    from probekit.datasets import load_dataset
+
+    info = rewire.train(_settings(tiny_encoder_dir, corpus, steps=2, checkpoint_every=2, lr=1e-3), device="cpu")
+    full = rewire.sweep([info["run_id"]], load_dataset("demo"), device="cpu")
+    hard = rewire.sweep([info["run_id"]], load_dataset("demo", which="hard"), device="cpu")
+    assert set(full["subset"]) == {"full", rewire.HARD_IN_FULL} and set(hard["subset"]) == {"hard"}
+    assert set(rewire.SUBSETS) == {"full", "hard", rewire.HARD_IN_FULL}
+    n_hard = len(load_dataset("demo", which="hard"))
+    assert hard[hard.relation == "micro"]["n"].eq(n_hard).all()
+    assert full[(full.relation == "micro") & (full.subset == rewire.HARD_IN_FULL)]["n"].eq(n_hard).all()
+
+
 def test_sweep_curve_mean_and_std_against_a_naive_loop():
     rng = np.random.default_rng(0)
     rows = [{"rewire_run": f"r{r}", "step": s, "relation": rel, "subset": "full", "acc@1": rng.random()}

@@ -2,6 +2,11 @@
 
 Every point is a stored benchmark run (so a repeated sweep is read back, not recomputed);
 :func:`sweep_curve` gives mean and std over runs (seeds, corpora) per step.
+
+Rows are labelled by which queries ran against which candidates (``subset``, see :data:`SUBSETS`): a sweep
+on MedLAMA's full set gives ``full`` and ``hard-in-full`` (its hard queries, still ranked among the full
+set's 22,923 names: not the paper's hard-set experiment); a sweep on the hard set gives ``hard`` (ranked
+among the hard files' own 17,532 names, as the paper's Table 4 and Fig. 4 hard panels).
 """
 
 from __future__ import annotations
@@ -16,11 +21,29 @@ from .train import run_info
 
 SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
                  "acc@1", "acc@5", "acc@10"]
+HARD_IN_FULL = "hard-in-full"
+SUBSETS = {
+    "full": "all queries of the dataset, among its vocabulary",
+    "hard": "the hard set, among its own files' vocabulary (MedLAMA: 17,532 names)",
+    HARD_IN_FULL: "the hard queries of a full-set run, among the full set's vocabulary (a different experiment "
+                  "from the paper's hard set)",
+}
+"""Every ``subset`` label a sweep gives, with what it means."""
 
 
-def _rows(summary: dict, base: dict) -> list[dict]:
+def _rows(summary: dict, base: dict, *, hard_set: bool = False) -> list[dict]:
+    """Rows of one point. On the hard set all queries are hard, so its one block is ``hard``; on any other
+    set the run's hard-query block is :data:`HARD_IN_FULL`.
+
+    >>> part = {"relations": {"r": {"n": 2, "acc@1": 0.5}}, "macro": {"acc@1": 0.5}, "micro": {"acc@1": 0.5}}
+    >>> sorted({r["subset"] for r in _rows({**part, "hard": part}, {})})
+    ['full', 'hard-in-full']
+    >>> sorted({r["subset"] for r in _rows({**part, "hard": part}, {}, hard_set=True)})
+    ['hard']
+    """
     rows = []
-    for subset, part in (("full", summary), ("hard", summary.get("hard"))):
+    blocks = [("hard", summary)] if hard_set else [("full", summary), (HARD_IN_FULL, summary.get("hard"))]
+    for subset, part in blocks:
         if not part:
             continue
         for rel, row in part["relations"].items():
@@ -32,15 +55,19 @@ def _rows(summary: dict, base: dict) -> list[dict]:
 
 
 def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab: str = "heads+tails", k: int = 10,
-          include_base: bool = True, device: str | None = None, progress=None, should_cancel=None) -> pd.DataFrame:
+          preset: str | None = None, include_base: bool = True, device: str | None = None, progress=None,
+          should_cancel=None) -> pd.DataFrame:
     """Retrieval-probe every checkpoint of each rewiring run (and, as step 0, the base model) on ``dataset``.
 
-    Probing uses each run's pooling and layer, so step 0 is the same experiment before training. Every
-    point is a stored benchmark run (:func:`probekit.bench.runs.run_benchmark`), so a repeated sweep reads
-    results back. Returns one row per (run, step, relation or macro/micro, subset): :data:`SWEEP_COLUMNS`.
+    Probing uses each run's pooling and layer, so step 0 is the same experiment before training; a
+    retrieval ``preset`` (``medlama-reference``: [CLS], L2 on raw vectors) replaces pooling and
+    ``similarity`` as it does everywhere. Every point is a stored benchmark run
+    (:func:`probekit.bench.runs.run_benchmark`), so a repeated sweep reads results back. Returns one row per
+    (run, step, relation or macro/micro, subset): :data:`SWEEP_COLUMNS`; ``subset`` as in :data:`SUBSETS`.
     """
     from .. import models
     from ..bench import runs
+    from ..probes.retrieval import apply_preset
 
     if isinstance(run_ids, str):
         run_ids = [run_ids]
@@ -67,6 +94,8 @@ def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab:
         model = models.load(model_id, device=device)
         try:
             opts = {"pooling": info["settings"]["pooling"], "layer": info["layer"], "similarity": similarity}
+            if preset:  # applied here too, so the stored options say what ran
+                opts = apply_preset({**opts, "preset": preset})
 
             def report(d, t, s, _label=label, _n=n):
                 if progress:
@@ -76,7 +105,8 @@ def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab:
                                      progress=report, should_cancel=should_cancel)
         finally:
             models.release(model)
-        rows += _rows(run.summary(), {**base, "model": model_id, "run_id": run.run_id})
+        rows += _rows(run.summary(), {**base, "model": model_id, "run_id": run.run_id},
+                      hard_set=dataset.meta.get("set") == "hard")
     if progress:
         progress(len(points), len(points), "done")
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
