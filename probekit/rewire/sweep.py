@@ -16,19 +16,13 @@ from collections.abc import Sequence
 import pandas as pd
 
 from .. import jobs
+from ..datasets.base import HARD_IN_FULL, SUBSETS
 from ..errors import ProbekitError, UnknownNameError
 from .train import run_info
 
 SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
                  "acc@1", "acc@5", "acc@10"]
-HARD_IN_FULL = "hard-in-full"
-SUBSETS = {
-    "full": "all queries of the dataset, among its vocabulary",
-    "hard": "the hard set, among its own files' vocabulary (MedLAMA: 17,532 names)",
-    HARD_IN_FULL: "the hard queries of a full-set run, among the full set's vocabulary (a different experiment "
-                  "from the paper's hard set)",
-}
-"""Every ``subset`` label a sweep gives, with what it means."""
+__all__ = ["HARD_IN_FULL", "SUBSETS", "SWEEP_COLUMNS", "best_checkpoint", "start_sweep", "sweep", "sweep_curve"]
 
 
 def _rows(summary: dict, base: dict, *, hard_set: bool = False) -> list[dict]:
