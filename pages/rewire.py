@@ -11,9 +11,11 @@ from probekit.rewire import CPU_BATCH_SIZE, RewireSettings
 
 UPLOAD = "__upload__"
 ui.title("Contrastive rewiring")
-st.caption("From each sentence a tail span is cut into one mask token; the encoder learns to place the masked "
-           "sentence next to its span and away from the rest of the batch (InfoNCE, cosine / τ). "
-           "Probe the checkpoints on the **Sweep** page, or pick one in the sidebar.")
+st.caption("From each sentence a tail span, through its last word, is cut into one mask token, so the query ends "
+           "in the mask (the paper's \"Social-distancing largely [MASK].\" for \"… reduces coronavirus "
+           "infections.\"); the encoder learns to place the masked sentence next to its span and away from the rest "
+           "of the batch (InfoNCE, cosine / τ). Probe the checkpoints on the **Sweep** page, or pick one in the "
+           "sidebar.")
 model = ui.current_model()
 if model is None:
     st.stop()
@@ -106,7 +108,9 @@ if not (running and sel == job.run_id):
 s = info["settings"]
 st.caption(f"{info['corpus_file']} · {info['n_pairs']:,} pairs · batch {info['batch_size']} · lr {s['lr']:g} · "
            f"τ {s['tau']:g} · mask ratio {s['mask_ratio']} · {s['pooling']} of layer {info['layer']} · seed {s['seed']}"
-           f" · {info['device']}" + (f" · {info['steps_per_s']:.2f} steps/s" if info.get("steps_per_s") else ""))
+           f" · {info['device']}" + (f" · {info['steps_per_s']:.2f} steps/s" if info.get("steps_per_s") else "")
+           + ("" if info.get("span_rule") else " · :orange[trained before the span fix: its queries kept the last "
+              "word after the mask]"))
 c1, c2 = st.columns([3, 1])
 c1.dataframe([{"step": c["step"], "loss": round(c["loss"], 4), "checkpoint": c["label"]} for c in info["checkpoints"]],
              hide_index=True, key="rw_ckpts")

@@ -8,6 +8,7 @@ from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import runs
 from probekit.datasets import VOCABS
+from probekit.probes.retrieval import PRESETS
 
 ui.title("Checkpoint sweep")
 ds = ui.current_dataset()
@@ -30,15 +31,20 @@ with st.container(border=True):
                 "it was trained with; step 0 is the base model. Points are stored runs: a repeat reads them back.")
     chosen = st.multiselect("Rewiring runs (several: mean ± 1 std)", list(labels), format_func=labels.get,
                             key="sw_runs")
-    c1, c2, c3 = st.columns(3)
-    similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity")
+    c0, c1, c2, c3 = st.columns(4)
+    preset = c0.selectbox("Preset", [None, *PRESETS], key="sw_preset",
+                          format_func=lambda p: p or "none (the run's pooling)",
+                          help="medlama-reference: [CLS] and L2 on raw vectors, as MedLAMA's probing code; it "
+                               "replaces the similarity. Use it to compare with the paper's Fig. 4.")
+    similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity", disabled=bool(preset))
     vocab = c2.radio("Candidates", VOCABS, key="sw_vocab", horizontal=True)
     base = c3.checkbox("Include the base model (step 0)", value=True, key="sw_base")
     if st.button("Run sweep", type="primary", icon=":material/play_arrow:", key="sw_start",
                  disabled=running or not chosen):
         with ui.guard("Starting the sweep"):
             st.session_state.sw_job = rewire.start_sweep(chosen, ds, similarity=similarity, vocab=vocab,
-                                                         include_base=base, device=ui.selected_device())
+                                                         preset=preset, include_base=base,
+                                                         device=ui.selected_device())
             st.rerun()
 
 
@@ -55,10 +61,11 @@ if frame is None:
 
 c1, c2 = st.columns(2)
 k = c1.segmented_control("acc@", [1, 5, 10], default=10, key="sw_k") or 10
-subset = c2.segmented_control("Queries", ["full", "hard"], default="full", key="sw_subset") or "full"
-if subset not in set(frame["subset"]):
-    st.info(f"No {subset} queries in this dataset.")
-    st.stop()
+present = [s for s in rewire.SUBSETS if s in set(frame["subset"])]
+if st.session_state.get("sw_subset") not in present:
+    st.session_state.sw_subset = present[0]
+subset = c2.segmented_control("Queries", present, key="sw_subset") or present[0]
+st.caption(f"**{subset}**: {rewire.SUBSETS[subset]}.")
 n_runs = frame["rewire_run"].nunique()
 best = rewire.best_checkpoint(frame, k=k, subset=subset)
 m1, m2, m3 = st.columns(3)

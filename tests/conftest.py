@@ -12,7 +12,7 @@ os.environ.setdefault("PROBEKIT_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_MEDLAMA = ROOT.parent / "shared" / "data" / "medlama"
+SHARED_MEDLAMA = Path(os.environ.get("PROBEKIT_MEDLAMA_DIR") or ROOT.parent / "shared" / "data" / "medlama")
 
 
 @pytest.fixture(autouse=True)
@@ -103,5 +103,5 @@ def tiny_dataset():
 @pytest.fixture(scope="session")
 def medlama_dir() -> Path:
     if not (SHARED_MEDLAMA / "2021AA").is_dir():
-        pytest.skip("MedLAMA not found at ../shared/data/medlama (set PROBEKIT_MEDLAMA_DIR)")
+        pytest.skip(f"MedLAMA not found at {SHARED_MEDLAMA} (set PROBEKIT_MEDLAMA_DIR)")
     return SHARED_MEDLAMA

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import importlib.util
 import json
@@ -79,24 +80,60 @@ def test_medlama_full_set(medlama_root):
     assert ds.version and ds.version == medlama.load(medlama_root).version
 
 
-def test_medlama_hard_set_uses_the_full_vocabulary(medlama_root):
+def test_medlama_hard_set_uses_its_own_files_vocabulary(medlama_root):
+    """DESIGN §3.1 / issue 12: "heads+tails of the probed set's own files (...) with --prob_hard the
+    reference builds it from the 19 *_hard.csv only"."""
     full = medlama.load(medlama_root)
     hard = medlama.load(medlama_root, which="hard")
     # "Pain relief gel" -> "Pain" is not hard (avg_match 0.5); the other four are
     assert hard.name == "medlama-hard" and len(hard) == 4
     assert "Pain relief gel" not in {q.subject for q in hard.queries}
-    assert hard.candidates("heads+tails").names == full.candidates("heads+tails").names
-    assert "Pain relief gel" in hard.candidates().names
+    own = {q.subject for q in hard.queries} | {g for q in hard.queries for g in q.golds}
+    assert set(hard.candidates("heads+tails").names) == own
+    assert "Pain relief gel" not in hard.candidates().names and "pain" not in hard.candidates().names
+    assert len(hard.candidates()) < len(full.candidates())
+    assert set(hard.candidates("tails").names) == {g for q in hard.queries for g in q.golds}
     assert hard.version != full.version
 
 
-def test_medlama_relations_filter_and_unknown_relation(medlama_root):
+def test_medlama_relations_filter_keeps_the_vocabulary(medlama_root):
+    """DESIGN §3.1: "Filtering which queries run (one relation, a sample) never changes the vocabulary";
+    issue 12 §2: "Filtering queries must never change the candidates unless the user picks the `relation`
+    vocabulary"."""
+    whole = medlama.load(medlama_root)
     ds = medlama.load(medlama_root, relations=["may_treat"])
-    assert ds.relations == ["may_treat"] and len(ds) == 3
+    assert ds.relations == ["may_treat"] and len(ds) == 3 and ds.filtered and not whole.filtered
+    for vocab in ("heads+tails", "tails"):
+        assert ds.candidates(vocab).names == whole.candidates(vocab).names
+    assert "CFTR gene" in ds.candidates().names and "Cystic fibrosis" in ds.candidates("tails").names
+    assert ds.candidates("relation", "may_treat").names == whole.candidates("relation", "may_treat").names
+    assert ds.version == whole.version and ds.summary()["vocab_queries"] == len(whole) == 5
     hard = medlama.load(medlama_root, which="hard", relations=["may_treat"])
-    assert set(hard.candidates().names) == set(ds.candidates().names)  # vocabulary of the same relations
+    assert hard.candidates().names == medlama.load(medlama_root, which="hard").candidates().names
     with pytest.raises(UnknownNameError, match=r"unknown relation 'may_traet'; did you mean 'may_treat'"):
         medlama.load(medlama_root, relations=["may_traet"])
+
+
+def test_dataset_filter_relation_ids_and_sample(medlama_root):
+    """Issue 12 §2: any query filter (one relation, a sample) keeps the set's candidate vocabulary."""
+    whole = medlama.load(medlama_root)
+    one = whole.filter(relations="gene_associated_with_disease")
+    assert [q.id for q in one.queries] == ["gene_associated_with_disease:0000", "gene_associated_with_disease:0001"]
+    assert list(one.templates) == ["gene_associated_with_disease"]
+    picked = whole.filter(query_ids=["may_treat:0002", "may_treat:0000"])
+    assert [q.id for q in picked.queries] == ["may_treat:0000", "may_treat:0002"]  # dataset order
+    s1, s2 = whole.filter(sample=3, seed=1), whole.filter(sample=3, seed=1)
+    assert len(s1) == 3 and [q.id for q in s1.queries] == [q.id for q in s2.queries]
+    assert {len(whole.filter(sample=3, seed=i).queries) for i in range(5)} == {3}
+    assert len(whole.filter(sample=99)) == 5
+    nested = one.filter(sample=1)  # a filter of a filter still ranks among the whole set
+    assert nested.candidates() is whole.candidates() and nested.candidates("tails") is whole.candidates("tails")
+    with pytest.raises(ProbekitError, match="no query"):
+        whole.filter(relations=["may_treat"], query_ids=["gene_associated_with_disease:0000"])
+    with pytest.raises(ProbekitError, match="no query 'nope'"):
+        whole.filter(query_ids=["nope"])
+    with pytest.raises(ProbekitError, match="sample must be a positive"):
+        whole.filter(sample=0)
 
 
 def test_medlama_through_the_registry(medlama_root, monkeypatch):
@@ -342,7 +379,8 @@ def test_demo_set_loads():
     assert sum(len(q.golds) > 1 for q in full.queries) >= len(full) // 2  # many queries have several golds
     assert all(re.fullmatch(r"DEMO:E\d{4}", i) for q in full.queries for i in (q.subject_id, *q.gold_ids))
     assert all(q.template.count("[X]") == 1 and q.template.count("[Y]") == 1 for q in full.queries)
-    assert hard.candidates().names == full.candidates().names
+    assert set(hard.candidates().names) == {n for q in hard.queries for n in (q.subject, *q.golds)}
+    assert len(hard.candidates()) < len(full.candidates())
     assert all(hardness.is_hard(q.subject, list(q.golds)) for q in hard.queries)
     kept = [(q.relation, q.subject) for q in hard.queries]  # ids are positions in each file, so compare rows
     assert [(q.relation, q.subject) for q in full.queries if hardness.is_hard(q.subject, list(q.golds))] == kept
@@ -383,6 +421,40 @@ def test_demo_build_rejects_bad_facts(tmp_path):
 
 # ---------------------------------------------------------------- the real MedLAMA data
 
+def _heads_and_tails_from_csvs(files) -> set[str]:
+    """heads + tails straight from MedLAMA's CSVs (head_name and every tail_names_list name), no probekit code."""
+    names: set[str] = set()
+    for path in files:
+        with open(path, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                names.add(row["head_name"].strip())
+                names.update(str(t).strip() for t in ast.literal_eval(row["tail_names_list"]))
+    return names
+
+
+def test_shared_medlama_vocabulary_sizes_from_the_csvs(medlama_dir):
+    """DESIGN §3.1: "`heads+tails` of the probed set's own files (reference behaviour: the full set's 19
+    `*_1000.csv` give 22,923 names; with `--prob_hard` the reference builds it from the 19 `*_hard.csv`
+    only: 17,532 names)"; and "Filtering which queries run (one relation, a sample) never changes the
+    vocabulary"."""
+    folder = medlama_dir / "2021AA"
+    full_files, hard_files = sorted(folder.glob("*_1000.csv")), sorted(folder.glob("*_hard.csv"))
+    assert len(full_files) == len(hard_files) == 19
+    full_names, hard_names = _heads_and_tails_from_csvs(full_files), _heads_and_tails_from_csvs(hard_files)
+    assert (len(full_names), len(hard_names)) == (22_923, 17_532)
+    full = load_dataset("medlama", path=medlama_dir, use_cache=False)
+    hard = load_dataset("medlama", path=medlama_dir, which="hard", use_cache=False)
+    assert set(full.candidates("heads+tails").names) == full_names
+    assert set(hard.candidates("heads+tails").names) == hard_names
+    # one relation alone ranks among the whole set's names (issue 12 §2: may_treat once searched 1,765)
+    for ds in (full, hard):
+        may_treat = ds.filter(relations=["may_treat"])
+        assert len(may_treat.candidates("heads+tails")) == len(ds.candidates("heads+tails"))
+        assert len(may_treat.candidates("tails")) == len(ds.candidates("tails"))
+    assert len(load_dataset("medlama", path=medlama_dir, which="hard", relations=["may_treat"],
+                            use_cache=False).candidates()) == 17_532
+
+
 def test_shared_medlama_full_and_hard(medlama_dir):
     full = load_dataset("medlama", path=medlama_dir, use_cache=False)
     assert len(full) == 19_000 and len(full.relations) == 19
@@ -390,4 +462,4 @@ def test_shared_medlama_full_and_hard(medlama_dir):
     assert len(full.candidates("tails")) == 8_801
     hard = load_dataset("medlama", path=medlama_dir, which="hard", use_cache=False)
     assert len(hard) == 15_329
-    assert len(hard.candidates("heads+tails")) == 22_923
+    assert len(hard.candidates("heads+tails")) == 17_532

@@ -96,12 +96,21 @@ def test_sweep_page_macro_band_and_reuse(tiny_encoder_dir, corpora):
     band = at.get("plotly_chart")[0].proto.spec
     assert "tonexty" in band  # the ±1 std band is drawn
     at.segmented_control(key="sw_k").set_value(1).run()
-    at.segmented_control(key="sw_subset").set_value("hard").run()
+    assert at.segmented_control(key="sw_subset").options == ["full", "hard-in-full"]  # labelled: full vocabulary
+    at.segmented_control(key="sw_subset").set_value("hard-in-full").run()
     assert errors(at) == []
+    assert any("among the full set's vocabulary" in c.value for c in at.caption)
     n_runs = len(runs.list_runs())
     at.button(key="sw_start").click().run()
     assert _wait(at, "sw_job").result.run_id.tolist() == frame.run_id.tolist()  # read back from the store
     assert len(runs.list_runs()) == n_runs
+    # the MedLAMA reference preset replaces the similarity, and each point stores it
+    at.selectbox(key="sw_preset").set_value("medlama-reference").run()
+    assert at.selectbox(key="sw_similarity").disabled
+    at.button(key="sw_start").click().run()
+    ref = _wait(at, "sw_job").result
+    assert errors(at) == [] and set(ref.run_id).isdisjoint(frame.run_id)
+    assert {runs.get_run(r)["options"]["preset"] for r in set(ref.run_id)} == {"medlama-reference"}
 
 
 def test_checkpoint_opens_on_probe_page(tiny_encoder_dir, corpora):

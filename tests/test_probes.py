@@ -116,15 +116,12 @@ def test_ranking_from_scores_matches_brute_force(cands):
 
 
 # ---------------------------------------------------------------- mask_average
-def _naive_mask_average(model, query, names, max_tokens=20):
+def _naive_mask_average(model, query, names):
     """One forward pass per candidate: the slow reference."""
     tok, out = model.tokenizer, {}
     with torch.no_grad():
         for name in names:
             ids = tok(name, add_special_tokens=False)["input_ids"]
-            if len(ids) > max_tokens:
-                out[name] = -np.inf
-                continue
             feats = tok(query.text(tok.mask_token, n_masks=len(ids)), return_tensors="pt")
             logits = model.mlm(**feats).logits[0]  # (seq, vocab)
             pos = (feats["input_ids"][0] == tok.mask_token_id).nonzero().flatten()  # (n,)
@@ -141,9 +138,8 @@ def count_forwards(tiny_mlm):
     handle.remove()
 
 
-def _distinct_lengths(model, names, max_tokens=20):
-    return len({len(model.tokenizer(n, add_special_tokens=False)["input_ids"]) for n in names} - {0}
-               - set(range(max_tokens + 1, 1000)))
+def _distinct_lengths(model, names):
+    return len({len(model.tokenizer(n, add_special_tokens=False)["input_ids"]) for n in names} - {0})
 
 
 def test_mask_average_equals_naive_loop(tiny_mlm, cands, count_forwards):
@@ -168,13 +164,34 @@ def test_mask_average_forwards_per_query(tiny_mlm, cands, count_forwards):
     assert len(count_forwards) == lengths * len(QUERIES)  # per query: distinct lengths, never per candidate
 
 
-def test_mask_average_max_tokens(tiny_mlm, cands, count_forwards):
-    r = get_probe("mask_average").rank(tiny_mlm, QUERIES[:1], cands, k=len(NAMES), max_tokens=1)[0]
-    assert len(count_forwards) == 1
-    naive = _naive_mask_average(tiny_mlm, QUERIES[0], NAMES, max_tokens=1)
-    finite = [n for n in NAMES if np.isfinite(naive[n])]
-    assert set(r.names[:len(finite)]) == set(finite)  # longer names are ranked last, unscored
-    assert all(s == -np.inf for s in r.scores[len(finite):])
+LONG = ["chromosome 9p deletion syndrome with acute lymphoblastic leukemia and hypogonadotropic "
+        "hypogonadism and 17-alpha-hydroxylase deficiency",  # 20+ word pieces
+        "t(8;21)(q22;q22) acute myeloid leukemia with recurrent genetic abnormalities and "
+        "cytogenetic heterogeneity"]
+
+
+def test_mask_average_scores_every_candidate_however_long(tiny_mlm, count_forwards):
+    """Kassner et al. (mask average), as DESIGN §5 states it: "for each distinct candidate token length n,
+    one forward pass of the prompt with n masks; a candidate's score = mean log-softmax of its tokens at
+    those positions" - for every candidate (issue 12 §6: names over 20 word pieces were never scored)."""
+    names = NAMES + LONG
+    lengths = [len(tiny_mlm.tokenizer(n, add_special_tokens=False)["input_ids"]) for n in LONG]
+    assert min(lengths) > 20 and len(set(lengths)) == 2
+    query = Query("q", "x", "r", "[X] is linked to [Y] .", golds=(LONG[0],))
+    r = get_probe("mask_average").rank(tiny_mlm, [query], CandidateSet.from_names(names), k=len(names))[0]
+    assert len(count_forwards) == _distinct_lengths(tiny_mlm, names)  # one pass per distinct length
+    naive = _naive_mask_average(tiny_mlm, query, names)
+    got = dict(zip(r.names, r.scores))
+    assert set(got) == set(names) and all(np.isfinite(s) for s in r.scores)
+    for name in names:
+        assert got[name] == pytest.approx(naive[name], abs=1e-5), name
+    assert r.gold_ranks == (sorted(names, key=lambda n: -naive[n]).index(LONG[0]) + 1,)
+
+
+def test_mask_average_refuses_a_prompt_over_the_limit(tiny_mlm):
+    with pytest.raises(ProbekitError, match=r"with \d+ mask tokens .* more than 16"):
+        get_probe("mask_average").rank(tiny_mlm, QUERIES[:1], CandidateSet.from_names(LONG), k=1, max_length=16)
+    assert "max_tokens" not in {o.name for o in get_probe("mask_average").options}
 
 
 def test_mask_average_needs_mlm(tiny_encoder, cands):

@@ -36,6 +36,10 @@ def _settings(model_dir, corpus_file, /, **kw):
 # ---------------------------------------------------------------- span masking
 @pytest.mark.parametrize("ratio", [0.2, 0.5, 1.0])
 def test_span_pair_cuts_the_tail_as_specified(ratio):
+    """Meng et al. 2022, §3: "replace their tail tokens (e.g. the last 50% excluding the full stop) with a
+    [MASK] token ... Sentence: Social-distancing largely reduces coronavirus infections. Query:
+    Social-distancing largely [MASK]." DESIGN §6: k uniform in 1..1+floor(ratio·n), the span ends at the
+    sentence's last word."""
     rng = random.Random(7)
     seen = set()
     for n in range(2, 30):
@@ -44,11 +48,44 @@ def test_span_pair_cuts_the_tail_as_specified(ratio):
             query, span = rewire.span_pair(" ".join(tokens), rng, ratio=ratio, mask_token="<M>")
             k = len(span.split())
             assert 1 <= k <= min(1 + math.floor(ratio * n), n - 1)
-            assert span.split() == tokens[n - 1 - k:n - 1]  # ends one token before the end
-            assert query.split() == tokens[:n - 1 - k] + ["<M>", tokens[-1]]
+            assert span.split() == tokens[n - k:]  # the tail, through the last word
+            assert query.split() == tokens[:n - k] + ["<M>"]  # the query ends in the mask
             seen.add((n, k))
     # k really varies over its whole range (uniform, not fixed)
     assert {k for n, k in seen if n == 29} == set(range(1, min(1 + math.floor(ratio * 29), 28) + 1))
+
+
+def test_span_pair_on_the_papers_example():
+    """Meng et al. 2022, §3: "Sentence: Social-distancing largely reduces coronavirus infections. Query:
+    Social-distancing largely [MASK]." (the span is "reduces coronavirus infections")."""
+    sentence = "social-distancing largely reduces coronavirus infections"
+    # k=3 is one of the k the rule draws for n=5 (1..1+floor(0.5*5) = 1..3): find a seed that draws it
+    for seed in range(100):
+        query, span = rewire.span_pair(sentence, random.Random(seed))
+        if len(span.split()) == 3:
+            break
+    assert (query, span) == ("social-distancing largely [MASK]", "reduces coronavirus infections")
+
+
+def test_shipped_corpus_queries_end_in_the_mask():
+    """DESIGN §6 / issue 12: on the shipped PubMed corpora "the reference procedure gives 9,997 of 10,000
+    queries ending in [MASK]" (as the paper's "Social-distancing largely [MASK]."). probekit masks through
+    the last word, so at least that share of pubmed_0's queries must end in the mask, and every query plus
+    its span must give back the sentence. (Lines of one word give no query: nothing would stay before the
+    mask.)"""
+    from probekit import config
+
+    path = config.corpora_dir() / rewire.CORPUS_FILES["pubmed_0"]
+    if not path.is_file():
+        pytest.skip(f"pubmed_0 not found at {path} (set PROBEKIT_CORPORA_DIR)")
+    sentences = rewire.read_sentences(path)
+    pairs = rewire.make_pairs(sentences, seed=0, mask_token="[MASK]")
+    raw = path.read_text(encoding="utf-8").splitlines()
+    assert len(raw) == 10_000 and len(pairs) == sum(len(line.split()) >= 2 for line in raw)
+    ending = sum(q.endswith(" [MASK]") for q, _ in pairs)
+    assert ending / len(pairs) >= 9_997 / 10_000
+    by_sentence = {s: s for s in sentences}
+    assert all(q[: -len("[MASK]")] + s in by_sentence for q, s in pairs)
 
 
 def test_make_pairs_is_seeded_and_skips_one_word_lines():
@@ -204,6 +241,38 @@ def test_sweep_probes_base_and_every_checkpoint_and_reuses_runs(tiny_encoder_dir
     assert row["n"] == len(tiny_dataset)
     again = rewire.sweep([info["run_id"]], tiny_dataset, device="cpu")
     assert again["run_id"].tolist() == frame["run_id"].tolist()  # read back from the store
+
+
+def test_sweep_with_the_medlama_reference_preset(tiny_encoder_dir, corpus, tiny_dataset):
+    """Issue 12 §3: the preset ("[CLS] of `hidden_states[layer]`, L2 distance on raw (unnormalised) vectors")
+    is used "in every place the README or a page compares with the paper" (the sweep: MedLAMA Fig. 4) and
+    recorded in every stored run."""
+    from probekit.bench import runs
+
+    info = rewire.train(_settings(tiny_encoder_dir, corpus, steps=2, checkpoint_every=2, lr=1e-3), device="cpu")
+    frame = rewire.sweep([info["run_id"]], tiny_dataset, device="cpu", preset="medlama-reference")
+    for run_id in set(frame["run_id"]):
+        opts = runs.get_run(run_id)["options"]
+        assert (opts["preset"], opts["pooling"], opts["similarity"], opts["max_length"]) == (
+            "medlama-reference", "cls", "l2", 50)
+    spelled = rewire.sweep([info["run_id"]], tiny_dataset, device="cpu", similarity="l2")
+    cols = ["step", "relation", "subset", "acc@1", "acc@5", "acc@10"]
+    pd.testing.assert_frame_equal(frame[cols], spelled[cols])
+
+
+def test_sweep_labels_which_vocabulary_the_hard_queries_met(tiny_encoder_dir, corpus):
+    """DESIGN §3.1: the hard set's vocabulary is heads+tails of its own files; a full run's hard block ranks
+    hard queries among the full set's names, "a different experiment", so it is labelled so (issue 12 §1)."""
+    from probekit.datasets import load_dataset
+
+    info = rewire.train(_settings(tiny_encoder_dir, corpus, steps=2, checkpoint_every=2, lr=1e-3), device="cpu")
+    full = rewire.sweep([info["run_id"]], load_dataset("demo"), device="cpu")
+    hard = rewire.sweep([info["run_id"]], load_dataset("demo", which="hard"), device="cpu")
+    assert set(full["subset"]) == {"full", rewire.HARD_IN_FULL} and set(hard["subset"]) == {"hard"}
+    assert set(rewire.SUBSETS) == {"full", "hard", rewire.HARD_IN_FULL}
+    n_hard = len(load_dataset("demo", which="hard"))
+    assert hard[hard.relation == "micro"]["n"].eq(n_hard).all()
+    assert full[(full.relation == "micro") & (full.subset == rewire.HARD_IN_FULL)]["n"].eq(n_hard).all()
 
 
 def test_sweep_curve_mean_and_std_against_a_naive_loop():

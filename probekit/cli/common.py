@@ -8,7 +8,6 @@ import json
 import sys
 
 from .. import config
-from ..errors import UnknownNameError
 
 VOCABS = ("heads+tails", "tails", "relation")
 
@@ -66,18 +65,15 @@ def probe_options(args, probe) -> dict:
 
 
 def load_dataset_from_args(args):
-    from ..datasets import Dataset, load_dataset
+    """The dataset of ``--dataset/--data-dir/--set``, narrowed to ``--relation``s by :meth:`Dataset.filter`:
+    the queries shrink, the candidate vocabularies stay the whole set's (only ``--vocab relation`` ranks
+    among one relation's tails)."""
+    from ..datasets import load_dataset
 
     kw = {"which": args.which} if args.dataset in ("demo", "medlama") else {}
-    if args.relation and args.dataset in ("demo", "medlama"):
-        kw["relations"] = args.relation
     ds = load_dataset(args.dataset, path=args.data_dir, **kw)
-    if args.relation and "relations" not in kw:  # loaders without their own relation filter
-        unknown = [r for r in args.relation if r not in ds.relations]
-        if unknown:
-            raise UnknownNameError("relation", unknown[0], ds.relations)
-        ds = Dataset(ds.name, [q for q in ds.queries if q.relation in args.relation], ds.templates,
-                     version=ds.version, source=ds.source)
+    if args.relation:
+        ds = ds.filter(relations=args.relation)
     return ds
 
 

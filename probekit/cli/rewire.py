@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from probekit.rewire import CPU_BATCH_SIZE, RewireSettings, list_runs, sweep, sweep_curve, train
+from probekit.rewire import CPU_BATCH_SIZE, SUBSETS, RewireSettings, list_runs, sweep, sweep_curve, train
 
 
 def _cmd_rewire(args) -> int:
@@ -50,7 +50,7 @@ def _cmd_sweep(args) -> int:
             last["stage"] = stage.split(" · ")[0]
             print(f"  {stage}", file=sys.stderr)
 
-    frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k,
+    frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k, preset=args.preset,
                   include_base=not args.no_base, device=args.device, progress=report)
     if args.out:
         from probekit.bench.runs import frame_bytes
@@ -60,13 +60,16 @@ def _cmd_sweep(args) -> int:
     if args.format == "json":
         curves = {f"{s}:{a}:acc@{k}": sweep_curve(frame, k=k, relation=a, subset=s).to_dict(orient="records")
                   for s in sorted(set(frame["subset"])) for a in ("macro", "micro") for k in ks}
-        print_json({"dataset": ds.summary(), "runs": list(args.run), "curves": curves,
+        print_json({"dataset": ds.summary(), "runs": list(args.run), "preset": args.preset,
+                    "subsets": {s: SUBSETS[s] for s in sorted(set(frame["subset"]))}, "curves": curves,
                     "rows": frame.to_dict(orient="records")})
     else:
-        print(f"{ds.name}: macro acc@k (%) by step, mean over {len(args.run)} run(s)")
+        print(f"{ds.name}: macro acc@k (%) by step, mean over {len(args.run)} run(s)"
+              + (f", preset {args.preset}" if args.preset else ""))
         for subset in sorted(set(frame["subset"])):
             curves = {k: sweep_curve(frame, k=k, subset=subset) for k in ks}
-            print(f"  {subset:<6}{'step':>8}" + "".join(f"{'acc@' + str(k):>10}" for k in ks))
+            print(f"  {subset}: {SUBSETS[subset]}")
+            print(f"  {'':<6}{'step':>8}" + "".join(f"{'acc@' + str(k):>10}" for k in ks))
             for i, step in enumerate(curves[ks[0]]["step"]):
                 print(f"  {'':<6}{step:>8}" + "".join(f"{100 * curves[k]['mean'].iloc[i]:>10.2f}" for k in ks))
     return 0
@@ -104,6 +107,9 @@ def register(sub) -> None:
     p.add_argument("--device", default=None)
     add_dataset_args(p, default="medlama")
     p.add_argument("--similarity", default="cosine", choices=["cosine", "l2", "dot"])
+    p.add_argument("--preset", default=None, choices=["medlama-reference"],
+                   help="a retrieval preset: its values replace pooling and --similarity (medlama-reference: [CLS], "
+                        "L2 on raw vectors, as MedLAMA's probing code)")
     p.add_argument("--vocab", default="heads+tails", choices=["heads+tails", "tails", "relation"])
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--no-base", action="store_true", help="leave out step 0 (the base model)")

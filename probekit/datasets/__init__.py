@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import config
 from ..errors import ProbekitError, Registry
 from . import biolama, medlama, triples
-from .base import VOCABS, Dataset
+from .base import HARD_IN_FULL, SUBSETS, VOCABS, Dataset
 
 LOADERS: Registry = Registry("dataset")
 _CACHE: dict[tuple, Dataset] = {}
@@ -75,4 +75,4 @@ def load_spec(spec: str, *, path: str | Path | None = None) -> Dataset:
     return load_dataset(name, path=path, which=which or "full")
 
 
-__all__ = ["LOADERS", "VOCABS", "Dataset", "available_datasets", "load_dataset", "load_spec"]
+__all__ = ["HARD_IN_FULL", "LOADERS", "SUBSETS", "VOCABS", "Dataset", "available_datasets", "load_dataset", "load_spec"]

@@ -9,6 +9,16 @@ from ..errors import ProbekitError
 from ..types import CandidateSet, Query
 
 VOCABS = ("heads+tails", "tails", "relation")
+HARD_IN_FULL = "hard-in-full"
+"""The label of a full-set run's hard queries: they were ranked among the FULL set's vocabulary (22,923
+names on MedLAMA), a different experiment from the hard set's own (17,532 names, MedLAMA Table 4 "Hard")."""
+SUBSETS = {
+    "full": "all queries of the dataset, among its vocabulary",
+    "hard": "the hard set, among its own files' vocabulary (MedLAMA: 17,532 names)",
+    HARD_IN_FULL: "the hard queries of a full-set run, among the full set's vocabulary (a different experiment "
+                  "from the paper's hard set)",
+}
+"""Every label for which queries met which candidates, with what it means (tables, exports, charts)."""
 
 
 @dataclass
@@ -16,6 +26,12 @@ class Dataset:
     """A set of cloze queries with their templates.
 
     ``version`` fingerprints the files it was read from, so stored runs say exactly what they used.
+
+    The candidate vocabularies come from the set as loaded (its *vocabulary source*): MedLAMA's full set
+    ranks among the heads and tails of its 19 ``*_1000.csv`` files, the hard set among those of its 19
+    ``*_hard.csv`` files. :meth:`filter` picks fewer queries (one relation, a sample) and keeps that source,
+    so running fewer queries never changes the candidates (DESIGN §3.1); only the ``relation`` vocabulary
+    narrows them, by choice.
     """
 
     name: str
@@ -28,6 +44,55 @@ class Dataset:
     def __post_init__(self):
         self._by_id = {q.id: q for q in self.queries}
         self._cands: dict[tuple, CandidateSet] = {}
+        self._vocab_queries: list[Query] = self.queries  # what the vocabularies are built from
+
+    @property
+    def filtered(self) -> bool:
+        """True when this is a subset of a loaded set (its vocabularies are the whole set's)."""
+        return self._vocab_queries is not self.queries
+
+    def filter(self, *, relations=None, query_ids=None, sample: int | None = None, seed: int = 0) -> Dataset:
+        """Fewer queries, the same candidates: the queries of ``relations``, then of ``query_ids``, then a
+        seeded random ``sample`` of what is left (in dataset order). Every vocabulary (``heads+tails``,
+        ``tails``, and each relation's tails) stays the whole set's.
+
+        >>> from probekit.types import Query
+        >>> qs = [Query(id=f"q{i}", subject=s, relation=r, template="[X] r [Y] .", golds=(g,))
+        ...       for i, (s, r, g) in enumerate([("a", "r1", "b"), ("c", "r2", "d")])]
+        >>> ds = Dataset("toy", qs, {"r1": "[X] r [Y] .", "r2": "[X] r [Y] ."})
+        >>> one = ds.filter(relations=["r1"])
+        >>> len(one), one.relations, one.candidates().names == ds.candidates().names
+        (1, ['r1'], True)
+        """
+        from ..errors import UnknownNameError
+
+        queries = self.queries
+        if relations is not None:
+            relations = [relations] if isinstance(relations, str) else list(relations)
+            unknown = [r for r in relations if r not in self.relations]
+            if unknown:
+                raise UnknownNameError("relation", unknown[0], self.relations)
+            queries = [q for q in queries if q.relation in relations]
+        if query_ids is not None:
+            for i in query_ids:
+                self.query(i)  # unknown ids fail with a message
+            wanted = set(query_ids)
+            queries = [q for q in queries if q.id in wanted]
+        if sample is not None:
+            if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
+                raise ProbekitError(f"sample must be a positive number of queries, got {sample!r}")
+            if sample < len(queries):
+                import random
+
+                keep = set(random.Random(seed).sample(range(len(queries)), sample))
+                queries = [q for i, q in enumerate(queries) if i in keep]
+        if not queries:
+            raise ProbekitError(f"no query of dataset {self.name!r} is left after filtering")
+        used = {q.relation for q in queries}
+        out = Dataset(name=self.name, queries=queries, templates={r: t for r, t in self.templates.items() if r in used},
+                      version=self.version, source=self.source, meta=dict(self.meta))
+        out._vocab_queries, out._cands = self._vocab_queries, self._cands  # the whole set's vocabularies
+        return out
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -46,20 +111,21 @@ class Dataset:
             raise ProbekitError(f"no query {query_id!r} in dataset {self.name!r}") from None
 
     def candidates(self, vocab: str = "heads+tails", relation: str | None = None) -> CandidateSet:
-        """Candidate names: ``heads+tails`` of the whole set, all ``tails``, or tails of ``relation``.
+        """Candidate names: ``heads+tails`` of the whole set, all ``tails``, or tails of ``relation``,
+        always from the set as loaded (not from a :meth:`filter`'s subset).
 
-        MedLAMA's reference vocabulary is ``heads+tails`` (22,923 names for the full set).
+        MedLAMA's reference vocabulary is ``heads+tails`` of the probed set's own files: 22,923 names for
+        the full set, 17,532 for the hard set (``run_retrieval_prediction.py --prob_hard``).
         """
         if vocab not in VOCABS:
             raise ProbekitError(f"unknown vocabulary {vocab!r}; available: {', '.join(VOCABS)}")
         if vocab == "relation" and relation is None:
             raise ProbekitError("vocabulary 'relation' needs a relation")
         key = (vocab, relation if vocab == "relation" else None)
-        if key not in self._cands and vocab == "heads+tails" and "vocab_names" in self.meta:
-            self._cands[key] = CandidateSet.from_names(self.meta["vocab_names"])
         if key not in self._cands:
             names: list[str] = []
-            qs = self.queries_for(relation) if vocab == "relation" else self.queries
+            source = self._vocab_queries
+            qs = [q for q in source if q.relation == relation] if vocab == "relation" else source
             if vocab == "heads+tails":
                 names += [q.subject for q in qs]
             for q in qs:
@@ -68,12 +134,17 @@ class Dataset:
         return self._cands[key]
 
     def summary(self) -> dict:
+        """What a report needs to say which queries ran against which candidates: ``vocab_queries`` is the
+        number of queries the vocabularies come from (``queries`` when nothing was filtered out)."""
         return {"name": self.name, "version": self.version, "queries": len(self.queries),
-                "relations": len(self.relations), "source": self.source}
+                "relations": len(self.relations), "source": self.source,
+                "vocab_queries": len(self._vocab_queries)}
 
 
-def fingerprint_files(paths) -> str:
-    h = hashlib.sha1()
+def fingerprint_files(paths, *, salt: str = "") -> str:
+    """A short hash of the files' bytes; ``salt`` marks a change in how they are read (stored runs keyed
+    by the old version are then not reused)."""
+    h = hashlib.sha1(salt.encode())
     for p in sorted(map(str, paths)):
         with open(p, "rb") as fh:
             h.update(fh.read())

@@ -5,6 +5,13 @@ layer L with cls or mean pooling; both come from the one embedding cache (:mod:`
 repeated run only redoes the search. Candidates are ranked by an exact faiss search
 (:meth:`probekit.index.EntityIndex.rank`: top-k from faiss, gold ranks by counting the candidates that
 beat each gold).
+
+Presets name a paper's whole recipe (option ``preset``). ``medlama-reference`` is MedLAMA's probing step
+(``run_retrieval_prediction.py``, Meng et al. 2022): [CLS] of ``hidden_states[layer]``, L2 distance on the
+raw (unnormalised) vectors, queries cut at 50 tokens and names at 25 (probekit always cuts names at
+:data:`~probekit.index.NAME_MAX_LENGTH` = 25), fp16 on GPU. Precedence: a preset's values replace the
+options it names (``pooling``, ``similarity``, ``max_length``) whatever they were set to; the others
+(``layer``, ``batch_size``, ``fast``) still apply. probekit's own defaults are the model's pooling and cosine.
 """
 
 from __future__ import annotations
@@ -25,9 +32,40 @@ def _stage(progress, name):
     return None if progress is None else (lambda d, t: progress(d, t, name))
 
 
+PRESETS: dict[str, dict] = {
+    "medlama-reference": {"pooling": "cls", "similarity": "l2", "max_length": QUERY_MAX_LENGTH},
+}
+"""Named recipes: the option values each one sets (see the module docstring for precedence)."""
+PRESET_GPU_DTYPE = {"medlama-reference": "float16"}
+"""The half precision each preset's reference used on GPU (MedLAMA's code runs the encoder in fp16)."""
+
+
+def apply_preset(options: dict) -> dict:
+    """``options`` with its ``preset``'s values written over them (a copy; unchanged without a preset).
+
+    >>> apply_preset({"preset": "medlama-reference", "pooling": "mean", "similarity": "cosine", "layer": 3})
+    {'preset': 'medlama-reference', 'pooling': 'cls', 'similarity': 'l2', 'layer': 3, 'max_length': 50}
+    >>> apply_preset({"pooling": "mean"})
+    {'pooling': 'mean'}
+    """
+    preset = options.get("preset")
+    if preset in (None, ""):
+        return dict(options)
+    if preset not in PRESETS:
+        raise ProbekitError(f"unknown preset {preset!r}; available: {', '.join(PRESETS)}")
+    return {**options, **PRESETS[preset]}
+
+
 class RetrievalProbe(Probe):
+    def resolve(self, options: dict) -> dict:
+        """The options a run really uses: the preset applied (stored runs record both the preset and the
+        values it set)."""
+        return apply_preset(options)
+
     def _rank(self, model, queries, candidates, *, k, progress, pooling, similarity, layer, batch_size, max_length,
-              fast):
+              fast, preset):
+        o = self.resolve(dict(pooling=pooling, similarity=similarity, max_length=max_length, preset=preset))
+        pooling, similarity, max_length = o["pooling"], o["similarity"], o["max_length"]
         pooling = pooling or model.spec.pooling
         try:
             layer = model.num_layers if layer in (None, -1, "") else int(layer)
@@ -70,6 +108,9 @@ PROBE = RetrievalProbe(
                advanced=True),
         Option("fast", False, (False, True), "int8 weights on CPU: about 3x faster encoding, scores differ "
                "slightly (acc@10 -0.2 points on MedLAMA); CUDA always uses autocast"),
+        Option("preset", None, (None, *PRESETS), "a paper's recipe; its values replace pooling, similarity and "
+               "max_length. medlama-reference: [CLS], L2 on raw vectors, queries 50 / names 25 tokens (MedLAMA's "
+               "probing code)", type=str),
     ),
     description="Encode the masked query and all entity names; rank names by similarity (any encoder).",
 )

@@ -1,33 +1,46 @@
-"""Contrastive rewiring (Meng et al., 2022, Rewire-then-Probe): span masking, InfoNCE training,
-checkpoints and checkpoint sweeps.
+"""Contrastive rewiring (Meng et al., 2022, Rewire-then-Probe), one module per step:
+
+- :mod:`.data`: the elicit corpora and the seeded span masking (sentence -> (query ending in [MASK], span));
+- :mod:`.train`: settings, the InfoNCE loss, the training loop, checkpoints and run folders;
+- :mod:`.sweep`: probing every checkpoint of runs on a dataset (MedLAMA Fig. 4).
+
+Every public name is re-exported here (``from probekit import rewire; rewire.train(...)``).
 """
 
 from __future__ import annotations
 
-from .core import (  # noqa: F401
+from .data import (
     CORPUS_FILES,
-    CPU_BATCH_SIZE,
-    STALE_AFTER_S,
-    SWEEP_COLUMNS,
-    RewireSettings,
-    StepReport,
-    best_checkpoint,
-    checkpoints,
-    delete_run,
-    info_nce,
+    SPAN_RULE,
     list_corpora,
-    list_runs,
-    load_log,
     make_pairs,
     read_sentences,
     resolve_corpus,
-    run_info,
-    runs_dir,
     save_corpus,
     span_pair,
-    start_sweep,
+)
+from .sweep import HARD_IN_FULL, SUBSETS, SWEEP_COLUMNS, best_checkpoint, start_sweep, sweep, sweep_curve
+from .train import (
+    CPU_BATCH_SIZE,
+    LOG_FILE,
+    RUN_FILE,
+    STALE_AFTER_S,
+    RewireSettings,
+    StepReport,
+    checkpoints,
+    delete_run,
+    info_nce,
+    list_runs,
+    load_log,
+    run_info,
+    runs_dir,
     start_train,
-    sweep,
-    sweep_curve,
     train,
 )
+
+__all__ = [
+    "CORPUS_FILES", "CPU_BATCH_SIZE", "HARD_IN_FULL", "LOG_FILE", "RUN_FILE", "RewireSettings", "SPAN_RULE",
+    "STALE_AFTER_S", "SUBSETS", "SWEEP_COLUMNS", "StepReport", "best_checkpoint", "checkpoints", "delete_run",
+    "info_nce", "list_corpora", "list_runs", "load_log", "make_pairs", "read_sentences", "resolve_corpus", "run_info",
+    "runs_dir", "save_corpus", "span_pair", "start_sweep", "start_train", "sweep", "sweep_curve", "train",
+]

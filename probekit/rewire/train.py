@@ -1,22 +1,18 @@
-"""Contrastive rewiring (Contrastive-Probe's "rewire" step, Meng et al. 2022; DESIGN §6).
+"""Contrastive rewiring's training (Contrastive-Probe's "rewire" step, Meng et al. 2022; DESIGN §6).
 
 Why: a PLM's [CLS] (or mean) vector of a masked query is not trained to sit near the vector of the
 words that fill the mask, so retrieval probing under-reads what the model knows. Rewiring teaches
-exactly that game on raw text, with no probing data: cut the tail of a corpus sentence into one mask
-token, and pull the masked sentence towards the cut-out span (and away from every other sentence and
-span in the batch) with InfoNCE. A few hundred steps suffice; the paper probes at step 150.
+exactly that game on raw text, with no probing data: pull the masked sentence (:mod:`.data`) towards
+the cut-out span (and away from every other sentence and span in the batch) with InfoNCE. A few hundred
+steps suffice; the paper probes at step 150.
 
-Pieces, each usable alone:
-
-- :func:`span_pair` / :func:`make_pairs`: the seeded span masking of one sentence / a corpus;
+- :class:`RewireSettings`: everything that decides a run;
 - :func:`info_nce`: the loss over the 2B embeddings of a batch of B (query, span) pairs;
 - :func:`train`: the loop (AdamW, AMP on CUDA, deterministic on CPU for a fixed seed) that writes a
   run folder ``cache/rewired/<run_id>/`` with ``run.json`` (settings, status, timings), ``log.jsonl``
   (one line per step: the live loss curve) and a checkpoint folder per ``checkpoint_every`` steps,
   each loadable as a model (:mod:`probekit.models` lists them in every picker);
-- :func:`sweep`: probe every checkpoint of one or more runs on a dataset (stored benchmark runs, so a
-  repeated sweep is read back, not recomputed) and :func:`sweep_curve`: mean and std over runs per
-  step (MedLAMA Fig. 4).
+- :func:`run_info`, :func:`list_runs`, :func:`load_log`, :func:`checkpoints`, :func:`delete_run`: run folders.
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ import random
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,14 +34,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .. import __version__, config, jobs
+from .. import __version__, config
 from ..errors import ProbekitError, UnknownNameError
+from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
 
 CPU_BATCH_SIZE = 32
 """Default batch on CPU: 192 pairs (the paper's) take ~6x longer per step on two cores."""
-CORPUS_FILES = {**{f"pubmed_{i}": f"pubmed_sents_no_punkt_10k_{i}" for i in range(10)},
-                "wiki": "wiki_sents_no_punkt_10k.txt"}
-"""The elicit corpora of the MedLAMA repository, by short name (files under ``PROBEKIT_CORPORA_DIR``)."""
 RUN_FILE, LOG_FILE = "run.json", "log.jsonl"
 STALE_AFTER_S = 120
 """A run still marked ``running`` whose files have not changed for this long was interrupted."""
@@ -108,109 +102,7 @@ class RewireSettings:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-# ---------------------------------------------------------------- corpora
-def list_corpora() -> list[tuple[str, Path]]:
-    """(short name, file) of the elicit corpora found under ``PROBEKIT_CORPORA_DIR``."""
-    root = config.corpora_dir()
-    return [(name, root / f) for name, f in CORPUS_FILES.items() if (root / f).is_file()]
-
-
-def resolve_corpus(corpus: str | Path) -> Path:
-    """A corpus short name (``pubmed_0`` … ``pubmed_9``, ``wiki``) or a text file path."""
-    text = str(corpus).strip()
-    if not text:
-        raise ProbekitError("no corpus given: a name such as 'pubmed_0' or a text file, one sentence a line")
-    found = dict(list_corpora())
-    if text in found:
-        return found[text]
-    path = Path(text).expanduser()
-    if path.is_file():
-        return path
-    if text in CORPUS_FILES:
-        raise ProbekitError(f"corpus {text!r} is not at {config.corpora_dir() / CORPUS_FILES[text]}; "
-                            "set PROBEKIT_CORPORA_DIR to the folder of the elicit corpora")
-    if os.sep in text or "." in text:
-        raise ProbekitError(f"corpus file {text!r} does not exist")
-    raise UnknownNameError("corpus", text, sorted(found) or sorted(CORPUS_FILES))
-
-
-def read_sentences(path: str | Path, *, limit: int | None = None) -> list[str]:
-    """Non-empty lines of a UTF-8 text file (whitespace collapsed), at most ``limit``."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ProbekitError(f"cannot read corpus {path}: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ProbekitError(f"{path.name}, line {line}: not UTF-8 text (a corpus is one sentence a line)") from None
-    out = [" ".join(line.split()) for line in text.splitlines()]
-    out = [s for s in out if len(s.split()) >= 2]
-    if len(out) < 2:
-        raise ProbekitError(f"{path.name} has fewer than 2 sentences of 2+ words; rewiring needs a corpus "
-                            "with one sentence a line")
-    return out[:limit] if limit else out
-
-
-def save_corpus(name: str, data: bytes) -> Path:
-    """Keep an uploaded corpus under ``data/uploads/corpora`` (named by content hash) so a background
-    run and later sweeps can read it; refused when too large or not a usable text file."""
-    import hashlib
-    import re
-
-    if len(data) > config.MAX_UPLOAD_MB * 2**20:
-        raise ProbekitError(f"{name} is larger than {config.MAX_UPLOAD_MB} MB")
-    folder = config.data_dir() / "uploads" / "corpora"
-    folder.mkdir(parents=True, exist_ok=True)
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name)[:60] or "corpus.txt"
-    path = folder / f"{hashlib.sha1(data).hexdigest()[:10]}-{safe}"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    try:
-        read_sentences(tmp)
-    except ProbekitError as e:
-        tmp.unlink()
-        raise ProbekitError(str(e).replace(tmp.name, name)) from None
-    os.replace(tmp, path)
-    return path
-
-
-# ---------------------------------------------------------------- span masking and the loss
-def span_pair(sentence: str, rng: random.Random, *, ratio: float = 0.5, mask_token: str = "[MASK]"):
-    """Cut the tail span of one sentence into a mask: ``(query, span)``, or None under 2 words.
-
-    With n whitespace tokens, k is uniform in 1..1+floor(ratio·n) (at most n-1), and the span is the
-    k tokens that end one token before the last; the query keeps the rest around one mask token.
-
-    >>> span_pair("aspirin may prevent myocardial infarction in adults", random.Random(3))
-    ('aspirin may prevent myocardial [MASK] adults', 'infarction in')
-    >>> span_pair("word", random.Random(0)) is None
-    True
-    """
-    tokens = sentence.split()
-    n = len(tokens)
-    if n < 2:
-        return None
-    k = min(rng.randint(1, 1 + math.floor(ratio * n)), n - 1)
-    start, end = n - 1 - k, n - 1  # the span is tokens[start:end]; tokens[end] (the last) stays
-    query = " ".join(tokens[:start] + [mask_token] + tokens[end:])
-    return query, " ".join(tokens[start:end])
-
-
-def make_pairs(sentences: Sequence[str], *, seed: int = 0, ratio: float = 0.5,
-               mask_token: str = "[MASK]") -> list[tuple[str, str]]:
-    """One (query, span) pair per sentence of 2+ words, reproducible for a seed.
-
-    >>> make_pairs(["a b c d", "x"], seed=1)
-    [('a b [MASK] d', 'c')]
-    """
-    rng = random.Random(seed)
-    pairs = (span_pair(s, rng, ratio=ratio, mask_token=mask_token) for s in sentences)
-    return [p for p in pairs if p is not None]
-
-
+# ---------------------------------------------------------------- the loss
 def info_nce(queries: torch.Tensor, positives: torch.Tensor, *, tau: float = 0.04) -> torch.Tensor:
     """InfoNCE over the 2B embeddings of B pairs, cosine similarity over temperature ``tau``.
 
@@ -417,7 +309,8 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
     info = {"run_id": run_id, "label": f"{name} rewired on {corpus}{extra}", "settings": settings.to_dict(),
             "status": "running", "base_model": model.id, "base_source": model.source,
             "base_revision": model.revision, "base_label": name, "family": model.spec.family,
-            "corpus_file": str(corpus_path), "n_pairs": len(pairs), "batch_size": batch, "layer": layer,
+            "corpus_file": str(corpus_path), "span_rule": SPAN_RULE, "n_pairs": len(pairs), "batch_size": batch,
+            "layer": layer,
             "device": str(model.device), "amp": on_cuda, "probekit_version": __version__, "started_at": _now(),
             "steps_done": 0}
     _write_json(folder / RUN_FILE, info)
@@ -438,7 +331,7 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
         meta = {"label": f"{info['label']}, step {step}", "run_id": run_id, "step": step, "loss": loss,
                 "base_model": model.id, "base_label": name, "family": f"{model.spec.family} (rewired)",
                 "pooling": settings.pooling, "layer": layer, "corpus": corpus, "seed": settings.seed,
-                "settings": settings.to_dict()}
+                "span_rule": SPAN_RULE, "settings": settings.to_dict()}
         _save_checkpoint(model, folder / f"step-{step:06d}", meta)
 
     t0, step, loss_value, status = time.perf_counter(), 0, float("nan"), "done"
@@ -507,122 +400,3 @@ def start_train(settings: RewireSettings, *, device: str | None = None):
     job = Job(work, label="rewire")
     job.run_id = run_id
     return job.start()
-
-
-# ---------------------------------------------------------------- checkpoint sweep (MedLAMA Fig. 4)
-SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
-                 "acc@1", "acc@5", "acc@10"]
-
-
-def _rows(summary: dict, base: dict) -> list[dict]:
-    rows = []
-    for subset, part in (("full", summary), ("hard", summary.get("hard"))):
-        if not part:
-            continue
-        for rel, row in part["relations"].items():
-            rows.append({**base, "relation": rel, "subset": subset, **row})
-        n = sum(r["n"] for r in part["relations"].values())
-        for avg in ("macro", "micro"):
-            rows.append({**base, "relation": avg, "subset": subset, "n": n, **part[avg]})
-    return rows
-
-
-def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab: str = "heads+tails", k: int = 10,
-          include_base: bool = True, device: str | None = None, progress=None, should_cancel=None) -> pd.DataFrame:
-    """Retrieval-probe every checkpoint of each rewiring run (and, as step 0, the base model) on ``dataset``.
-
-    Probing uses each run's pooling and layer, so step 0 is the same experiment before training. Every
-    point is a stored benchmark run (:func:`probekit.bench.runs.run_benchmark`), so a repeated sweep reads
-    results back. Returns one row per (run, step, relation or macro/micro, subset): :data:`SWEEP_COLUMNS`.
-    """
-    from .. import models
-    from ..bench import runs
-
-    if isinstance(run_ids, str):
-        run_ids = [run_ids]
-    if not run_ids:
-        raise ProbekitError("pick at least one rewiring run")
-    infos = [run_info(r) for r in run_ids]
-    points = []
-    for info in infos:
-        s = info["settings"]
-        base = {"rewire_run": info["run_id"], "corpus": s["corpus"], "seed": s["seed"]}
-        if include_base:
-            points.append(({**base, "step": 0}, info["base_model"], info))
-        points += [({**base, "step": c["step"]}, c["path"], info) for c in info["checkpoints"]]
-    if not any(p[0]["step"] for p in points):
-        raise ProbekitError("these runs have no checkpoint yet; wait for the first one "
-                            f"(every {infos[0]['settings']['checkpoint_every']} steps)")
-    rows = []
-    for n, (base, model_id, info) in enumerate(points):
-        label = f"point {n + 1}/{len(points)} · step {base['step']}"
-        if should_cancel is not None and should_cancel():
-            raise jobs.Cancelled("the sweep was cancelled; finished checkpoints are stored and reused")
-        if progress:
-            progress(n, len(points), f"{label} · loading")
-        model = models.load(model_id, device=device)
-        try:
-            opts = {"pooling": info["settings"]["pooling"], "layer": info["layer"], "similarity": similarity}
-
-            def report(d, t, s, _label=label, _n=n):
-                if progress:
-                    progress(_n, len(points), f"{_label} · {s} {d:,}/{t:,}")
-
-            run = runs.run_benchmark(model, dataset, probe="retrieval", options=opts, vocab=vocab, k=k,
-                                     progress=report, should_cancel=should_cancel)
-        finally:
-            models.release(model)
-        rows += _rows(run.summary(), {**base, "model": model_id, "run_id": run.run_id})
-    if progress:
-        progress(len(points), len(points), "done")
-    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
-
-
-def start_sweep(run_ids: Sequence[str], dataset, *, device: str | None = None, **options):
-    """A started :class:`~probekit.jobs.Job` running :func:`sweep`; ``result`` is its frame."""
-    from ..jobs import Job
-
-    if not run_ids:
-        raise ProbekitError("pick at least one rewiring run")
-    for r in run_ids:
-        run_info(r)  # unknown ids fail now, on the page
-    return Job(lambda progress, should_cancel: sweep(run_ids, dataset, device=device, progress=progress,
-                                                     should_cancel=should_cancel, **options), label="sweep").start()
-
-
-def sweep_curve(frame: pd.DataFrame, *, k: int = 1, relation: str = "macro", subset: str = "full") -> pd.DataFrame:
-    """acc@k against step for one relation (or ``macro``/``micro``): mean and std over runs (seeds,
-    corpora), with the number of runs per step. std is 0 for a single run.
-
-    >>> f = pd.DataFrame({"rewire_run": ["a", "b", "a", "b"], "step": [0, 0, 50, 50], "relation": "macro",
-    ...                   "subset": "full", "acc@1": [0.1, 0.1, 0.2, 0.4]})
-    >>> sweep_curve(f, k=1).round(3).to_dict(orient="list")
-    {'step': [0, 50], 'mean': [0.1, 0.3], 'std': [0.0, 0.141], 'runs': [2, 2]}
-    """
-    col = f"acc@{k}"
-    if col not in frame.columns:
-        raise ProbekitError(f"k must be one of 1, 5, 10, got {k!r}")
-    part = frame[(frame["relation"] == relation) & (frame["subset"] == subset)]
-    if part.empty:
-        avail = sorted(set(frame["relation"]))
-        raise UnknownNameError("relation", relation, avail) if relation not in avail else ProbekitError(
-            f"no {subset} queries in this sweep")
-    g = part.groupby("step")[col]
-    out = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1).fillna(0.0), "runs": g.size()}).reset_index()
-    return out
-
-
-def best_checkpoint(frame: pd.DataFrame, *, k: int = 10, subset: str = "full") -> dict:
-    """The step with the best mean macro acc@k, and the base (step 0) value, for reports."""
-    curve = sweep_curve(frame, k=k, subset=subset)
-    trained = curve[curve["step"] > 0]
-    best = trained.loc[trained["mean"].idxmax()] if not trained.empty else None
-    base = curve[curve["step"] == 0]
-    return {"step": None if best is None else int(best["step"]), "acc": None if best is None else float(best["mean"]),
-            "base": float(base["mean"].iloc[0]) if not base.empty else None}
-
-__all__ = [
-    "RewireSettings", "best_checkpoint", "checkpoints", "info_nce", "list_corpora", "list_runs", "load_log",
-    "make_pairs", "read_sentences", "resolve_corpus", "run_info", "save_corpus", "span_pair", "start_sweep",
-    "start_train", "sweep", "sweep_curve", "train"
-]

@@ -1,0 +1,150 @@
+"""Checkpoint sweeps (MedLAMA Fig. 4): probe every checkpoint of one or more rewiring runs on a dataset.
+
+Every point is a stored benchmark run (so a repeated sweep is read back, not recomputed);
+:func:`sweep_curve` gives mean and std over runs (seeds, corpora) per step.
+
+Rows are labelled by which queries ran against which candidates (``subset``, see :data:`SUBSETS`): a sweep
+on MedLAMA's full set gives ``full`` and ``hard-in-full`` (its hard queries, still ranked among the full
+set's 22,923 names: not the paper's hard-set experiment); a sweep on the hard set gives ``hard`` (ranked
+among the hard files' own 17,532 names, as the paper's Table 4 and Fig. 4 hard panels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from .. import jobs
+from ..datasets.base import HARD_IN_FULL, SUBSETS
+from ..errors import ProbekitError, UnknownNameError
+from .train import run_info
+
+SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
+                 "acc@1", "acc@5", "acc@10"]
+__all__ = ["HARD_IN_FULL", "SUBSETS", "SWEEP_COLUMNS", "best_checkpoint", "start_sweep", "sweep", "sweep_curve"]
+
+
+def _rows(summary: dict, base: dict, *, hard_set: bool = False) -> list[dict]:
+    """Rows of one point. On the hard set all queries are hard, so its one block is ``hard``; on any other
+    set the run's hard-query block is :data:`HARD_IN_FULL`.
+
+    >>> part = {"relations": {"r": {"n": 2, "acc@1": 0.5}}, "macro": {"acc@1": 0.5}, "micro": {"acc@1": 0.5}}
+    >>> sorted({r["subset"] for r in _rows({**part, "hard": part}, {})})
+    ['full', 'hard-in-full']
+    >>> sorted({r["subset"] for r in _rows({**part, "hard": part}, {}, hard_set=True)})
+    ['hard']
+    """
+    rows = []
+    blocks = [("hard", summary)] if hard_set else [("full", summary), (HARD_IN_FULL, summary.get("hard"))]
+    for subset, part in blocks:
+        if not part:
+            continue
+        for rel, row in part["relations"].items():
+            rows.append({**base, "relation": rel, "subset": subset, **row})
+        n = sum(r["n"] for r in part["relations"].values())
+        for avg in ("macro", "micro"):
+            rows.append({**base, "relation": avg, "subset": subset, "n": n, **part[avg]})
+    return rows
+
+
+def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab: str = "heads+tails", k: int = 10,
+          preset: str | None = None, include_base: bool = True, device: str | None = None, progress=None,
+          should_cancel=None) -> pd.DataFrame:
+    """Retrieval-probe every checkpoint of each rewiring run (and, as step 0, the base model) on ``dataset``.
+
+    Probing uses each run's pooling and layer, so step 0 is the same experiment before training; a
+    retrieval ``preset`` (``medlama-reference``: [CLS], L2 on raw vectors) replaces pooling and
+    ``similarity`` as it does everywhere. Every point is a stored benchmark run
+    (:func:`probekit.bench.runs.run_benchmark`), so a repeated sweep reads results back. Returns one row per
+    (run, step, relation or macro/micro, subset): :data:`SWEEP_COLUMNS`; ``subset`` as in :data:`SUBSETS`.
+    """
+    from .. import models
+    from ..bench import runs
+    from ..probes.retrieval import apply_preset
+
+    if isinstance(run_ids, str):
+        run_ids = [run_ids]
+    if not run_ids:
+        raise ProbekitError("pick at least one rewiring run")
+    infos = [run_info(r) for r in run_ids]
+    points = []
+    for info in infos:
+        s = info["settings"]
+        base = {"rewire_run": info["run_id"], "corpus": s["corpus"], "seed": s["seed"]}
+        if include_base:
+            points.append(({**base, "step": 0}, info["base_model"], info))
+        points += [({**base, "step": c["step"]}, c["path"], info) for c in info["checkpoints"]]
+    if not any(p[0]["step"] for p in points):
+        raise ProbekitError("these runs have no checkpoint yet; wait for the first one "
+                            f"(every {infos[0]['settings']['checkpoint_every']} steps)")
+    rows = []
+    for n, (base, model_id, info) in enumerate(points):
+        label = f"point {n + 1}/{len(points)} · step {base['step']}"
+        if should_cancel is not None and should_cancel():
+            raise jobs.Cancelled("the sweep was cancelled; finished checkpoints are stored and reused")
+        if progress:
+            progress(n, len(points), f"{label} · loading")
+        model = models.load(model_id, device=device)
+        try:
+            opts = {"pooling": info["settings"]["pooling"], "layer": info["layer"], "similarity": similarity}
+            if preset:  # applied here too, so the stored options say what ran
+                opts = apply_preset({**opts, "preset": preset})
+
+            def report(d, t, s, _label=label, _n=n):
+                if progress:
+                    progress(_n, len(points), f"{_label} · {s} {d:,}/{t:,}")
+
+            run = runs.run_benchmark(model, dataset, probe="retrieval", options=opts, vocab=vocab, k=k,
+                                     progress=report, should_cancel=should_cancel)
+        finally:
+            models.release(model)
+        rows += _rows(run.summary(), {**base, "model": model_id, "run_id": run.run_id},
+                      hard_set=dataset.meta.get("set") == "hard")
+    if progress:
+        progress(len(points), len(points), "done")
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+def start_sweep(run_ids: Sequence[str], dataset, *, device: str | None = None, **options):
+    """A started :class:`~probekit.jobs.Job` running :func:`sweep`; ``result`` is its frame."""
+    from ..jobs import Job
+
+    if not run_ids:
+        raise ProbekitError("pick at least one rewiring run")
+    for r in run_ids:
+        run_info(r)  # unknown ids fail now, on the page
+    return Job(lambda progress, should_cancel: sweep(run_ids, dataset, device=device, progress=progress,
+                                                     should_cancel=should_cancel, **options), label="sweep").start()
+
+
+def sweep_curve(frame: pd.DataFrame, *, k: int = 1, relation: str = "macro", subset: str = "full") -> pd.DataFrame:
+    """acc@k against step for one relation (or ``macro``/``micro``): mean and std over runs (seeds,
+    corpora), with the number of runs per step. std is 0 for a single run.
+
+    >>> f = pd.DataFrame({"rewire_run": ["a", "b", "a", "b"], "step": [0, 0, 50, 50], "relation": "macro",
+    ...                   "subset": "full", "acc@1": [0.1, 0.1, 0.2, 0.4]})
+    >>> sweep_curve(f, k=1).round(3).to_dict(orient="list")
+    {'step': [0, 50], 'mean': [0.1, 0.3], 'std': [0.0, 0.141], 'runs': [2, 2]}
+    """
+    col = f"acc@{k}"
+    if col not in frame.columns:
+        raise ProbekitError(f"k must be one of 1, 5, 10, got {k!r}")
+    part = frame[(frame["relation"] == relation) & (frame["subset"] == subset)]
+    if part.empty:
+        avail = sorted(set(frame["relation"]))
+        raise UnknownNameError("relation", relation, avail) if relation not in avail else ProbekitError(
+            f"no {subset} queries in this sweep")
+    g = part.groupby("step")[col]
+    out = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1).fillna(0.0), "runs": g.size()}).reset_index()
+    return out
+
+
+def best_checkpoint(frame: pd.DataFrame, *, k: int = 10, subset: str = "full") -> dict:
+    """The step with the best mean macro acc@k, and the base (step 0) value, for reports."""
+    curve = sweep_curve(frame, k=k, subset=subset)
+    trained = curve[curve["step"] > 0]
+    best = trained.loc[trained["mean"].idxmax()] if not trained.empty else None
+    base = curve[curve["step"] == 0]
+    return {"step": None if best is None else int(best["step"]), "acc": None if best is None else float(best["mean"]),
+            "base": float(base["mean"].iloc[0]) if not base.empty else None}
