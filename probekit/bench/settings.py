@@ -44,6 +44,9 @@ def resolve_options(model, probe, options: dict | None = None) -> dict:
         if o.choices and opts[name] not in o.choices:
             raise ProbekitError(f"option {name}={opts[name]!r} of probe {probe.name!r} must be one of "
                                 f"{', '.join(map(str, o.choices))}")
+    resolve = getattr(probe, "resolve", None)  # a probe's own rules, e.g. retrieval's presets
+    if resolve is not None:
+        opts = resolve(opts)
     if "pooling" in opts and not opts["pooling"]:
         opts["pooling"] = model.spec.pooling
     if "layer" in opts and opts["layer"] in (None, -1, ""):
