@@ -34,6 +34,12 @@ def _by_length(token_ids: list[list[int]], max_tokens: int) -> dict[int, list[in
 
 
 class MaskAverageProbe(Probe):
+    def input_overhead(self, model, candidates, *, max_tokens: int = 20, **_) -> int:
+        """Tokens this probe adds to a query beyond its one mask: a candidate of n word pieces is scored at n
+        masks, so the longest scored candidate adds n - 1 (callers that fit a context use this)."""
+        lengths = (len(ids) for ids in candidate_token_ids(model.tokenizer, list(candidates.names)))
+        return max((n for n in lengths if n <= int(max_tokens or 20)), default=1) - 1
+
     def _rank(self, model, queries, candidates, *, k, progress, batch_size, max_tokens, max_length):
         tok, mlm = model.tokenizer, model.mlm
         token_ids = candidate_token_ids(tok, candidates.names)
