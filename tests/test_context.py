@@ -84,6 +84,34 @@ def test_knowledge_random_is_seeded_and_keeps_previous_order():
     assert len(perms) > 1
 
 
+def test_knowledge_random_picks_the_next_segment_at_random():
+    """Yao et al., "Knowledge-random context": "We keep S1 in the first because it contains the target object.
+    Then we randomly pick the next segment from the remaining segments and add it to any position in the
+    input." So S1 is added first; every later step adds a segment drawn at random among those not yet added
+    (not S2, S3, ... in turn), at a random position; seeded; each permutation draws its own order."""
+    seg = segment_document(NOTE, "anosmia", POOL)
+    orders = []
+    for p in range(8):
+        inputs = build_inputs(seg, variant="knowledge-random", seed=5, permutation=p)
+        added = [i.added.order for i in inputs[1:]]
+        assert added[0] == 1 and sorted(added) == list(range(1, len(seg) + 1))  # S1 first, each segment once
+        assert [i.shown for i in inputs] == [i.shown for i in build_inputs(seg, variant="knowledge-random", seed=5,
+                                                                             permutation=p)]  # seeded
+        for prev, cur in zip(inputs[1:], inputs[2:]):  # the added one is new; the others keep their order
+            assert cur.added.order not in prev.shown
+            assert [x for x in cur.shown if x != cur.added.order] == list(prev.shown)
+        assert inputs[-1].context.count(", ") == len(seg) - 1
+        orders.append(tuple(added))
+    assert len(set(orders)) > 1  # permutations differ in the order segments arrive ...
+    assert any(o != tuple(range(1, len(seg) + 1)) for o in orders)  # ... not only in their positions
+    # a later segment can land before S1 ("any position in the input")
+    assert any(build_inputs(seg, variant="knowledge-random", seed=5, permutation=p)[-1].shown[0] != 1
+               for p in range(8))
+    # RC rows follow the order of addition: O_a at step n is the entity of the segment drawn at step n
+    added = [i.added.entity for i in build_inputs(seg, variant="knowledge-random", seed=5, permutation=1)[1:]]
+    assert added[0] == "anosmia" and set(added) == {s.entity for s in seg.segments}
+
+
 def test_first_side_right():
     seg = segment_document(NOTE, "anosmia", POOL, first_side="right")
     assert [s.entity for s in seg.segments] == ["anosmia", "fever", "rhinorrhea", "epistaxis", "nasal obstruction",
