@@ -41,8 +41,8 @@ def rank_inputs(model, probe, jobs: Sequence[tuple[Query, str, Sequence[str]]], 
                 **probe_options) -> list[dict]:
     """Rank the pool at [MASK] for each job (query, context, tracked entities) in one probe call.
 
-    Returns per job ``{"ranks": {entity: rank}, "top": [names], "input": text, "notice": str}``; a
-    rank counts the candidates scoring strictly higher, plus one.
+    Returns per job ``{"ranks": {entity: rank}, "top": [names], "input": text, "notice": str, "cut": (words
+    dropped, context words, budget) or None}``; a rank counts the candidates scoring strictly higher, plus one.
     """
     if not jobs:
         return []
@@ -67,20 +67,23 @@ def rank_inputs(model, probe, jobs: Sequence[tuple[Query, str, Sequence[str]]], 
         tracked_of[u] += [t for t in tracked if t not in tracked_of[u]]
     texts = [compose(jobs[i][0], jobs[i][1], mask).replace(OBJECT, mask) for i in firsts]
     lengths = model.tokenizer(texts, add_special_tokens=False)["input_ids"]
-    queries, notices = [], []
+    queries, notices, cuts = [], [], []
     for u, (i, ids) in enumerate(zip(firsts, lengths)):
         q, ctx, _ = jobs[i]
-        notice = ""
+        notice, cut = "", None
         if len(ids) > budget:
             prompt = compose(q, "", mask).replace(OBJECT, mask)
+            words = len(ctx.split())
             ctx, notice = fit_context(model.tokenizer, _neutral(ctx, mask), prompt, budget)
+            cut = (words - len(ctx.split()), words, budget)
         queries.append(Query(id=f"{q.id}#{u}", subject=SUBJECT, relation=q.relation, template=compose(q, ctx, mask),
                              golds=tuple(tracked_of[u]), subject_id=q.subject_id))
         notices.append(notice)
+        cuts.append(cut)
     rankings = probe.rank(model, queries, pool, k=k, progress=progress, **opts)
     out = [{"ranks": {g: r for g, r in zip(rk.query.golds, rk.gold_ranks) if r is not None},
-            "top": list(rk.names), "input": rk.query.text(model.mask_token), "notice": nt}
-           for rk, nt in zip(rankings, notices)]
+            "top": list(rk.names), "input": rk.query.text(model.mask_token), "notice": nt, "cut": cut}
+           for rk, nt, cut in zip(rankings, notices, cuts)]
     return [out[u] for u in where]
 
 
@@ -128,10 +131,16 @@ class ContextResult:
 
     @property
     def notices(self) -> list[str]:
-        return sorted({res["notice"] for run in self.runs for res in run.results if res["notice"]})
+        """At most one line for the whole result (not one per input): see :func:`truncation_summary`."""
+        line = truncation_summary([res for run in self.runs for res in run.results])
+        return [line] if line else []
 
     def ucm(self) -> dict:
         return metrics.ucm(self.rows)
+
+    def ucm_text(self) -> str:
+        """UCM as a sentence (the page and the CLI)."""
+        return ucm_sentence(self.ucm())
 
     def to_dict(self) -> dict:
         return {"query": self.query.text(), "subject": self.query.subject, "relation": self.query.relation,
@@ -140,6 +149,40 @@ class ContextResult:
                 "segmentation": self.segmentation.to_dict(), "ucm": self.ucm(), "notices": self.notices,
                 "seconds": round(self.seconds, 3), "settings": self.settings,
                 "runs": [r.to_dict() for r in self.runs]}
+
+
+def truncation_summary(results: Sequence[dict]) -> str:
+    """One line for every input cut to the token budget ('' when none was), instead of one per input.
+
+    >>> truncation_summary([{"cut": None}, {"cut": (10, 40, 510)}, {"cut": (1_200, 1_230, 510)}])
+    'Two of 3 inputs were cut to 510 tokens: words dropped from the start of the context (up to 1,200 of 1,230).'
+    """
+    cuts = [r["cut"] for r in results if r.get("cut")]
+    if not cuts:
+        return ""
+    n = len(cuts)
+    count = _NUMBERS[n] if n < len(_NUMBERS) else f"{n:,}"
+    dropped, words, budget = max(cuts)
+    return (f"{count} of {len(results):,} input{'s' if len(results) != 1 else ''} {'were' if n != 1 else 'was'} "
+            f"cut to {budget} tokens: words dropped from the start of the context (up to {dropped:,} of {words:,}).")
+
+
+_NUMBERS = ("No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten")
+
+
+def ucm_sentence(u: dict) -> str:
+    """UCM shares as a sentence; with no kept step, say why it is undefined.
+
+    >>> ucm_sentence({"U": 0.5, "C": 0.25, "M": 0.25, "n": 4})
+    'Over 4 steps that added a correct object (O_cor): Understand 50 %, Confuse 25 %, Misunderstand 25 %.'
+    >>> ucm_sentence({"U": float("nan"), "C": float("nan"), "M": float("nan"), "n": 0})
+    'No correct object (O_cor) was added, so UCM is undefined for this context.'
+    """
+    if not u.get("n"):
+        return "No correct object (O_cor) was added, so UCM is undefined for this context."
+    steps = f"{u['n']} step{'s' if u['n'] != 1 else ''}"
+    return (f"Over {steps} that added a correct object (O_cor): Understand {100 * u['U']:.0f} %, "
+            f"Confuse {100 * u['C']:.0f} %, Misunderstand {100 * u['M']:.0f} %.")
 
 
 def pool_candidates(pool: Iterable[str], *extra: Iterable[str]) -> CandidateSet:
