@@ -24,12 +24,15 @@ from .dataset import (  # noqa: F401
     summarize,
     summary_frames,
 )
+from .glossary import TERMS, VARIANT_HELP  # noqa: F401
 from .rank import (  # noqa: F401
     ContextResult,
     ContextRun,
     pool_candidates,
     rank_inputs,
     run_context,
+    truncation_summary,
+    ucm_sentence,
 )
 from .segment import (  # noqa: F401
     MAX_DOCUMENT_CHARS,

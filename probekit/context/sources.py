@@ -30,6 +30,8 @@ MAX_SCAN_BYTES = 512 * 2**20
 """CorpusScan keeps the corpus in memory; larger corpora belong in the corpus index (:class:`IndexSource`)."""
 INDEX_UNITS = ("document", "paragraph", "sentence", "window")
 _WORD = re.compile(r"\w+")
+_LOADED: dict[tuple, tuple] = {}
+"""The last corpus read by a CorpusScan (lines, line -> file, word -> lines), keyed by files, sizes and mtimes."""
 
 
 @runtime_checkable
@@ -157,6 +159,15 @@ class CorpusScan:
     def _load(self) -> None:
         if self._lines is not None:
             return
+        key = None
+        if self._texts is None:  # the last corpus read stays in memory: a page's second run starts at once
+            try:
+                key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in self.files)
+            except OSError as e:
+                raise ProbekitError(f"cannot read the corpus: {e}") from None
+            if key in _LOADED:
+                self._lines, self._file_of, self._words = _LOADED[key]
+                return
         size = sum(f.stat().st_size for f in self.files)
         if size > MAX_SCAN_BYTES:
             raise ProbekitError(f"the corpus is {size / 2**20:.0f} MB; the plain scan holds at most "
@@ -181,6 +192,9 @@ class CorpusScan:
             except OSError as e:
                 raise ProbekitError(f"cannot read the corpus file {f}: {e}") from None
         self._lines, self._file_of, self._words = lines, file_of, words
+        if key is not None:
+            _LOADED.clear()
+            _LOADED[key] = (lines, file_of, words)
 
     def lines_with(self, name: str) -> list[int]:
         """Line numbers mentioning ``name`` (case-insensitive, word boundaries), in corpus order."""
