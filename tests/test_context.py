@@ -366,6 +366,32 @@ def test_cli_single_and_dataset(tiny_encoder_dir, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["target"]["n_triples"] == 1
 
 
+def test_cli_dataset_on_real_corpus_contexts(tiny_encoder_dir, tmp_path, monkeypatch, capsys):
+    from probekit.cli import main
+
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    (corpora / "pubmed_sents_no_punkt_10k_0").write_text("metformin for type 2 diabetes and pcos\naspirin\n")
+    (corpora / "pubmed_sents_no_punkt_10k_1").write_text("aspirin eases pain but not pcos\n")
+    monkeypatch.setenv("PROBEKIT_CORPORA_DIR", str(corpora))
+    triples = tmp_path / "t.csv"
+    triples.write_text("subject,relation,object\nmetformin,may_treat,type 2 diabetes\nmetformin,may_treat,pcos\n"
+                       "aspirin,may_treat,pain\naspirin,may_treat,fever\n")
+    base = ["context", "dataset", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(triples),
+            "--contexts", "corpus", "--quiet"]
+    assert main(base + ["--corpus", "pubmed_0", "--negative", "--save", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["coverage"]["triples"] == 4 and out["coverage"]["with_context"] == 2  # metformin's two golds
+    assert out["settings"]["contexts"]["files"] == ["pubmed_sents_no_punkt_10k_0"] and out["run_id"]
+    assert main(base + ["--corpus", "pubmed", "--variant", "knowledge-sorted"]) == 0  # both files, as a table
+    shown = capsys.readouterr().out
+    assert "coverage: 3 of 4 triples" in shown and "knowledge-sorted" in shown and "acc (macro, %)" in shown
+    assert main(base + ["--corpus", "wiki"]) == 2
+    assert "unknown corpus 'wiki'" in capsys.readouterr().err
+    assert main(base[:-3] + ["--contexts", "index", "--quiet"]) == 2
+    assert "--index" in capsys.readouterr().err
+
+
 def test_search_sentences_in_corpus_files_and_texts(tmp_path):
     f = tmp_path / "corpus.txt"
     f.write_text("nasal polyps often cause anosmia\npolyps and anosmiac patients\nanosmia without polyps\n"
