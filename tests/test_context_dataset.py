@@ -155,3 +155,26 @@ def test_several_contexts_per_triple(tiny_dataset, tiny_encoder):
     # acc@k counts each context sequence once: step 0 and the last step of each
     none, full = context.dataset._rankings([r for r in res.rows if r["mode"] == "target"])
     assert len(none) == len(full) == 4
+
+
+@pytest.mark.slow
+def test_medlama_real_contexts_from_pubmed_0(medlama_dir, tiny_encoder, monkeypatch):
+    """Real MedLAMA triples against the shipped pubmed_0 corpus: the coverage the run reports is the naive
+    count of triples with a line mentioning both S and O_t (less those whose O_t only occurs inside a longer
+    pool name), on one relation."""
+    from probekit import config
+    from probekit.datasets import load_dataset
+
+    files = context.resolve_corpora(["pubmed_0"])
+    if not files or not files[0].is_file():
+        pytest.skip(f"pubmed_0 not found under {config.corpora_dir()}")
+    ds = load_dataset("medlama", path=medlama_dir, relations=["may_treat"])
+    lines = files[0].read_text(encoding="utf-8").lower().splitlines()
+    triples = [(q.subject, g) for q in ds.queries_for("may_treat") for g in context.unique_names(q.golds)]
+    # the naive loop, with a plain substring filter first so it runs in seconds
+    found = sum(bool(_naive(s, t, [ln for ln in lines if s.lower() in ln and t.lower() in ln])) for s, t in triples)
+    res = context.run_dataset(tiny_encoder, ds, contexts=CorpusScan(files, limit=1), negative=True)
+    cov = res.coverage
+    assert cov["triples"] == len(triples) and 0 < cov["with_context"] <= found
+    assert cov["with_context"] + cov["unusable"] >= found
+    assert res.summary["target"]["n_triples"] == cov["with_context"]
