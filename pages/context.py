@@ -136,13 +136,15 @@ with single:
 
 with dataset:
     kinds = {"corpus": "Real contexts from a corpus (the paper's experiment)", "kb": ctx.KB_LABEL}
-    kind = st.radio("Contexts", list(kinds), format_func=kinds.get, key="ctx_d_kind", horizontal=True)
+    files = {ctx.short_name(f): f for f in ctx.corpus_files()}
+    kind = st.radio("Contexts", list(kinds), format_func=kinds.get, key="ctx_d_kind", horizontal=True,
+                    index=0 if files else 1)
     source = "kb"
-    if kind == "corpus":
-        files = {ctx.short_name(f): f for f in ctx.corpus_files()}
+    if kind == "corpus" and not files:
+        st.info("No corpus file found: set PROBEKIT_CORPORA_DIR to a folder of text files, one sentence a line.")
+    elif kind == "corpus":
         c1, c2, c3 = st.columns([3, 1, 1])
-        chosen = c1.multiselect("Corpora", list(files), default=list(files)[:1], key="ctx_d_corpora",
-                                placeholder="no corpus found: set PROBEKIT_CORPORA_DIR" if not files else "pick")
+        chosen = c1.multiselect("Corpora", list(files), default=list(files)[:1], key="ctx_d_corpora")
         window = c2.number_input("Lines either side", 0, 20, 0, key="ctx_d_window",
                                  help="0: a context is one line holding S and O_t; N: the N lines around an O_t line")
         most = c3.number_input("Contexts per triple", 1, 50, 5, key="ctx_d_most")
@@ -167,8 +169,8 @@ with dataset:
     save = c2.checkbox("Store the run", True, key="ctx_d_save")
     job = st.session_state.get("ctx_d_job")
     running = job is not None and not job.finished
-    if st.button("Run dataset mode", type="primary", key="ctx_d_run", disabled=running or source is None or
-                 (kind == "corpus" and source == "kb")):
+    no_source = kind == "corpus" and source == "kb"
+    if st.button("Run dataset mode", type="primary", key="ctx_d_run", disabled=running or no_source):
         with ui.guard("Dataset run"):
             st.session_state.ctx_d_job = ctx.start_dataset(
                 model, ds, contexts=source, probe=probe, relations=rels or None, limit=int(limit) or None,
