@@ -150,3 +150,23 @@ def test_ucm_undefined_reads_as_a_sentence(tiny_encoder_dir):
     shown = " ".join(m.value for m in at.markdown)
     assert "no correct object (o_cor) was added, so ucm is undefined for this context" in shown.lower()
     assert "nan" not in shown
+
+
+def test_dataset_job_cancel_and_no_corpus(tiny_encoder_dir, tmp_path, monkeypatch):
+    from probekit import jobs
+
+    monkeypatch.setenv("PROBEKIT_CORPORA_DIR", str(tmp_path / "none"))
+    at = open_app("context", model=str(tiny_encoder_dir))
+    assert at.radio(key="ctx_d_kind").value == "kb"  # no corpus file: the KB fallback is preselected
+    at.radio(key="ctx_d_kind").set_value("corpus").run()
+    assert any("No corpus file found" in i.value for i in at.info) and at.button(key="ctx_d_run").disabled
+    at.radio(key="ctx_d_kind").set_value("kb").run()
+    jobs._WORK.acquire()  # another job holds the machine
+    try:
+        at.button(key="ctx_d_run").click().run()
+        assert at.button(key="ctx_d_run").disabled
+        at.button(key="ctx_d_cancel").click().run()
+    finally:
+        jobs._WORK.release()
+    assert _finish(at).status == "cancelled"
+    assert any("cancelled" in w.value for w in at.warning) and "ctx_d_result" not in at.session_state
