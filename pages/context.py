@@ -60,7 +60,7 @@ with single:
     right.caption(ctx.VARIANT_HELP[variant])
     perms = right.number_input("Permutations", 1, 10, 3, key="ctx_perms", disabled=variant != "knowledge-random")
     seed = right.number_input("Seed", 0, 10**6, 0, key="ctx_seed")
-    st.caption(f"Prompt: **{query.text(model.mask_token)}** — golds: {', '.join(query.golds)}")
+    st.caption(f"Prompt: **{ui.md(query.text(model.mask_token))}** — golds: {ui.md(', '.join(query.golds))}")
 
     source = st.segmented_control("Document", ["Paste", "Upload", "Search a corpus"], key="ctx_src", default="Paste")
     document = ""
@@ -113,19 +113,21 @@ with single:
         rows = pd.DataFrame(run.rows)
         rows["input"] = [r["input"] for r in run.results]
         fig = go.Figure()
+        shown_inputs = [ui.chart_text(t) for t in rows.input]
+        shown_added = [ui.chart_text(t) if t else "" for t in rows.added]
         for col, name in (("rank_target", "O_t"), ("mean_rank_cor", "mean O_cor"), ("mean_rank_incor", "mean O_incor")):
-            fig.add_scatter(x=rows.step, y=rows[col], name=name, mode="lines+markers", customdata=rows.input,
+            fig.add_scatter(x=rows.step, y=rows[col], name=name, mode="lines+markers", customdata=shown_inputs,
                             hovertemplate="step %{x}: rank %{y}<br>%{customdata}<extra>" + name + "</extra>")
         colours = [ROLE_COLOURS.get(r, "#777") for r in rows.added_role]
         fig.add_scatter(x=rows.step, y=rows.rank_added, name="O_a (just added)", mode="markers",
-                        marker=dict(size=12, color=colours, symbol="diamond"), text=rows.added,
+                        marker=dict(size=12, color=colours, symbol="diamond"), text=shown_added,
                         hovertemplate="step %{x}: %{text} rank %{y}<extra>O_a</extra>")
         # integer axes: steps are whole segments, ranks whole places
         fig.update_yaxes(type="log", autorange="reversed", title="rank at [MASK] (1 = best)", tickformat="d")
         fig.update_xaxes(tickformat="d", dtick=max(1, -(-len(rows) // 20)), title="step (segments added)")
         fig.update_layout(height=430, margin=dict(l=0, r=0, t=30, b=0))
         st.plotly_chart(fig, key="ctx_curve")
-        st.markdown(f"**{result.target}** ({'negative target' if result.negative else 'target'}), "
+        st.markdown(f"**{ui.md(result.target)}** ({'negative target' if result.negative else 'target'}), "
                     f"{result.variant}. {result.ucm_text()}")
         for notice in result.notices:  # one summary line per run, not one per input
             st.warning(notice)
@@ -214,5 +216,6 @@ with dataset:
                 st.plotly_chart(ucm_bars(table[table.relation == "UCM_m"], "run", facet="mode"), key="ctx_d_cmp")
                 st.dataframe(runs[runs.run_id.isin(ids)], hide_index=True, key="ctx_d_list")
                 exp = st.selectbox("Export the steps of", ids, key="ctx_d_export")
-                st.download_button("Download CSV", context_runs.steps_frame(exp).to_csv(index=False),
-                                   file_name=f"{exp}.csv", mime="text/csv", key="ctx_d_download")
+                ui.download("Download CSV", lambda: context_runs.steps_frame(exp).to_csv(index=False).encode(),
+                            memo=("context", exp, "csv"), file_name=f"{exp}.csv", mime="text/csv",
+                            key="ctx_d_download")
