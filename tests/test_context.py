@@ -84,6 +84,34 @@ def test_knowledge_random_is_seeded_and_keeps_previous_order():
     assert len(perms) > 1
 
 
+def test_knowledge_random_picks_the_next_segment_at_random():
+    """Yao et al., "Knowledge-random context": "We keep S1 in the first because it contains the target object.
+    Then we randomly pick the next segment from the remaining segments and add it to any position in the
+    input." So S1 is added first; every later step adds a segment drawn at random among those not yet added
+    (not S2, S3, ... in turn), at a random position; seeded; each permutation draws its own order."""
+    seg = segment_document(NOTE, "anosmia", POOL)
+    orders = []
+    for p in range(8):
+        inputs = build_inputs(seg, variant="knowledge-random", seed=5, permutation=p)
+        added = [i.added.order for i in inputs[1:]]
+        assert added[0] == 1 and sorted(added) == list(range(1, len(seg) + 1))  # S1 first, each segment once
+        assert [i.shown for i in inputs] == [i.shown for i in build_inputs(seg, variant="knowledge-random", seed=5,
+                                                                             permutation=p)]  # seeded
+        for prev, cur in zip(inputs[1:], inputs[2:]):  # the added one is new; the others keep their order
+            assert cur.added.order not in prev.shown
+            assert [x for x in cur.shown if x != cur.added.order] == list(prev.shown)
+        assert inputs[-1].context.count(", ") == len(seg) - 1
+        orders.append(tuple(added))
+    assert len(set(orders)) > 1  # permutations differ in the order segments arrive ...
+    assert any(o != tuple(range(1, len(seg) + 1)) for o in orders)  # ... not only in their positions
+    # a later segment can land before S1 ("any position in the input")
+    assert any(build_inputs(seg, variant="knowledge-random", seed=5, permutation=p)[-1].shown[0] != 1
+               for p in range(8))
+    # RC rows follow the order of addition: O_a at step n is the entity of the segment drawn at step n
+    added = [i.added.entity for i in build_inputs(seg, variant="knowledge-random", seed=5, permutation=1)[1:]]
+    assert added[0] == "anosmia" and set(added) == {s.entity for s in seg.segments}
+
+
 def test_first_side_right():
     seg = segment_document(NOTE, "anosmia", POOL, first_side="right")
     assert [s.entity for s in seg.segments] == ["anosmia", "fever", "rhinorrhea", "epistaxis", "nasal obstruction",
@@ -336,6 +364,32 @@ def test_cli_single_and_dataset(tiny_encoder_dir, tmp_path, capsys):
     assert shown.startswith(out["run_id"]) and "UCM_m" in shown and "acc@10" in shown and "{" not in shown
     assert main(["context", "runs", out["run_id"], "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["target"]["n_triples"] == 1
+
+
+def test_cli_dataset_on_real_corpus_contexts(tiny_encoder_dir, tmp_path, monkeypatch, capsys):
+    from probekit.cli import main
+
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    (corpora / "pubmed_sents_no_punkt_10k_0").write_text("metformin for type 2 diabetes and pcos\naspirin\n")
+    (corpora / "pubmed_sents_no_punkt_10k_1").write_text("aspirin eases pain but not pcos\n")
+    monkeypatch.setenv("PROBEKIT_CORPORA_DIR", str(corpora))
+    triples = tmp_path / "t.csv"
+    triples.write_text("subject,relation,object\nmetformin,may_treat,type 2 diabetes\nmetformin,may_treat,pcos\n"
+                       "aspirin,may_treat,pain\naspirin,may_treat,fever\n")
+    base = ["context", "dataset", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(triples),
+            "--contexts", "corpus", "--quiet"]
+    assert main(base + ["--corpus", "pubmed_0", "--negative", "--save", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["coverage"]["triples"] == 4 and out["coverage"]["with_context"] == 2  # metformin's two golds
+    assert out["settings"]["contexts"]["files"] == ["pubmed_sents_no_punkt_10k_0"] and out["run_id"]
+    assert main(base + ["--corpus", "pubmed", "--variant", "knowledge-sorted"]) == 0  # both files, as a table
+    shown = capsys.readouterr().out
+    assert "coverage: 3 of 4 triples" in shown and "knowledge-sorted" in shown and "acc (macro, %)" in shown
+    assert main(base + ["--corpus", "wiki"]) == 2
+    assert "unknown corpus 'wiki'" in capsys.readouterr().err
+    assert main(base[:-3] + ["--contexts", "index", "--quiet"]) == 2
+    assert "--index" in capsys.readouterr().err
 
 
 def test_search_sentences_in_corpus_files_and_texts(tmp_path):

@@ -30,7 +30,10 @@ def test_single_triple_curve_and_rc_table(tiny_encoder_dir):
     assert list(rc.added_role[1:]) == ["target", "cor", "incor", "incor"]
     assert at.session_state["ctx_result"].target == "Hypertension"
     assert len(at.get("plotly_chart")) == 1  # the rank-change curves
-    assert any("U " in m.value and "O_cor steps" in m.value for m in at.markdown)
+    u = at.session_state["ctx_result"].ucm()
+    assert u["n"] == 1  # one step adds an O_cor: UCM reads as a sentence with the shares
+    assert any(f"Over 1 step that added a correct object (O_cor): Understand {100 * u['U']:.0f} %" in m.value
+               for m in at.markdown)
 
 
 def test_variants_and_mask_average(tiny_mlm_dir):
@@ -56,15 +59,114 @@ def test_bad_document_is_a_message(tiny_encoder_dir):
     assert at.button(key="ctx_run").disabled
 
 
+def _finish(at, key="ctx_d_job"):
+    job = at.session_state[key]
+    assert job.wait(120), job.stage
+    at.run()
+    return job
+
+
 def test_dataset_mode_runs_stores_and_compares(tiny_encoder_dir):
     at = open_app("context", model=str(tiny_encoder_dir))
+    at.radio(key="ctx_d_kind").set_value("kb").run()
+    assert any("KB contexts: a fallback, not the paper's experiment" in str(r.options) for r in at.radio)
     at.multiselect(key="ctx_d_rels").set_value(["may_treat", "may_prevent"]).run()
     at.number_input(key="ctx_d_limit").set_value(3).run()
     at.button(key="ctx_d_run").click().run()
+    assert _finish(at).status == "done"
     assert errors(at) == []
     res = at.session_state["ctx_d_result"]
     assert set(res.summary) == {"target", "negative"} and res.settings["n_queries"] <= 6
     acc = _frame(at, "context")
     assert set(acc.context) == {"none", "full"}
+    # accuracy as a percentage: the table shows 100 x the stored fraction
+    want = 100 * res.summary["target"]["acc"]["full"]["macro"]["acc@10"]
+    assert acc[(acc["mode"] == "target") & (acc.context == "full")]["acc@10"].iloc[0] == want
     assert len(at.get("plotly_chart")) == 2  # UCM_k bars of this run, UCM_m of the stored runs
     assert at.session_state["ctx_d_saved"] in list(_frame(at, "run_id").run_id)
+
+
+CORPUS = ("metformin is first line for type 2 diabetes mellitus and helps polycystic ovary syndrome\n"
+          "lisinopril lowers blood pressure in hypertension\n"
+          "an unrelated line\n"
+          "lisinopril for heart failure and hypertension\n")
+
+
+def test_dataset_mode_on_real_corpus_contexts(tiny_encoder_dir, tmp_path, monkeypatch):
+    (tmp_path / "pubmed_sents_no_punkt_10k_0").write_text(CORPUS)
+    monkeypatch.setenv("PROBEKIT_CORPORA_DIR", str(tmp_path))
+    at = open_app("context", model=str(tiny_encoder_dir))
+    assert at.radio(key="ctx_d_kind").value == "corpus"  # real contexts are the default
+    assert at.multiselect(key="ctx_d_corpora").value == ["pubmed_0"]
+    assert any("coverage is low" in c.value for c in at.caption)  # said before the run
+    at.multiselect(key="ctx_d_rels").set_value(["may_treat"]).run()
+    at.number_input(key="ctx_d_limit").set_value(0).run()
+    at.button(key="ctx_d_run").click().run()
+    assert _finish(at).status == "done"
+    assert errors(at) == []
+    res = at.session_state["ctx_d_result"]
+    assert res.settings["variant"] == "real" and res.coverage["with_context"] == 4  # 2 metformin, 2 lisinopril
+    assert any("Coverage" in m.value and f"of {res.coverage['triples']:,} triples" in m.value for m in at.markdown)
+    assert any("UCM_m, target:" in c.value for c in at.caption)
+    at.selectbox(key="ctx_d_variant").set_value("knowledge-random").run()
+    at.button(key="ctx_d_run").click().run()
+    assert _finish(at).status == "done" and at.session_state["ctx_d_result"].settings["permutations"] == 3
+    assert errors(at) == []
+
+
+# Issue 18, item 3: a real 60-sentence note (about 48k characters would print one box per cut input)
+LONG_NOTE = " ".join(f"On day {i} the patient with hypertension was reviewed, blood pressure and renal function were "
+                     f"stable, no new complaints were recorded and the plan was unchanged." for i in range(60))
+LONG_NOTE += " Lisinopril was continued for hypertension; heart failure was considered."
+
+
+def test_real_note_one_summary_line_sentences_and_integer_axes(tiny_encoder_dir):
+    at = open_app("context", model=str(tiny_encoder_dir), state=STATE)
+    at.text_area(key="ctx_doc").set_value(LONG_NOTE).run()
+    _run_single(at)
+    assert errors(at) == []
+    result = at.session_state["ctx_result"]
+    cut = [r for r in result.runs[0].results if r["cut"]]
+    assert len(cut) > 1  # several inputs were cut ...
+    warnings = [w.value for w in at.warning]
+    assert warnings == result.notices and len(warnings) == 1  # ... one summary line for the run
+    n = sum(len(run.results) for run in result.runs)
+    assert warnings[0].startswith(f"{len(cut):,} of {n:,} inputs were cut to ") and "words dropped" in warnings[0]
+    fig = at.get("plotly_chart")[0].proto.spec
+    assert '"tickformat":"d"' in fig.replace(" ", "")  # integer step and rank axes
+    # the glossary: one line for O_t, O_cor, O_incor, UCM_k, UCM_m and every variant
+    glossary = " ".join(m.value for m in at.markdown)
+    for term in ("**O_t**", "**O_cor**", "**O_incor**", "**UCM_k**", "**UCM_m**", "**real**", "**knowledge-only**",
+                 "**knowledge-sorted**", "**knowledge-random**", "**negative-target**"):
+        assert term in glossary, term
+
+
+def test_ucm_undefined_reads_as_a_sentence(tiny_encoder_dir):
+    at = open_app("context", model=str(tiny_encoder_dir), state=STATE)
+    # only O_t and incorrect objects: no O_cor is ever added
+    at.text_area(key="ctx_doc").set_value("Asthma and gout were ruled out; hypertension is treated.").run()
+    _run_single(at)
+    assert errors(at) == []
+    shown = " ".join(m.value for m in at.markdown)
+    assert "no correct object (o_cor) was added, so ucm is undefined for this context" in shown.lower()
+    assert "nan" not in shown
+
+
+def test_dataset_job_cancel_and_no_corpus(tiny_encoder_dir, tmp_path, monkeypatch):
+    from probekit import jobs
+
+    monkeypatch.setenv("PROBEKIT_CORPORA_DIR", str(tmp_path / "none"))
+    at = open_app("context", model=str(tiny_encoder_dir))
+    assert at.radio(key="ctx_d_kind").value == "kb"  # no corpus file: the KB fallback is preselected
+    at.radio(key="ctx_d_kind").set_value("corpus").run()
+    assert any("No corpus file found" in i.value for i in at.info) and at.button(key="ctx_d_run").disabled
+    at.radio(key="ctx_d_kind").set_value("kb").run()
+    jobs._WORK.acquire()  # another job holds the machine
+    try:
+        at.button(key="ctx_d_run").click().run()
+        assert at.button(key="ctx_d_run").disabled
+        at.button(key="ctx_d_cancel").click().run()
+    finally:
+        jobs._WORK.release()
+    assert _finish(at).status == "cancelled"
+    assert any("cancelled" in w.value for w in at.warning) and "ctx_d_result" not in at.session_state

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from probekit.context import (
-    KNOWLEDGE_VARIANTS,
+    CONTEXT_KINDS,
+    DATASET_VARIANTS,
     SIDES,
     VARIANTS,
     check_document,
@@ -15,6 +16,7 @@ from probekit.context import (
     summary_frames,
     unique_names,
 )
+from probekit.context.sources import INDEX_UNITS
 from probekit.errors import ProbekitError
 from probekit.types import Query
 
@@ -104,44 +106,83 @@ def _cmd_single(args) -> int:
         for r in run.rows:
             print("  ".join(f"{(_fmt(r[c]) if c.startswith('rc') else str(r[c] if r[c] is not None else '-'))[:12]:>12}"
                             for c in cols))
-    u = result.ucm()
-    print(f"UCM over {u['n']} step(s) adding an O_cor: U {u['U']:.2f}  C {u['C']:.2f}  M {u['M']:.2f}")
+    print(result.ucm_text())
     for n in result.notices:
         print(f"notice: {n}")
     return 0
 
 
+def _source_from_args(args):
+    """The documents source of ``--contexts`` (None for KB contexts)."""
+    from probekit.context import CorpusScan, IndexSource, resolve_corpora, short_name
+
+    if args.contexts == "kb":
+        return "kb"
+    if args.contexts == "corpus":
+        files = resolve_corpora(args.corpus)
+        return CorpusScan(files, window=args.window, limit=args.max_contexts,
+                          name=", ".join(short_name(f) for f in files))
+    if not args.index:
+        raise ProbekitError("--contexts index needs --index FINGERPRINT (a stored corpus index)")
+    return IndexSource.open(args.index, unit=args.unit, window=args.window, limit=args.max_contexts)
+
+
+def _print_coverage(cov: dict) -> None:
+    print(f"coverage: {cov['with_context']:,} of {cov['triples']:,} triples (S, R, O_t) found a context "
+          f"({100 * cov['share']:.1f} %); {cov['contexts']:,} contexts used, {cov['unusable']:,} unusable "
+          f"(O_t only inside a longer pool name), {cov['no_incor']:,} without an O_incor (no negative target)")
+    for rel, c in cov["by_relation"].items():
+        print(f"          {rel:<46}{c['with_context']:>6} / {c['triples']:<6}({100 * c['share']:.1f} %)")
+
+
 def _cmd_dataset(args) -> int:
     from probekit import models
+    from probekit.context import KB_LABEL
     from probekit.context import store as context_runs
+    from probekit.jobs import tqdm_progress
     from probekit.probes import get_probe
 
-    from .common import _progress_printer, load_dataset_from_args, print_json, probe_options
+    from .common import load_dataset_from_args, print_json, probe_options
 
     probe = get_probe(args.probe)
     ds = load_dataset_from_args(args)
+    source = _source_from_args(args)
     model = models.load(args.model, device=args.device)
-    result = run_dataset(model, ds, probe=probe.name, limit=args.limit, seed=args.seed, n_incor=args.n_incor,
-                         negative=args.negative, variant=args.variant, k=args.k,
-                         progress=_progress_printer(args.quiet), **probe_options(args, probe))
+    result = run_dataset(model, ds, contexts=source, probe=probe.name, limit=args.limit, seed=args.seed,
+                         n_incor=args.n_incor, negative=args.negative, variant=args.variant,
+                         permutations=args.permutations, k=args.k, progress=tqdm_progress(quiet=args.quiet),
+                         **probe_options(args, probe))
     out = {"model": model.describe(), **result.to_dict(with_rows=args.rows)}
     if args.save:
-        out["run_id"] = context_runs.save_run(result, model=model, label=args.label)
+        if result.rows:
+            out["run_id"] = context_runs.save_run(result, model=model, label=args.label)
+        else:
+            out["run_id"] = None
     if args.format == "json":
         print_json(out)
         return 0
-    print(f"{ds.name}: {result.settings['n_queries']} triples with >= 2 golds, {model.id}, {probe.name}, "
-          f"{result.seconds:.1f} s")
+    what = KB_LABEL if source == "kb" else f"real contexts from {source.name}"
+    print(f"{ds.name}: {result.settings['n_queries']} queries, {model.id}, {probe.name}, {result.settings['variant']}"
+          f" · {what} · {result.seconds:.1f} s")
+    if source != "kb":
+        _print_coverage(result.coverage)
+    if not result.rows:
+        print("no triple found a usable context: nothing to rank")
     for mode, summ in result.summary.items():
         print(f"[{mode}] {'relation':<46}{'U':>7}{'C':>7}{'M':>7}{'n':>7}")
         lines = [*summ["ucm_k"].items(), ("UCM_m (micro)", summ["ucm_m"]), ("UCM_m (macro)", summ["ucm_m_macro"])]
         for rel, u in lines:
-            print(f"         {rel:<46}{u['U']:>7.3f}{u['C']:>7.3f}{u['M']:>7.3f}{u['n']:>7}")
+            if u["n"]:
+                print(f"         {rel:<46}{u['U']:>7.3f}{u['C']:>7.3f}{u['M']:>7.3f}{u['n']:>7}")
+            else:
+                print(f"         {rel:<46}  no correct object (O_cor) was added: UCM undefined")
         none, full = summ["acc"]["none"]["macro"], summ["acc"]["full"]["macro"]
-        print("         acc (macro) without -> with context: "
+        print("         acc (macro, %) without -> with context: "
               + ", ".join(f"{k} {100 * none[k]:.1f} -> {100 * full[k]:.1f}" for k in none))
-    if "run_id" in out:
+    if out.get("run_id"):
         print(f"saved as {out['run_id']}")
+    elif args.save:
+        print("nothing stored: the run has no steps")
     return 0
 
 
@@ -199,13 +240,27 @@ def register(sub) -> None:
     _add_probe_args(s)
     s.set_defaults(func=_cmd_single)
 
-    d = csub.add_parser("dataset", help="KB knowledge-only contexts for every query with >= 2 golds: UCM and acc@k")
+    d = csub.add_parser("dataset", help="every triple of a dataset with real contexts from a corpus (the paper's "
+                        "experiment) or KB contexts (a fallback): UCM_k, UCM_m, acc@k and coverage")
     add_model_args(d)
     add_dataset_args(d, default="medlama")
+    d.add_argument("--contexts", default="kb", choices=CONTEXT_KINDS,
+                   help="corpus: real contexts found by scanning corpus files (one sentence a line); index: the "
+                        "corpus mention index; kb: knowledge-only contexts built from the KB (a fallback)")
+    d.add_argument("--corpus", action="append", default=None,
+                   help="corpus file short name (pubmed_0 … pubmed_9, wiki, pubmed = all ten) or path; repeatable; "
+                        "default: every file under PROBEKIT_CORPORA_DIR")
+    d.add_argument("--window", type=int, default=0, help="lines either side of an O_t line taken as the document")
+    d.add_argument("--max-contexts", type=int, default=5, help="contexts used per triple (S, R, O_t) at most")
+    d.add_argument("--index", default=None, help="corpus index fingerprint (with --contexts index)")
+    d.add_argument("--unit", default="document", choices=INDEX_UNITS, help="context unit of the corpus index")
     d.add_argument("--limit", type=int, default=None, help="seeded sample of at most N queries per relation")
-    d.add_argument("--n-incor", type=int, default=None, help="O_incor per context (default: as many as O_cor)")
+    d.add_argument("--n-incor", type=int, default=None, help="KB contexts: O_incor per context (default: as many "
+                                                             "as O_cor)")
     d.add_argument("--negative", action="store_true", help="also run negative-target contexts")
-    d.add_argument("--variant", default="knowledge-only", choices=KNOWLEDGE_VARIANTS)
+    d.add_argument("--variant", default=None, choices=DATASET_VARIANTS,
+                   help="default: real for corpus contexts, knowledge-only for KB contexts")
+    d.add_argument("--permutations", type=int, default=3, help="orders tried by knowledge-random")
     d.add_argument("--save", action="store_true", help="store the run in the database")
     d.add_argument("--label", default=None, help="name of the stored run (default: the model's label)")
     d.add_argument("--rows", action="store_true", help="include every step row in the JSON")

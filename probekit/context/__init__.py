@@ -1,46 +1,74 @@
 """Context variance (Yao et al., 2023): segment a real context around the target, build variants,
-rank the pool at each step, rank change and UCM; dataset mode and stored context runs.
+rank the pool at each step with any probe, rank change and UCM; dataset mode on real (or KB) contexts and
+stored context runs.
+
+``segment`` (entity matching, segments around O_t, negative target), ``variants`` (real / knowledge-only /
+-sorted / -random inputs, prompts with context, token budgets), ``rank`` (the pool ranked at each step
+through ``probe.rank``; one triple), ``sources`` (documents providers: corpus scan, corpus index),
+``dataset`` (dataset mode, summaries, background job), ``store`` (stored runs).
 """
 
 from __future__ import annotations
 
-from .core import (  # noqa: F401
+from ..jobs import Progress  # noqa: F401, E402
+from .dataset import (  # noqa: F401
     ACC_KS,
-    DEFAULT_MAX_LENGTH,
-    KNOWLEDGE_VARIANTS,
-    MAX_DOCUMENT_CHARS,
-    SEPARATOR,
-    SIDES,
-    VARIANTS,
-    ContextInput,
-    ContextResult,
-    ContextRun,
+    CONTEXT_KINDS,
+    DATASET_VARIANTS,
+    KB_LABEL,
     DatasetContextResult,
-    Mention,
-    Progress,
-    Segment,
-    Segmentation,
-    build_inputs,
-    check_document,
-    compose,
-    corpus_files,
-    document_pieces,
-    fit_context,
     kb_context,
-    match_entities,
-    model_limit,
-    negative_target,
-    pool_candidates,
-    rank_inputs,
-    role_of,
-    run_context,
     run_dataset,
     sample_queries,
-    search_sentences,
-    segment,
-    segment_document,
+    start_dataset,
     summarize,
     summary_frames,
-    token_budget,
+)
+from .glossary import TERMS, VARIANT_HELP  # noqa: F401
+from .rank import (  # noqa: F401
+    ContextResult,
+    ContextRun,
+    pool_candidates,
+    rank_inputs,
+    run_context,
+    truncation_summary,
+    ucm_sentence,
+)
+from .segment import (  # noqa: F401
+    MAX_DOCUMENT_CHARS,
+    SIDES,
+    Mention,
+    Segment,
+    Segmentation,
+    check_document,
+    document_pieces,
+    match_entities,
+    negative_target,
+    role_of,
+    segment,
+    segment_document,
     unique_names,
+)
+from .sources import (  # noqa: F401
+    ContextSource,
+    CorpusScan,
+    IndexSource,
+    corpus_files,
+    resolve_corpora,
+    search_sentences,
+    short_name,
+)
+from .variants import (  # noqa: F401
+    DEFAULT_MAX_LENGTH,
+    KNOWLEDGE_VARIANTS,
+    SEPARATOR,
+    VARIANTS,
+    ContextInput,
+    build_inputs,
+    compose,
+    fit_context,
+    model_limit,
+    probe_overhead,
+    random_order,
+    token_budget,
 )

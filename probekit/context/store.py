@@ -17,12 +17,12 @@ from .. import metrics
 from ..errors import ProbekitError
 from ..store import component_store
 from ..store.export import safe_target, write_table
-from . import core as context
+from . import dataset as context
 
 COMPONENT = "context"
-STEP_COLUMNS = ("mode", "query_id", "relation", "subject", "target", "permutation", "step", "added", "added_role",
-                "rank_target", "rank_added", "mean_rank_cor", "mean_rank_incor", "rc_target", "rc_added", "rc_cor",
-                "rc_incor", "best_gold_rank", "notice")
+STEP_COLUMNS = ("mode", "query_id", "relation", "subject", "target", "context", "permutation", "step", "added",
+                "added_role", "rank_target", "rank_added", "mean_rank_cor", "mean_rank_incor", "rc_target", "rc_added",
+                "rc_cor", "rc_incor", "best_gold_rank", "notice")
 EXPORT_FORMATS = ("csv", "parquet")
 
 
@@ -39,7 +39,7 @@ def save_run(result: context.DatasetContextResult, *, model=None, label: str | N
     s = result.settings
     run_id = f"ctx-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     steps = pd.DataFrame([{c: r.get(c) for c in STEP_COLUMNS} for r in result.rows], columns=list(STEP_COLUMNS))
-    for c in ("permutation", "step", "rank_target", "rank_added", "rc_target", "rc_added", "best_gold_rank"):
+    for c in ("context", "permutation", "step", "rank_target", "rank_added", "rc_target", "rc_added", "best_gold_rank"):
         steps[c] = steps[c].astype("Int64")
     for c in ("mean_rank_cor", "mean_rank_incor", "rc_cor", "rc_incor"):
         steps[c] = steps[c].astype("Float64")
@@ -92,7 +92,8 @@ def load_rows(run_id: str) -> list[dict]:
     cur = _store().cursor()
     try:
         res = cur.execute(f"SELECT {', '.join(STEP_COLUMNS)} FROM context_steps WHERE run_id = ? "
-                          "ORDER BY mode DESC, relation, query_id, permutation, step", [run_id]).fetchall()
+                          "ORDER BY mode DESC, relation, query_id, target, context, permutation, step",
+                          [run_id]).fetchall()
     finally:
         cur.close()
     return [dict(zip(STEP_COLUMNS, row)) for row in res]
@@ -127,7 +128,7 @@ def steps_frame(run_id: str):
     return _store().fetch_df(
         "SELECT r.label, r.model, r.probe, r.dataset, r.variant, s.* FROM context_steps s "
         "JOIN context_runs r USING (run_id) WHERE s.run_id = ? "
-        "ORDER BY s.mode DESC, s.relation, s.query_id, s.permutation, s.step", [run_id])
+        "ORDER BY s.mode DESC, s.relation, s.query_id, s.target, s.context, s.permutation, s.step", [run_id])
 
 
 def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path:

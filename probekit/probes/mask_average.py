@@ -50,6 +50,12 @@ def input_limit(model) -> int:
 
 
 class MaskAverageProbe(Probe):
+    def input_overhead(self, model, candidates, **_) -> int:
+        """Tokens this probe adds to a query beyond its one mask: a candidate of n word pieces is scored at n
+        masks (every candidate is scored), so the longest one adds n - 1 (callers that fit a context use this)."""
+        lengths = (len(ids) for ids in candidate_token_ids(model.tokenizer, list(candidates.names)))
+        return max(lengths, default=1) - 1
+
     def _rank(self, model, queries, candidates, *, k, progress, batch_size, max_length):
         tok, mlm = model.tokenizer, model.mlm
         limit = input_limit(model) if max_length in (None, "", 0) else int(max_length)

@@ -134,6 +134,8 @@ MIGRATIONS["context"] = [
     );
     CREATE INDEX context_steps_run ON context_steps (run_id)
     """,
+    # dataset mode on real contexts: a triple may have several contexts (documents); KB runs have one (0)
+    "ALTER TABLE context_steps ADD COLUMN context INTEGER DEFAULT 0",
 ]
 # probing grids: one row per grid, one per cell (the driver alone writes them)
 MIGRATIONS["grid"] = [

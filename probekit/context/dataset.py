@@ -1,0 +1,339 @@
+"""Dataset mode: context runs over every triple of a dataset, summarised as UCM_k, UCM_m and acc@k.
+
+Two kinds of contexts:
+
+* **real contexts** (the paper's experiment, Yao et al. "Context Segmentation and Retrieval"): for every
+  triple (S, R, O_t) - each gold answer of a query is an O_t - a :class:`~.sources.ContextSource` finds
+  documents mentioning both S and O_t; each is segmented around O_t against the pool (the tails of R)
+  and run as ``real``, ``knowledge-only``, ``knowledge-sorted`` or ``knowledge-random`` (and
+  negative-target). **Coverage** says how many triples found a context.
+* **KB contexts** (:func:`kb_context`): a fallback, not the paper's experiment: knowledge-only documents
+  built from the KB for queries with >= 2 gold answers.
+
+The work runs as ``fn(progress, should_cancel)`` so that pages run it as a background
+:class:`~probekit.jobs.Job` (:func:`start_dataset`) and the CLI in the foreground with tqdm progress.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .. import metrics
+from ..errors import ProbekitError
+from ..jobs import Cancelled, Job, Progress
+from ..metrics import accuracy
+from ..types import Query, Ranking, normalize_name
+from .rank import pool_candidates, rank_inputs
+from .segment import Mention, Segmentation, negative_target, segment, segment_document, unique_names
+from .sources import ContextSource
+from .variants import KNOWLEDGE_VARIANTS, SEPARATOR, build_inputs
+
+ACC_KS = (1, 5, 10)
+DATASET_VARIANTS = ("real", *KNOWLEDGE_VARIANTS)
+CONTEXT_KINDS = ("kb", "corpus", "index")
+KB_LABEL = "KB contexts: a fallback, not the paper's experiment"
+CHUNK_INPUTS = 2048
+"""Inputs ranked per probe call: progress and cancel checks come between calls."""
+
+
+def kb_context(query: Query, pool: Sequence[str], *, seed: int = 0, n_incor: int | None = None,
+               sep: str = SEPARATOR) -> tuple[Segmentation, tuple[str, ...]]:
+    """A knowledge-only document for a query with >= 2 golds, built from the KB (the fallback).
+
+    Layout: O_t = the query's first gold; O_cor = its other golds; O_incor = ``n_incor`` (default: as
+    many as O_cor) names drawn from ``pool`` that are not golds. O_cor and O_incor are shuffled together
+    and O_t is put in the middle (index len // 2), names joined by ``", "``; segments are cut around O_t
+    as for any document (S2 left of O_t, S3 right, …). Seeded per (seed, query id).
+    """
+    golds = tuple(unique_names(query.golds))
+    if len(golds) < 2:
+        raise ProbekitError(f"query {query.id!r} has fewer than 2 gold answers")
+    gkeys = {normalize_name(g) for g in golds}
+    rng = random.Random(f"{seed}:{query.id}")
+    others = [n for n in unique_names(pool) if normalize_name(n) not in gkeys]
+    want = len(golds) - 1 if n_incor is None else n_incor
+    incor = rng.sample(others, min(want, len(others)))
+    items = list(golds[1:]) + incor
+    rng.shuffle(items)
+    items.insert(len(items) // 2, golds[0])
+    mentions, pos = [], 0
+    for i, name in enumerate(items):
+        if i:
+            pos += len(sep)
+        mentions.append(Mention(pos, pos + len(name), name, name))
+        pos += len(name)
+    document = sep.join(items)
+    return segment(document, mentions, len(items) // 2), golds
+
+
+@dataclass
+class DatasetContextResult:
+    """Dataset mode: RC rows of every context sequence (target and, optionally, negative-target), the
+    summary (UCM, acc@k; recomputable from the rows) and the coverage (triples that found a context)."""
+
+    rows: list[dict]
+    summary: dict
+    settings: dict
+    seconds: float
+    coverage: dict = field(default_factory=dict)
+
+    def to_dict(self, *, with_rows: bool = False) -> dict:
+        out = {"settings": self.settings, "seconds": round(self.seconds, 2), "coverage": self.coverage,
+               **self.summary}
+        if with_rows:
+            out["rows"] = self.rows
+        return out
+
+
+def _rankings(rows: Sequence[dict]) -> tuple[list[Ranking], list[Ranking]]:
+    """Adapter to :mod:`probekit.metrics.accuracy`: one Ranking per context sequence for input_0 (the
+    prompt alone) and one for its last input (the whole context), holding the best gold rank."""
+    first, last = {}, {}
+    for r in rows:
+        key = (r["query_id"], r.get("target"), r.get("context") or 0, r.get("permutation") or 0)
+        if r["step"] == 0:
+            first[key] = r
+        if key not in last or r["step"] > last[key]["step"]:
+            last[key] = r
+
+    def ranking(r: dict) -> Ranking:
+        q = Query(r["query_id"], r.get("subject") or "", r["relation"], "[X] [Y]", golds=(r.get("target") or "",))
+        return Ranking(q, (), (), (), (r["best_gold_rank"],))
+
+    return [ranking(r) for r in first.values()], [ranking(r) for r in last.values()]
+
+
+def _acc(rows: list[dict], ks: Sequence[int]) -> dict:
+    """acc@k without context (step 0) and with the full context (last step), macro and micro, per context
+    sequence, through :func:`probekit.metrics.accuracy.summary`.
+
+    With KB contexts the target and negative-target runs of a triple share both of these inputs (the
+    prompt alone; the whole knowledge-only context in document order), so their acc@k agree by
+    construction: the modes differ only in the order segments arrive, which is what UCM measures.
+    """
+    none, full = _rankings(rows)
+    out = {}
+    for label, rs in (("none", none), ("full", full)):
+        s = accuracy.summary(rs, ks=ks)
+        out[label] = {"relations": s["relations"], "macro": s["macro"], "micro": s["micro"]}
+    return out
+
+
+def summarize(rows: list[dict], *, ks: Sequence[int] = ACC_KS) -> dict:
+    """UCM_k per relation, UCM_m (micro and macro) and acc@k without / with context, per mode."""
+    out = {}
+    for mode in ("target", "negative"):
+        rs = [r for r in rows if r["mode"] == mode]
+        if not rs:
+            continue
+        out[mode] = {"n_triples": len({(r["query_id"], r.get("target")) for r in rs}),
+                     "n_contexts": len({(r["query_id"], r.get("target"), r.get("context") or 0) for r in rs}),
+                     "ucm_k": metrics.ucm_k(rs), "ucm_m": metrics.ucm_m(rs),
+                     "ucm_m_macro": metrics.ucm_m(rs, average="macro"), "acc": _acc(rs, ks)}
+    return out
+
+
+def sample_queries(dataset, *, relations: Sequence[str] | None = None, limit: int | None = None,
+                   seed: int = 0, min_golds: int = 2) -> list[Query]:
+    """Queries with >= ``min_golds`` distinct golds; ``limit`` keeps a seeded sample of that many per relation."""
+    rels = relations or dataset.relations
+    unknown = [r for r in rels if r not in dataset.relations]
+    if unknown:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("relation", unknown[0], dataset.relations)
+    out = []
+    for rel in rels:
+        qs = [q for q in dataset.queries_for(rel) if len(unique_names(q.golds)) >= min_golds]
+        if limit is not None and len(qs) > limit:
+            keep = set(random.Random(f"{seed}:{rel}").sample(range(len(qs)), limit))
+            qs = [q for i, q in enumerate(qs) if i in keep]
+        out += qs
+    return out
+
+
+@dataclass
+class _Plan:
+    """One context sequence to rank: a triple's context (``context``-th) in one mode and permutation."""
+
+    query: Query
+    mode: str
+    context: int
+    permutation: int
+    seg: Segmentation
+    golds: tuple[str, ...]
+    inputs: list
+
+
+def _plans(q: Query, pool, *, source: ContextSource | None, variant: str, modes, permutations: int, seed: int,
+           n_incor: int | None, cov: dict) -> list[_Plan]:
+    """Every context sequence of one query; counts triples, contexts and skips into ``cov``."""
+    out: list[_Plan] = []
+    golds = tuple(unique_names(q.golds))
+    if source is None:
+        segs = [(kb_context(q, pool.names, seed=seed, n_incor=n_incor)[0], 0)]
+        cov["triples"] += 1
+        cov["with_context"] += 1
+        cov["contexts"] += 1
+    else:
+        segs = []
+        for target in golds:
+            cov["triples"] += 1
+            found = source.contexts(q.subject, target)
+            used = 0
+            for doc in found:
+                try:
+                    segs.append((segment_document(doc, target, [*pool.names, *golds]), used))
+                    used += 1
+                except ProbekitError:  # O_t only inside a longer pool name, or an over-long document
+                    cov["unusable"] += 1
+            cov["with_context"] += used > 0
+            cov["contexts"] += used
+            rel = cov["by_relation"].setdefault(q.relation, {"triples": 0, "with_context": 0})
+            rel["triples"] += 1
+            rel["with_context"] += used > 0
+    n_perm = permutations if variant == "knowledge-random" else 1
+    for seg, ci in segs:
+        for mode in modes:
+            try:
+                s = negative_target(seg, golds) if mode == "negative" else seg
+            except ProbekitError:
+                cov["no_incor"] += 1  # no O_incor in this context: no negative-target run for it
+                continue
+            for p in range(n_perm):
+                out.append(_Plan(q, mode, ci, p, s, golds, build_inputs(s, variant=variant, seed=seed, permutation=p)))
+    return out
+
+
+def _tracked(plan: _Plan) -> list[str]:
+    """The entities whose ranks a sequence needs: O_t, the golds and every segment's entity."""
+    return unique_names([plan.seg.target, *plan.golds, *(x.entity for x in plan.seg.segments)])
+
+
+def _rows(plan: _Plan, results: list[dict]) -> list[dict]:
+    s, golds = plan.seg, plan.golds
+    correct = [g for g in golds if normalize_name(g) != normalize_name(s.target)]
+    steps = metrics.rank_changes([r["ranks"] for r in results], [None] + [x.added.entity for x in plan.inputs[1:]],
+                                 target=s.target, correct=correct)
+    out = []
+    for row, r in zip(steps, results):
+        ranks = [r["ranks"].get(g) for g in golds]
+        out.append({"mode": plan.mode, "query_id": plan.query.id, "relation": plan.query.relation,
+                    "subject": plan.query.subject, "target": s.target, "context": plan.context,
+                    "permutation": plan.permutation, **row,
+                    "best_gold_rank": min((x for x in ranks if x is not None), default=None), "notice": r["notice"]})
+    return out
+
+
+def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: str = "retrieval",
+                relations: Sequence[str] | None = None, limit: int | None = None, seed: int = 0,
+                n_incor: int | None = None, negative: bool = True, variant: str | None = None,
+                permutations: int = 3, k: int = 10, progress: Progress | None = None,
+                should_cancel: Callable[[], bool] | None = None, **probe_options) -> DatasetContextResult:
+    """Dataset mode over ``dataset``: ``contexts`` is ``"kb"`` (KB knowledge-only contexts for queries with
+    >= 2 golds: a fallback) or a :class:`~.sources.ContextSource` of real documents (every gold of every
+    query is an O_t). Each context is ranked against the tails of the query's relation with ``probe``;
+    target (and negative-target) RC rows, UCM, acc@k and coverage. ``variant`` defaults to
+    ``knowledge-only`` for KB contexts and ``real`` for documents; ``knowledge-random`` runs
+    ``permutations`` seeded orders. ``should_cancel()`` is checked between probe calls (raises
+    :class:`~probekit.jobs.Cancelled`)."""
+    from ..probes import get_probe
+
+    kb = isinstance(contexts, str)
+    if kb and contexts != "kb":
+        raise ProbekitError(f"contexts must be 'kb' or a documents source, got {contexts!r}")
+    if not kb and not isinstance(contexts, ContextSource):
+        raise ProbekitError("contexts must be 'kb' or a documents source with contexts(subject, target)")
+    variant = variant or ("knowledge-only" if kb else "real")
+    allowed = KNOWLEDGE_VARIANTS if kb else DATASET_VARIANTS
+    if variant not in allowed:
+        raise ProbekitError(f"{'KB contexts are knowledge-only; ' if kb else ''}variant must be one of "
+                            f"{', '.join(allowed)}")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ProbekitError(f"limit must be a positive integer, got {limit!r}")
+    if not isinstance(permutations, int) or permutations < 1:
+        raise ProbekitError(f"permutations must be a positive integer, got {permutations!r}")
+    started = time.perf_counter()
+    p = get_probe(probe)
+    queries = sample_queries(dataset, relations=relations, limit=limit, seed=seed, min_golds=2 if kb else 1)
+    if not queries:
+        raise ProbekitError("no query with at least 2 gold answers in this selection" if kb else
+                            "no query with a gold answer in this selection")
+    by_rel: dict[str, list[Query]] = {}
+    for q in queries:
+        by_rel.setdefault(q.relation, []).append(q)
+    modes = ("target", "negative") if negative else ("target",)
+    cov = {"triples": 0, "with_context": 0, "contexts": 0, "unusable": 0, "no_incor": 0, "by_relation": {}}
+    report = progress or (lambda done, total, stage="": None)
+    cancelled = should_cancel or (lambda: False)
+    rows: list[dict] = []
+    done = 0
+    for r_i, (rel, qs) in enumerate(by_rel.items(), start=1):
+        head = f"relation {r_i}/{len(by_rel)} {rel}"
+        pool = pool_candidates(dataset.candidates("relation", rel).names)
+        report(done, len(queries), f"{head} · finding contexts")
+        plans = [pl for q in qs for pl in _plans(q, pool, source=None if kb else contexts, variant=variant,
+                                                 modes=modes, permutations=permutations, seed=seed,
+                                                 n_incor=n_incor, cov=cov)]
+        # rank in chunks of whole plans, so progress moves and a cancel is seen between probe calls
+        chunks, cur, size = [], [], 0
+        for pl in plans:
+            cur.append(pl)
+            size += len(pl.inputs)
+            if size >= CHUNK_INPUTS:
+                chunks.append(cur)
+                cur, size = [], 0
+        if cur:
+            chunks.append(cur)
+        for c_i, chunk in enumerate(chunks, start=1):
+            if cancelled():
+                raise Cancelled("the context run was cancelled; nothing was stored")
+            jobs = [(pl.query, inp.context, _tracked(pl)) for pl in chunk for inp in pl.inputs]
+            results = rank_inputs(model, p, jobs, pool, k=k, **probe_options)
+            pos = 0
+            for pl in chunk:
+                rows += _rows(pl, results[pos:pos + len(pl.inputs)])
+                pos += len(pl.inputs)
+            report(done + int(len(qs) * c_i / len(chunks)), len(queries), f"{head} · ranking {c_i}/{len(chunks)}")
+        done += len(qs)
+        report(done, len(queries), head)
+    for rel in cov["by_relation"].values():
+        rel["share"] = rel["with_context"] / rel["triples"] if rel["triples"] else float("nan")
+    cov["share"] = cov["with_context"] / cov["triples"] if cov["triples"] else float("nan")
+    seconds = time.perf_counter() - started
+    settings = {"model": model.id, "probe": p.name, "dataset": dataset.name, "dataset_version": dataset.version,
+                "relations": list(by_rel), "limit": limit, "seed": seed, "n_incor": n_incor, "variant": variant,
+                "permutations": permutations if variant == "knowledge-random" else 1, "negative": negative,
+                "n_queries": len(queries), "contexts": "kb" if kb else contexts.describe(), "coverage": cov,
+                "options": {k_: v for k_, v in probe_options.items() if v is not None}}
+    return DatasetContextResult(rows=rows, summary=summarize(rows), settings=settings, seconds=seconds, coverage=cov)
+
+
+def start_dataset(model, dataset, *, save: bool = False, label: str | None = None, **options) -> Job:
+    """A started background :class:`~probekit.jobs.Job` running :func:`run_dataset`; ``result`` is the
+    :class:`DatasetContextResult`, with ``run_id`` in its settings when ``save`` stored it."""
+    from . import store
+
+    def work(progress, should_cancel):
+        res = run_dataset(model, dataset, progress=progress, should_cancel=should_cancel, **options)
+        if save and res.rows:
+            res.settings["run_id"] = store.save_run(res, model=model, label=label)
+        return res
+
+    return Job(work, label="context dataset").start()
+
+
+def summary_frames(summary: dict):
+    """(UCM table: mode, relation, U, C, M, n with ``UCM_m`` rows; acc table: mode, context, acc@k (macro))."""
+    import pandas as pd
+
+    ucm_rows, acc_rows = [], []
+    for mode, summ in summary.items():
+        for rel, u in [*summ["ucm_k"].items(), ("UCM_m", summ["ucm_m"])]:
+            ucm_rows.append({"mode": mode, "relation": rel, **u})
+        for label, acc in summ["acc"].items():
+            acc_rows.append({"mode": mode, "context": label, **acc["macro"]})
+    return pd.DataFrame(ucm_rows), pd.DataFrame(acc_rows)
