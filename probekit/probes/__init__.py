@@ -1,7 +1,7 @@
 """Probing methods behind one interface; look them up by name in :data:`PROBES`.
 
 >>> sorted(PROBES)
-['mask_average', 'retrieval']
+['mask_average', 'mask_predict', 'retrieval']
 """
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from __future__ import annotations
 from ..errors import Registry
 from .base import Option, Probe, ranking_from_scores
 from .mask_average import PROBE as _mask_average
+from .mask_predict import PROBE as _mask_predict
 from .retrieval import PROBE as _retrieval
 
 PROBES: Registry = Registry("probe")
-for _p in (_retrieval, _mask_average):
+for _p in (_retrieval, _mask_average, _mask_predict):
     PROBES[_p.name] = _p
 
 

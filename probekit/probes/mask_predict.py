@@ -1,0 +1,351 @@
+"""Mask predict (X-FACTR, Jiang et al. 2020): multi-token answers decoded from an MLM head.
+
+MedLAMA §3 (Meng et al. 2022): "given a query, the probing task is formulated as: 1) filling masks in
+parallel independently (Independent); 2) filling masks from left to right autoregressively (Order);
+3) filling tokens sorted by the maximum confidence greedily (Confidence). After all mask tokens are
+replaced with the initial predictions, the predictions can be further refined by iteratively
+modifying one token at a time until convergence or until the maximum number of iterations is
+reached". The paper runs X-FACTR with beam size 5 and 5 masks; Order+Order is its refinement.
+
+The rules implemented here, for each query and each number of masks n = 1..N (a *row*):
+
+- A hypothesis fills the n slots; each filled slot keeps the log-prob its token had when it was
+  last predicted. Its score is the sum of those log-probs. The beam holds at most ``beam`` distinct
+  hypotheses, best first; it starts as the all-mask prompt.
+- A step runs one forward pass per hypothesis (masked slots shown as the mask token) and expands
+  it with the ``beam`` best tokens at the slot(s) it predicts; all expansions are pooled, sorted by
+  score (stable: equal scores keep beam order, then token rank), duplicates dropped, best ``beam`` kept.
+- ``independent``: one step predicts every slot at once; the beam is the ``beam`` best joint
+  fillings by summed log-prob (exact k-best over independent slots; X-FACTR's code instead takes
+  the b-th best token of every slot together).
+- ``order``: n steps, step j fills slot j (left to right).
+- ``confidence``: n steps; each hypothesis is expanded with its ``beam`` best (slot, token) pairs
+  over its still-masked slots (the most confident slot first).
+- Refinement ``+order`` re-masks slot 1, 2, .., n, 1, .. (one per step) and re-predicts it; it stops
+  when a whole left-to-right pass leaves the beam's tokens unchanged. ``+confidence`` re-masks each
+  hypothesis's least confident slot and stops when a step leaves the beam unchanged. Both stop
+  after ``max_iter`` refinement steps at the latest.
+- Special tokens ([CLS], [SEP], [PAD], [MASK], [UNK], ...) are never predicted (their logits are
+  set to -inf before the softmax, as X-FACTR's restricted vocabulary does).
+- Every final hypothesis of every n is an answer: its text is the tokens decoded by the tokenizer
+  (word pieces joined) and its score the length-normalised log-prob sum / n; answers are ranked by
+  that score (see :mod:`~probekit.probes.generated` for the hit rule).
+
+All rows of all queries advance together: each step stacks every active hypothesis of every row
+(queries x mask counts x beam) into batched forward passes, where X-FACTR decodes one prompt at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import ProbekitError
+from ..types import CandidateSet, Query, Ranking
+from .base import Option, Probe, check_inputs
+from .generated import ranking_from_predictions
+
+INITIAL = ("independent", "order", "confidence")
+DECODINGS = INITIAL + tuple(f"{a}+{b}" for a in INITIAL for b in ("order", "confidence"))
+PROMPT_MAX_LENGTH = 128
+TRACE_TOP = 5  # tokens shown per slot and step in a trace
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One decoded answer: ``score`` is the length-normalised log-prob (sum over slots / n_masks)."""
+
+    text: str
+    score: float
+    n_masks: int
+    tokens: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One decoding step of the best hypothesis of a row, for the Probe page.
+
+    ``predicted`` maps a 0-based slot the step predicted to its top tokens (token, probability);
+    ``best`` are the best hypothesis's tokens after the step (the mask token where still empty).
+    """
+
+    step: int
+    phase: str  # "initial" | "refine"
+    predicted: dict
+    best: tuple[str, ...]
+    score: float
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A query's answers (every final hypothesis of every n, in n then beam order) and, on request, traces."""
+
+    predictions: tuple[Prediction, ...]
+    traces: dict = field(default_factory=dict)  # n_masks -> tuple[TraceStep, ...]
+
+
+@dataclass
+class _Hyp:
+    tokens: tuple[int, ...]  # one id per slot, -1 = still masked
+    logps: tuple[float, ...]  # 0.0 where masked
+
+    @property
+    def score(self) -> float:
+        return sum(self.logps)
+
+    def fill(self, slot: int, token: int, logp: float) -> _Hyp:
+        return _Hyp(self.tokens[:slot] + (token,) + self.tokens[slot + 1:],
+                    self.logps[:slot] + (logp,) + self.logps[slot + 1:])
+
+
+@dataclass
+class _Row:
+    """The decoding state of one (query, n) pair."""
+
+    query: int
+    n: int
+    ids: list[int]  # prompt token ids with n mask tokens
+    slots: list[int]  # positions of the n masks in ids
+    beam: list[_Hyp]
+    phase: str = "initial"  # -> "refine" -> "done"
+    refine_steps: int = 0
+    refine_pos: int = 0
+    pass_changed: bool = False
+    trace: list | None = None
+
+
+def parse_decoding(decoding: str) -> tuple[str, str | None]:
+    """``'order+order'`` -> ``('order', 'order')``; ``'independent'`` -> ``('independent', None)``."""
+    if decoding not in DECODINGS:
+        raise ProbekitError(f"unknown decoding {decoding!r}; available: {', '.join(DECODINGS)}")
+    init, _, refine = decoding.partition("+")
+    return init, refine or None
+
+
+def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        v = None
+    if v is None or v != value or v < low or (high is not None and v > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise ProbekitError(f"{name} must be an integer {bound}, got {value!r}")
+    return v
+
+
+def _select(pool: list[_Hyp], beam: int) -> list[_Hyp]:
+    """Best ``beam`` distinct hypotheses; stable, so equal scores keep their pool order."""
+    out, seen = [], set()
+    for h in sorted(pool, key=lambda h: -h.score):
+        if h.tokens not in seen:
+            seen.add(h.tokens)
+            out.append(h)
+            if len(out) == beam:
+                break
+    return out
+
+
+def _masked_slots(row: _Row, hyp: _Hyp, refine: str | None) -> list[int]:
+    """The slots a step shows as masks for ``hyp`` (and predicts)."""
+    if row.phase == "initial":
+        return [j for j, t in enumerate(hyp.tokens) if t < 0]
+    if refine == "order":
+        return [row.refine_pos]
+    return [min(range(row.n), key=lambda j: hyp.logps[j])]  # least confident, first on ties
+
+
+def _expand(row: _Row, hyp: _Hyp, slots: list[int], top: dict, init: str, beam: int) -> list[_Hyp]:
+    """Expansions of one hypothesis from its forward pass; ``top[slot] = (logps, token ids)`` best first."""
+    if row.phase == "refine" or init == "order":
+        j = slots[0] if row.phase == "refine" else min(slots)
+        vals, ids = top[j]
+        return [hyp.fill(j, ids[b], vals[b]) for b in range(beam)]
+    if init == "confidence":
+        pairs = [(top[j][0][b], j, b) for j in slots for b in range(beam)]
+        best = sorted(pairs, key=lambda p: -p[0])[:beam]  # stable: slot order, then token rank
+        return [hyp.fill(j, top[j][1][b], v) for v, j, b in best]
+    # independent: exact k-best joint fillings, one slot at a time (the sum is separable)
+    partial = [hyp]
+    for j in slots:
+        vals, ids = top[j]
+        partial = sorted([h.fill(j, ids[b], vals[b]) for h in partial for b in range(beam)],
+                         key=lambda h: -h.score)[:beam]
+    return partial
+
+
+def _advance(row: _Row, new_beam: list[_Hyp], refine: str | None, max_iter: int) -> None:
+    """Install the new beam and apply the phase and stopping rules."""
+    if row.phase == "initial":
+        row.beam = new_beam
+        if all(t >= 0 for t in new_beam[0].tokens):
+            row.phase = "refine" if refine and max_iter > 0 else "done"
+        return
+    changed = {h.tokens for h in new_beam} != {h.tokens for h in row.beam}
+    row.beam = new_beam
+    row.refine_steps += 1
+    if refine == "order":
+        row.pass_changed |= changed
+        row.refine_pos += 1
+        if row.refine_pos == row.n:
+            if not row.pass_changed:
+                row.phase = "done"  # a whole left-to-right pass changed nothing
+            row.refine_pos, row.pass_changed = 0, False
+    elif not changed:
+        row.phase = "done"
+    if row.refine_steps >= max_iter:
+        row.phase = "done"
+
+
+def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: int, batch_size: int,
+             banned: list[int]) -> list[list[tuple[list[float], list[int]]]]:
+    """Top-``topn`` (log-probs, token ids) at each masked position of each input, in batches."""
+    tok, mlm, dev = model.tokenizer, model.mlm, model.device
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    out = []
+    for start in range(0, len(inputs), batch_size):
+        chunk, where = inputs[start:start + batch_size], masked[start:start + batch_size]
+        width = max(len(x) for x in chunk)
+        ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # (batch, seq)
+        att = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, x in enumerate(chunk):
+            ids[i, :len(x)] = torch.tensor(x)
+            att[i, :len(x)] = 1
+        rows = torch.tensor([i for i, pos in enumerate(where) for _ in pos])
+        cols = torch.tensor([p for pos in where for p in pos])
+        logits = mlm(input_ids=ids.to(dev), attention_mask=att.to(dev)).logits  # (batch, seq, vocab)
+        sel = logits[rows.to(dev), cols.to(dev)]  # (n_masked, vocab): only masked rows get a softmax
+        if sel.dtype in (torch.float16, torch.bfloat16):
+            sel = sel.float()
+        sel[:, banned] = float("-inf")
+        vals, toks = sel.log_softmax(-1).topk(topn, dim=-1)  # (n_masked, topn)
+        vals, toks = vals.tolist(), toks.tolist()
+        i = 0
+        for pos in where:
+            out.append([(vals[i + m], toks[i + m]) for m in range(len(pos))])
+            i += len(pos)
+    return out
+
+
+def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int) -> list[_Row]:
+    tok = model.tokenizer
+    rows = []
+    for n in range(1, n_masks + 1):
+        texts = [q.text(tok.mask_token, n_masks=n) for q in queries]
+        enc = tok(texts, truncation=True, max_length=max_length)["input_ids"]
+        for qi, ids in enumerate(enc):
+            slots = [p for p, t in enumerate(ids) if t == tok.mask_token_id]
+            if len(slots) != n:
+                raise ProbekitError(f"query {queries[qi].id!r} is too long to hold {n} mask tokens within "
+                                    f"{max_length} tokens; shorten it")
+            rows.append(_Row(query=qi, n=n, ids=list(ids), slots=slots, beam=[_Hyp((-1,) * n, (0.0,) * n)]))
+    rows.sort(key=lambda r: (r.query, r.n))
+    return rows
+
+
+def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", beam: int = 5, n_masks: int = 5,
+           max_iter: int = 10, batch_size: int = 64, max_length: int = PROMPT_MAX_LENGTH, progress=None,
+           trace: bool = False) -> list[Decoded]:
+    """Decode every query with 1..``n_masks`` masks (see the module docstring for the rules)."""
+    if not model.has_mlm:
+        raise ProbekitError(f"mask_predict needs a model with an MLM head; {model.id!r} has none "
+                            "(use a BERT-family model such as bert-base-uncased)")
+    init, refine = parse_decoding(decoding)
+    beam = _positive_int("beam", beam, 1, 50)
+    n_masks = _positive_int("n_masks", n_masks, 1, 10)
+    max_iter = _positive_int("max_iter", max_iter, 0, 1000)
+    batch_size = _positive_int("batch_size", batch_size)
+    tok = model.tokenizer
+    rows = _prompts(model, queries, n_masks, max_length)
+    if trace:
+        for r in rows:
+            r.trace = []
+    topn = max(beam, TRACE_TOP) if trace else beam
+    banned = sorted(set(tok.all_special_ids))
+    steps, total = 0, n_masks + (max_iter if refine else 0)
+    with torch.inference_mode():
+        while active := [r for r in rows if r.phase != "done"]:
+            inputs, masked, owners = [], [], []
+            for r in active:
+                for h in r.beam:
+                    slots = _masked_slots(r, h, refine)
+                    x = list(r.ids)
+                    for j, p in enumerate(r.slots):
+                        x[p] = tok.mask_token_id if j in slots else h.tokens[j]
+                    inputs.append(x)
+                    masked.append([r.slots[j] for j in slots])
+                    owners.append((r, h, slots))
+            results = _forward(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
+            pools: dict[int, list[_Hyp]] = {}
+            first: dict[int, tuple] = {}
+            for (r, h, slots), res in zip(owners, results):
+                top = {j: res[m] for m, j in enumerate(slots)}
+                pools.setdefault(id(r), []).extend(_expand(r, h, slots, top, init, beam))
+                first.setdefault(id(r), top)
+            for r in active:
+                phase = r.phase
+                _advance(r, _select(pools[id(r)], beam), refine, max_iter)
+                if r.trace is not None:
+                    r.trace.append(_trace_step(tok, r, phase, first[id(r)]))
+            steps += 1
+            if progress:
+                progress(min(steps, total), total, "decoding")
+    out = []
+    for qi in range(len(queries)):
+        preds, traces = [], {}
+        for r in (r for r in rows if r.query == qi):
+            for h in r.beam:
+                preds.append(Prediction(text=tok.decode(list(h.tokens), clean_up_tokenization_spaces=True).strip(),
+                                        score=h.score / r.n, n_masks=r.n,
+                                        tokens=tuple(tok.convert_ids_to_tokens(list(h.tokens)))))
+            if r.trace is not None:
+                traces[r.n] = tuple(r.trace)
+        out.append(Decoded(predictions=tuple(preds), traces=traces))
+    return out
+
+
+def _trace_step(tok, row: _Row, phase: str, top: dict) -> TraceStep:
+    best = row.beam[0]
+    predicted = {j: [(tok.convert_ids_to_tokens(t), math.exp(v)) for v, t in zip(vals[:TRACE_TOP], ids[:TRACE_TOP])]
+                 for j, (vals, ids) in top.items()}
+    shown = tuple(tok.mask_token if t < 0 else tok.convert_ids_to_tokens(t) for t in best.tokens)
+    return TraceStep(step=len(row.trace) + 1, phase=phase, predicted=predicted, best=shown,
+                     score=best.score / row.n)
+
+
+class MaskPredictProbe(Probe):
+    def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:
+        decoded = decode(model, queries, progress=progress, **opts)
+        return [ranking_from_predictions(q, [(p.text, p.score) for p in d.predictions], candidates, k,
+                                         model.tokenizer) for q, d in zip(queries, decoded)]
+
+    def explain(self, model, query: Query, candidates: CandidateSet, *, k: int = 10,
+                **options) -> tuple[Ranking, Decoded]:
+        """One query's ranking and its decoding trace (each slot's top tokens per step, for every n)."""
+        check_inputs(model, [query], candidates, k=k)
+        known = {o.name: o.default for o in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; available: {', '.join(known)}")
+        d = decode(model, [query], trace=True, **{**known, **options})[0]
+        return ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, k,
+                                        model.tokenizer), d
+
+
+PROBE = MaskPredictProbe(
+    name="mask_predict",
+    requires_mlm=True,
+    options=(
+        Option("decoding", "order+order", DECODINGS, "initial fill (independent | order | confidence), optionally "
+               "+ refinement (order | confidence); order+order is MedLAMA's"),
+        Option("beam", 5, (), "beam size (MedLAMA: 5)"),
+        Option("n_masks", 5, (), "answers of 1..N tokens are decoded (MedLAMA: 5)"),
+        Option("max_iter", 10, (), "refinement steps at most, per number of masks"),
+        Option("batch_size", 64, (), "prompts per forward pass"),
+        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most"),
+    ),
+    description="MLM: decode 1..N masks (X-FACTR: independent/order/confidence + refinement, beam); "
+                "rank the decoded strings by length-normalised log-prob.",
+)
