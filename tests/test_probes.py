@@ -216,10 +216,10 @@ def test_bad_options_and_sets(tiny_mlm, cands):
 
 
 def test_registry():
-    assert sorted(PROBES) == ["mask_average", "mask_predict", "retrieval"]
+    assert sorted(PROBES) == ["generative", "mask_average", "mask_predict", "retrieval"]
     with pytest.raises(UnknownNameError, match="did you mean 'retrieval'"):
         get_probe("retreival")
-    with pytest.raises(ProbekitError, match="available: mask_average, mask_predict, retrieval"):
+    with pytest.raises(ProbekitError, match="available: generative, mask_average, mask_predict, retrieval"):
         get_probe("mask_predict_xyz")
 
 
