@@ -199,6 +199,21 @@ def _advance(row: _Row, new_beam: list[_Hyp], refine: str | None, max_iter: int)
         row.phase = "done"
 
 
+def _mask_logits(mlm, ids: torch.Tensor, att: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Logits at the masked positions ``(rows, cols)`` only: (n_masked, vocab).
+
+    The encoder runs on the whole batch, the MLM head only where a mask is: its vocabulary projection
+    at every position costs as much as a small BERT's encoder (MiniLM: 30,522 x 384 per token).
+    Heads other than BERT's ``cls`` / RoBERTa's ``lm_head`` get the plain full forward.
+    """
+    head = next((getattr(mlm, a) for a in ("cls", "lm_head") if isinstance(getattr(mlm, a, None), torch.nn.Module)),
+                None)
+    if head is None:
+        return mlm(input_ids=ids, attention_mask=att).logits[rows, cols]
+    hidden = mlm.base_model(input_ids=ids, attention_mask=att).last_hidden_state  # (batch, seq, dim)
+    return head(hidden[rows, cols])  # (n_masked, vocab)
+
+
 def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: int, batch_size: int,
              banned: list[int]) -> list[list[tuple[list[float], list[int]]]]:
     """Top-``topn`` (log-probs, token ids) at each masked position of each input, in batches."""
@@ -215,8 +230,7 @@ def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: i
             att[i, :len(x)] = 1
         rows = torch.tensor([i for i, pos in enumerate(where) for _ in pos])
         cols = torch.tensor([p for pos in where for p in pos])
-        logits = mlm(input_ids=ids.to(dev), attention_mask=att.to(dev)).logits  # (batch, seq, vocab)
-        sel = logits[rows.to(dev), cols.to(dev)]  # (n_masked, vocab): only masked rows get a softmax
+        sel = _mask_logits(mlm, ids.to(dev), att.to(dev), rows.to(dev), cols.to(dev))  # (n_masked, vocab)
         if sel.dtype in (torch.float16, torch.bfloat16):
             sel = sel.float()
         sel[:, banned] = float("-inf")
@@ -265,22 +279,30 @@ def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", be
     topn = max(beam, TRACE_TOP) if trace else beam
     banned = sorted(set(tok.all_special_ids))
     steps, total = 0, n_masks + (max_iter if refine else 0)
+    # Each distinct input is run once: hypotheses that differ only in the re-masked slot share one, and
+    # refinement passes revisit inputs (a pass that converges re-predicts what the last one saw).
+    seen: dict[tuple, list] = {}
     with torch.inference_mode():
         while active := [r for r in rows if r.phase != "done"]:
-            inputs, masked, owners = [], [], []
+            inputs, masked, owners, fresh = [], [], [], {}
             for r in active:
                 for h in r.beam:
                     slots = _masked_slots(r, h, refine)
                     x = list(r.ids)
                     for j, p in enumerate(r.slots):
                         x[p] = tok.mask_token_id if j in slots else h.tokens[j]
-                    inputs.append(x)
-                    masked.append([r.slots[j] for j in slots])
-                    owners.append((r, h, slots))
+                    key = tuple(x)
+                    if key not in seen and key not in fresh:
+                        fresh[key] = len(inputs)
+                        inputs.append(x)
+                        masked.append([r.slots[j] for j in slots])
+                    owners.append((r, h, slots, key))
             results = _forward(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
+            seen.update((key, results[i]) for key, i in fresh.items())
             pools: dict[int, list[_Hyp]] = {}
             first: dict[int, tuple] = {}
-            for (r, h, slots), res in zip(owners, results):
+            for r, h, slots, key in owners:
+                res = seen[key]
                 top = {j: res[m] for m, j in enumerate(slots)}
                 pools.setdefault(id(r), []).extend(_expand(r, h, slots, top, init, beam))
                 first.setdefault(id(r), top)
