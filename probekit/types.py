@@ -136,6 +136,8 @@ class Ranking:
         return r is not None and r <= k
 
     def is_gold(self, name: str) -> bool:
+        if self.generated and name in self.names:  # matched in the model's tokenisation (gold_ranks)
+            return self.names.index(name) + 1 in self.gold_ranks
         gold = {normalize_name(g) for g in self.query.golds}
         return normalize_name(name) in gold
 

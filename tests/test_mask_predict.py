@@ -238,3 +238,21 @@ def test_progress_is_reported(toy):
     get_probe("mask_predict").rank(toy, QUERIES[:1], CANDS, k=3, n_masks=2, progress=lambda d, t, s: seen.append(
         (d, t, s)))
     assert seen and all(s == "decoding" and 0 < d <= t for d, t, s in seen)
+
+
+def test_trace_rows_table(toy):
+    """The Probe page's decoding table: one row per step, one column per slot, top tokens where predicted."""
+    from probekit.probes.mask_predict import best_n_masks, trace_rows
+
+    _, d = get_probe("mask_predict").explain(toy, QUERIES[1], CANDS, decoding="order+order", beam=2, n_masks=3)
+    assert best_n_masks(d) == max(d.predictions, key=lambda p: p.score).n_masks
+    rows = trace_rows(d, 3, top=2)
+    assert len(rows) == len(d.traces[3]) and list(rows[0])[:5] == ["step", "phase", "slot 1", "slot 2", "slot 3"]
+    mask = toy.tokenizer.mask_token
+    # every masked slot of the step's input shows its top tokens; order fills slot 1, then 2, then 3
+    assert all(rows[0][f"slot {j}"].count("·") == 1 for j in (1, 2, 3))
+    assert [r["answer so far"].count(mask) for r in rows[:3]] == [2, 1, 0]
+    assert rows[1]["slot 1"] == rows[1]["answer so far"].split()[0]  # a kept token, no probabilities
+    assert rows[3]["phase"] == "refine" and rows[3]["slot 1"].count("·") == 1 and "·" not in rows[3]["slot 2"]
+    with pytest.raises(ProbekitError, match="no trace for 4 masks"):
+        trace_rows(d, 4)

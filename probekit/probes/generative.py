@@ -162,10 +162,10 @@ PROBE = GenerativeProbe(
     name="generative",
     requires_mlm=False,
     options=(
-        Option("beam", None, (), "beam size, every beam returned; None = k"),
+        Option("beam", None, (), "beam size, every beam returned; None = k", type=int),
         Option("max_new_tokens", 24, (), "generated tokens at most (BART rewrites the whole sentence)"),
-        Option("batch_size", 16, (), "queries per generate call"),
-        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens at most"),
+        Option("batch_size", 16, (), "queries per generate call", advanced=True),
+        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens at most", advanced=True),
     ),
     description="Seq2seq (BART/T5/SciFive): beam-search the masked span; rank the generated answers by beam score.",
 )

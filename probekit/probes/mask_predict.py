@@ -337,13 +337,45 @@ def _trace_step(tok, row: _Row, phase: str, top: dict) -> TraceStep:
                      score=best.score / row.n)
 
 
+def best_n_masks(decoded: Decoded) -> int:
+    """The number of masks of the best-scoring answer (the one a trace view opens on)."""
+    return max(decoded.predictions, key=lambda p: p.score).n_masks
+
+
+def trace_rows(decoded: Decoded, n_masks: int, *, top: int = 3) -> list[dict]:
+    """The decoding of ``n_masks`` masks as table rows, one per step of the best hypothesis.
+
+    Column ``slot j`` shows the step's top tokens with their probabilities where the step predicted
+    slot j (``'tok 0.42 · tok2 0.13'``), and the token the best hypothesis keeps there otherwise.
+
+    >>> d = Decoded((), {2: (TraceStep(1, "initial", {0: [("a", 0.5), ("b", 0.25)]}, ("a", "[MASK]"), -0.7),)})
+    >>> row = trace_rows(d, 2)[0]
+    >>> row["slot 1"], row["slot 2"], row["answer so far"]
+    ('a 0.50 · b 0.25', '[MASK]', 'a [MASK]')
+    """
+    if n_masks not in decoded.traces:
+        raise ProbekitError(f"no trace for {n_masks} masks; decoded: {', '.join(map(str, sorted(decoded.traces)))}")
+    rows = []
+    for s in decoded.traces[n_masks]:
+        row = {"step": s.step, "phase": s.phase}
+        for j in range(n_masks):
+            if j in s.predicted:
+                row[f"slot {j + 1}"] = " · ".join(f"{t} {p:.2f}" for t, p in s.predicted[j][:top])
+            else:
+                row[f"slot {j + 1}"] = s.best[j]
+        row["answer so far"] = " ".join(s.best)
+        row["score"] = round(s.score, 4)
+        rows.append(row)
+    return rows
+
+
 class MaskPredictProbe(Probe):
     def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:
         decoded = decode(model, queries, progress=progress, **opts)
         return [ranking_from_predictions(q, [(p.text, p.score) for p in d.predictions], candidates, k,
                                          model.tokenizer) for q, d in zip(queries, decoded)]
 
-    def explain(self, model, query: Query, candidates: CandidateSet, *, k: int = 10,
+    def explain(self, model, query: Query, candidates: CandidateSet, *, k: int = 10, progress=None,
                 **options) -> tuple[Ranking, Decoded]:
         """One query's ranking and its decoding trace (each slot's top tokens per step, for every n)."""
         check_inputs(model, [query], candidates, k=k)
@@ -351,7 +383,7 @@ class MaskPredictProbe(Probe):
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; available: {', '.join(known)}")
-        d = decode(model, [query], trace=True, **{**known, **options})[0]
+        d = decode(model, [query], trace=True, progress=progress, **{**known, **options})[0]
         return ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, k,
                                         model.tokenizer), d
 
@@ -364,9 +396,10 @@ PROBE = MaskPredictProbe(
                "+ refinement (order | confidence); order+order is MedLAMA's"),
         Option("beam", 5, (), "beam size (MedLAMA: 5)"),
         Option("n_masks", 5, (), "answers of 1..N tokens are decoded (MedLAMA: 5)"),
-        Option("max_iter", 10, (), "refinement steps at most, per number of masks"),
-        Option("batch_size", 64, (), "prompts per forward pass"),
-        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most"),
+        Option("max_iter", 10, (), "refinement steps at most, per number of masks", advanced=True),
+        Option("batch_size", 64, (), "prompts per forward pass", advanced=True),
+        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most",
+               advanced=True),
     ),
     description="MLM: decode 1..N masks (X-FACTR: independent/order/confidence + refinement, beam); "
                 "rank the decoded strings by length-normalised log-prob.",
