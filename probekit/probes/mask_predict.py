@@ -216,12 +216,17 @@ def _mask_logits(mlm, ids: torch.Tensor, att: torch.Tensor, rows: torch.Tensor, 
 
 def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: int, batch_size: int,
              banned: list[int]) -> list[list[tuple[list[float], list[int]]]]:
-    """Top-``topn`` (log-probs, token ids) at each masked position of each input, in batches."""
+    """Top-``topn`` (log-probs, token ids) at each masked position of each input, in batches.
+
+    Inputs are batched by length (least padding), results come back in input order.
+    """
     tok, mlm, dev = model.tokenizer, model.mlm, model.device
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    out = []
-    for start in range(0, len(inputs), batch_size):
-        chunk, where = inputs[start:start + batch_size], masked[start:start + batch_size]
+    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
+    out: list = [None] * len(inputs)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        chunk, where = [inputs[i] for i in idx], [masked[i] for i in idx]
         width = max(len(x) for x in chunk)
         ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # (batch, seq)
         att = torch.zeros((len(chunk), width), dtype=torch.long)
@@ -236,10 +241,10 @@ def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: i
         sel[:, banned] = float("-inf")
         vals, toks = sel.log_softmax(-1).topk(topn, dim=-1)  # (n_masked, topn)
         vals, toks = vals.tolist(), toks.tolist()
-        i = 0
-        for pos in where:
-            out.append([(vals[i + m], toks[i + m]) for m in range(len(pos))])
-            i += len(pos)
+        m = 0
+        for i, pos in zip(idx, where):
+            out[i] = [(vals[m + j], toks[m + j]) for j in range(len(pos))]
+            m += len(pos)
     return out
 
 
