@@ -70,10 +70,15 @@ def test_orders_really_differ(toy):
     assert len({tuple(map(tuple, v)) for v in tops.values()}) == 4
 
 
-def test_batching_equals_one_at_a_time(toy):
-    """All queries in one batch (any batch size) == each query decoded alone."""
+def test_batching_equals_one_at_a_time(toy, monkeypatch):
+    """All queries in one batch (any batch size, any query block) == each query decoded alone."""
+    from probekit.probes import mask_predict
+
     probe = get_probe("mask_predict")
     together = probe.rank(toy, QUERIES, CANDS, k=20, batch_size=5)
+    monkeypatch.setattr(mask_predict, "QUERY_BLOCK", 3)
+    blocked = probe.rank(toy, QUERIES, CANDS, k=20, batch_size=64)
+    assert [r.names for r in blocked] == [r.names for r in together]
     for q, r in zip(QUERIES, together):
         alone = probe.rank(toy, [q], CANDS, k=20, batch_size=1)[0]
         assert r.names == alone.names and r.gold_ranks == alone.gold_ranks and r.ids == alone.ids
@@ -256,3 +261,22 @@ def test_trace_rows_table(toy):
     assert rows[3]["phase"] == "refine" and rows[3]["slot 1"].count("·") == 1 and "·" not in rows[3]["slot 2"]
     with pytest.raises(ProbekitError, match="no trace for 4 masks"):
         trace_rows(d, 4)
+
+
+def test_full_forward_fallback_gives_the_same_answers(toy, monkeypatch):
+    """Heads other than BERT's cls / RoBERTa's lm_head take the plain full forward: same answers."""
+    from probekit.probes import mask_predict
+
+    fast = get_probe("mask_predict").rank(toy, QUERIES, CANDS, k=20, beam=2, n_masks=3)
+    monkeypatch.setattr(mask_predict, "HEAD_ATTRS", ())
+    plain = get_probe("mask_predict").rank(toy, QUERIES, CANDS, k=20, beam=2, n_masks=3)
+    for a, b in zip(fast, plain):
+        assert a.names == b.names and a.scores == pytest.approx(b.scores, abs=1e-9)
+
+
+def test_is_gold_uses_the_tokenizer_match(tiny_mlm):
+    """The gold marker of a generated ranking agrees with gold_ranks (matched in the model's tokenisation)."""
+    q = Query("m", "aspirin", "may_prevent", "[X] prevents [Y].", golds=("Heart-Attack",))
+    r = ranking_from_predictions(q, [("heart - attack", -0.1), ("stroke", -0.3)], CANDS, 2, tiny_mlm.tokenizer)
+    assert r.gold_ranks == (1,) and r.is_gold("heart - attack") and not r.is_gold("stroke")
+    assert [t["gold"] for t in r.to_dict()["top"]] == [True, False]

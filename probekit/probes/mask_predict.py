@@ -52,6 +52,8 @@ INITIAL = ("independent", "order", "confidence")
 DECODINGS = INITIAL + tuple(f"{a}+{b}" for a in INITIAL for b in ("order", "confidence"))
 PROMPT_MAX_LENGTH = 128
 TRACE_TOP = 5  # tokens shown per slot and step in a trace
+QUERY_BLOCK = 256  # queries decoded together (all their mask counts and beams share each forward pass)
+HEAD_ATTRS = ("cls", "lm_head")  # MLM heads applied to masked positions only (BERT, RoBERTa families)
 
 
 @dataclass(frozen=True)
@@ -206,8 +208,7 @@ def _mask_logits(mlm, ids: torch.Tensor, att: torch.Tensor, rows: torch.Tensor, 
     at every position costs as much as a small BERT's encoder (MiniLM: 30,522 x 384 per token).
     Heads other than BERT's ``cls`` / RoBERTa's ``lm_head`` get the plain full forward.
     """
-    head = next((getattr(mlm, a) for a in ("cls", "lm_head") if isinstance(getattr(mlm, a, None), torch.nn.Module)),
-                None)
+    head = next((getattr(mlm, a) for a in HEAD_ATTRS if isinstance(getattr(mlm, a, None), torch.nn.Module)), None)
     if head is None:
         return mlm(input_ids=ids, attention_mask=att).logits[rows, cols]
     hidden = mlm.base_model(input_ids=ids, attention_mask=att).last_hidden_state  # (batch, seq, dim)
@@ -277,60 +278,78 @@ def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", be
     max_iter = _positive_int("max_iter", max_iter, 0, 1000)
     batch_size = _positive_int("batch_size", batch_size)
     tok = model.tokenizer
-    rows = _prompts(model, queries, n_masks, max_length)
-    if trace:
-        for r in rows:
-            r.trace = []
     topn = max(beam, TRACE_TOP) if trace else beam
     banned = sorted(set(tok.all_special_ids))
-    steps, total = 0, n_masks + (max_iter if refine else 0)
+    max_steps = n_masks + (max_iter if refine else 0)
+    out: list[Decoded] = []
+    with torch.inference_mode():
+        # Blocks of queries bound the memory (inputs of a step, the memo of seen inputs); answers do not
+        # depend on the blocking, every (query, n) row decodes on its own.
+        for start in range(0, len(queries), QUERY_BLOCK):
+            block = queries[start:start + QUERY_BLOCK]
+            rows = _prompts(model, block, n_masks, max_length)
+            if trace:
+                for r in rows:
+                    r.trace = []
+
+            def on_step(step, start=start, block=block):
+                if progress:
+                    # in query-steps: every query may take up to max_steps steps
+                    done = start * max_steps + len(block) * min(step, max_steps)
+                    progress(done, len(queries) * max_steps, "decoding")
+
+            _run(model, rows, init=init, refine=refine, beam=beam, max_iter=max_iter, topn=topn,
+                 batch_size=batch_size, banned=banned, on_step=on_step)
+            for qi in range(len(block)):
+                preds, traces = [], {}
+                for r in (r for r in rows if r.query == qi):
+                    for h in r.beam:
+                        text = tok.decode(list(h.tokens), clean_up_tokenization_spaces=True).strip()
+                        preds.append(Prediction(text=text, score=h.score / r.n, n_masks=r.n,
+                                                tokens=tuple(tok.convert_ids_to_tokens(list(h.tokens)))))
+                    if r.trace is not None:
+                        traces[r.n] = tuple(r.trace)
+                out.append(Decoded(predictions=tuple(preds), traces=traces))
+    return out
+
+
+def _run(model, rows: list[_Row], *, init: str, refine: str | None, beam: int, max_iter: int, topn: int,
+         batch_size: int, banned: list[int], on_step) -> None:
+    """Advance every row step by step until all are done; each step is one batched pass over all hypotheses."""
+    mask_id = model.tokenizer.mask_token_id
     # Each distinct input is run once: hypotheses that differ only in the re-masked slot share one, and
     # refinement passes revisit inputs (a pass that converges re-predicts what the last one saw).
     seen: dict[tuple, list] = {}
-    with torch.inference_mode():
-        while active := [r for r in rows if r.phase != "done"]:
-            inputs, masked, owners, fresh = [], [], [], {}
-            for r in active:
-                for h in r.beam:
-                    slots = _masked_slots(r, h, refine)
-                    x = list(r.ids)
-                    for j, p in enumerate(r.slots):
-                        x[p] = tok.mask_token_id if j in slots else h.tokens[j]
-                    key = tuple(x)
-                    if key not in seen and key not in fresh:
-                        fresh[key] = len(inputs)
-                        inputs.append(x)
-                        masked.append([r.slots[j] for j in slots])
-                    owners.append((r, h, slots, key))
-            results = _forward(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
-            seen.update((key, results[i]) for key, i in fresh.items())
-            pools: dict[int, list[_Hyp]] = {}
-            first: dict[int, tuple] = {}
-            for r, h, slots, key in owners:
-                res = seen[key]
-                top = {j: res[m] for m, j in enumerate(slots)}
-                pools.setdefault(id(r), []).extend(_expand(r, h, slots, top, init, beam))
-                first.setdefault(id(r), top)
-            for r in active:
-                phase = r.phase
-                _advance(r, _select(pools[id(r)], beam), refine, max_iter)
-                if r.trace is not None:
-                    r.trace.append(_trace_step(tok, r, phase, first[id(r)]))
-            steps += 1
-            if progress:
-                progress(min(steps, total), total, "decoding")
-    out = []
-    for qi in range(len(queries)):
-        preds, traces = [], {}
-        for r in (r for r in rows if r.query == qi):
+    steps = 0
+    while active := [r for r in rows if r.phase != "done"]:
+        inputs, masked, owners, fresh = [], [], [], {}
+        for r in active:
             for h in r.beam:
-                preds.append(Prediction(text=tok.decode(list(h.tokens), clean_up_tokenization_spaces=True).strip(),
-                                        score=h.score / r.n, n_masks=r.n,
-                                        tokens=tuple(tok.convert_ids_to_tokens(list(h.tokens)))))
+                slots = _masked_slots(r, h, refine)
+                x = list(r.ids)
+                for j, p in enumerate(r.slots):
+                    x[p] = mask_id if j in slots else h.tokens[j]
+                key = tuple(x)
+                if key not in seen and key not in fresh:
+                    fresh[key] = len(inputs)
+                    inputs.append(x)
+                    masked.append([r.slots[j] for j in slots])
+                owners.append((r, h, slots, key))
+        results = _forward(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
+        seen.update((key, results[i]) for key, i in fresh.items())
+        pools: dict[int, list[_Hyp]] = {}
+        first: dict[int, dict] = {}
+        for r, h, slots, key in owners:
+            top = {j: seen[key][m] for m, j in enumerate(slots)}
+            pools.setdefault(id(r), []).extend(_expand(r, h, slots, top, init, beam))
+            first.setdefault(id(r), top)  # the best hypothesis's forward: what a trace shows
+        for r in active:
+            phase = r.phase
+            _advance(r, _select(pools[id(r)], beam), refine, max_iter)
             if r.trace is not None:
-                traces[r.n] = tuple(r.trace)
-        out.append(Decoded(predictions=tuple(preds), traces=traces))
-    return out
+                r.trace.append(_trace_step(model.tokenizer, r, phase, first[id(r)]))
+        steps += 1
+        on_step(steps)
 
 
 def _trace_step(tok, row: _Row, phase: str, top: dict) -> TraceStep:
