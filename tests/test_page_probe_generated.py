@@ -54,3 +54,30 @@ def test_generative_on_t5(tiny_t5_dir):
     assert errors(at) == []
     assert 1 <= len(at.dataframe[0].value) <= 3
     assert "<extra_id_0>" in at.markdown[-2].value or any("<extra_id_0>" in m.value for m in at.markdown)
+
+
+def _finish(at, key="bm_job"):
+    job = at.session_state[key]
+    assert job.wait(300), job.stage
+    at.run()
+    return job
+
+
+def test_benchmark_and_compare_pages_run_generative(tiny_t5_dir):
+    """The Benchmark page lists the seq2seq probe for a T5, runs it in the background and stores every option;
+    the Compare page reads the stored run like any other."""
+    at = open_app("benchmark", model=str(tiny_t5_dir))
+    assert set(at.selectbox(key="bm_probe").options) == {"retrieval", "generative"}
+    at.selectbox(key="bm_probe").set_value("generative").run()
+    at.button(key="bm_start").click().run()
+    job = _finish(at)
+    assert job.status == "done", job.error
+    assert errors(at) == []
+    table = next(d.value for d in at.dataframe if "full acc@1" in d.value.columns)
+    assert 0 <= table["full acc@10"][0] <= 100
+    from probekit.bench import runs
+
+    run = runs.get_run(job.result[0])
+    assert run["probe"] == "generative" and "max_new_tokens" in str(run["options"])
+    at = open_app("compare", model=str(tiny_t5_dir))
+    assert errors(at) == []
