@@ -47,9 +47,8 @@ from ..errors import ProbekitError
 from ..types import CandidateSet, Query, Ranking
 from .base import Option, Probe, check_inputs
 from .generated import ranking_from_predictions
+from .xfactr import DECODINGS, Hyp, Row, advance, expand, masked_slots, parse_decoding, select
 
-INITIAL = ("independent", "order", "confidence")
-DECODINGS = INITIAL + tuple(f"{a}+{b}" for a in INITIAL for b in ("order", "confidence"))
 PROMPT_MAX_LENGTH = 128
 TRACE_TOP = 5  # tokens shown per slot and step in a trace
 QUERY_BLOCK = 256  # queries decoded together (all their mask counts and beams share each forward pass)
@@ -89,44 +88,6 @@ class Decoded:
     traces: dict = field(default_factory=dict)  # n_masks -> tuple[TraceStep, ...]
 
 
-@dataclass
-class _Hyp:
-    tokens: tuple[int, ...]  # one id per slot, -1 = still masked
-    logps: tuple[float, ...]  # 0.0 where masked
-
-    @property
-    def score(self) -> float:
-        return sum(self.logps)
-
-    def fill(self, slot: int, token: int, logp: float) -> _Hyp:
-        return _Hyp(self.tokens[:slot] + (token,) + self.tokens[slot + 1:],
-                    self.logps[:slot] + (logp,) + self.logps[slot + 1:])
-
-
-@dataclass
-class _Row:
-    """The decoding state of one (query, n) pair."""
-
-    query: int
-    n: int
-    ids: list[int]  # prompt token ids with n mask tokens
-    slots: list[int]  # positions of the n masks in ids
-    beam: list[_Hyp]
-    phase: str = "initial"  # -> "refine" -> "done"
-    refine_steps: int = 0
-    refine_pos: int = 0
-    pass_changed: bool = False
-    trace: list | None = None
-
-
-def parse_decoding(decoding: str) -> tuple[str, str | None]:
-    """``'order+order'`` -> ``('order', 'order')``; ``'independent'`` -> ``('independent', None)``."""
-    if decoding not in DECODINGS:
-        raise ProbekitError(f"unknown decoding {decoding!r}; available: {', '.join(DECODINGS)}")
-    init, _, refine = decoding.partition("+")
-    return init, refine or None
-
-
 def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
     try:
         v = int(value)
@@ -136,69 +97,6 @@ def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> in
         bound = f"{low}..{high}" if high is not None else f">= {low}"
         raise ProbekitError(f"{name} must be an integer {bound}, got {value!r}")
     return v
-
-
-def _select(pool: list[_Hyp], beam: int) -> list[_Hyp]:
-    """Best ``beam`` distinct hypotheses; stable, so equal scores keep their pool order."""
-    out, seen = [], set()
-    for h in sorted(pool, key=lambda h: -h.score):
-        if h.tokens not in seen:
-            seen.add(h.tokens)
-            out.append(h)
-            if len(out) == beam:
-                break
-    return out
-
-
-def _masked_slots(row: _Row, hyp: _Hyp, refine: str | None) -> list[int]:
-    """The slots a step shows as masks for ``hyp`` (and predicts)."""
-    if row.phase == "initial":
-        return [j for j, t in enumerate(hyp.tokens) if t < 0]
-    if refine == "order":
-        return [row.refine_pos]
-    return [min(range(row.n), key=lambda j: hyp.logps[j])]  # least confident, first on ties
-
-
-def _expand(row: _Row, hyp: _Hyp, slots: list[int], top: dict, init: str, beam: int) -> list[_Hyp]:
-    """Expansions of one hypothesis from its forward pass; ``top[slot] = (logps, token ids)`` best first."""
-    if row.phase == "refine" or init == "order":
-        j = slots[0] if row.phase == "refine" else min(slots)
-        vals, ids = top[j]
-        return [hyp.fill(j, ids[b], vals[b]) for b in range(beam)]
-    if init == "confidence":
-        pairs = [(top[j][0][b], j, b) for j in slots for b in range(beam)]
-        best = sorted(pairs, key=lambda p: -p[0])[:beam]  # stable: slot order, then token rank
-        return [hyp.fill(j, top[j][1][b], v) for v, j, b in best]
-    # independent: exact k-best joint fillings, one slot at a time (the sum is separable)
-    partial = [hyp]
-    for j in slots:
-        vals, ids = top[j]
-        partial = sorted([h.fill(j, ids[b], vals[b]) for h in partial for b in range(beam)],
-                         key=lambda h: -h.score)[:beam]
-    return partial
-
-
-def _advance(row: _Row, new_beam: list[_Hyp], refine: str | None, max_iter: int) -> None:
-    """Install the new beam and apply the phase and stopping rules."""
-    if row.phase == "initial":
-        row.beam = new_beam
-        if all(t >= 0 for t in new_beam[0].tokens):
-            row.phase = "refine" if refine and max_iter > 0 else "done"
-        return
-    changed = {h.tokens for h in new_beam} != {h.tokens for h in row.beam}
-    row.beam = new_beam
-    row.refine_steps += 1
-    if refine == "order":
-        row.pass_changed |= changed
-        row.refine_pos += 1
-        if row.refine_pos == row.n:
-            if not row.pass_changed:
-                row.phase = "done"  # a whole left-to-right pass changed nothing
-            row.refine_pos, row.pass_changed = 0, False
-    elif not changed:
-        row.phase = "done"
-    if row.refine_steps >= max_iter:
-        row.phase = "done"
 
 
 def _mask_logits(mlm, ids: torch.Tensor, att: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
@@ -249,7 +147,7 @@ def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: i
     return out
 
 
-def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int) -> list[_Row]:
+def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int) -> list[Row]:
     tok = model.tokenizer
     rows = []
     for n in range(1, n_masks + 1):
@@ -260,7 +158,7 @@ def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int) -> 
             if len(slots) != n:
                 raise ProbekitError(f"query {queries[qi].id!r} is too long to hold {n} mask tokens within "
                                     f"{max_length} tokens; shorten it")
-            rows.append(_Row(query=qi, n=n, ids=list(ids), slots=slots, beam=[_Hyp((-1,) * n, (0.0,) * n)]))
+            rows.append(Row(query=qi, n=n, ids=list(ids), slots=slots, beam=[Hyp((-1,) * n, (0.0,) * n)]))
     rows.sort(key=lambda r: (r.query, r.n))
     return rows
 
@@ -313,7 +211,7 @@ def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", be
     return out
 
 
-def _run(model, rows: list[_Row], *, init: str, refine: str | None, beam: int, max_iter: int, topn: int,
+def _run(model, rows: list[Row], *, init: str, refine: str | None, beam: int, max_iter: int, topn: int,
          batch_size: int, banned: list[int], on_step) -> None:
     """Advance every row step by step until all are done; each step is one batched pass over all hypotheses."""
     mask_id = model.tokenizer.mask_token_id
@@ -325,7 +223,7 @@ def _run(model, rows: list[_Row], *, init: str, refine: str | None, beam: int, m
         inputs, masked, owners, fresh = [], [], [], {}
         for r in active:
             for h in r.beam:
-                slots = _masked_slots(r, h, refine)
+                slots = masked_slots(r, h, refine)
                 x = list(r.ids)
                 for j, p in enumerate(r.slots):
                     x[p] = mask_id if j in slots else h.tokens[j]
@@ -337,22 +235,22 @@ def _run(model, rows: list[_Row], *, init: str, refine: str | None, beam: int, m
                 owners.append((r, h, slots, key))
         results = _forward(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
         seen.update((key, results[i]) for key, i in fresh.items())
-        pools: dict[int, list[_Hyp]] = {}
+        pools: dict[int, list[Hyp]] = {}
         first: dict[int, dict] = {}
         for r, h, slots, key in owners:
             top = {j: seen[key][m] for m, j in enumerate(slots)}
-            pools.setdefault(id(r), []).extend(_expand(r, h, slots, top, init, beam))
+            pools.setdefault(id(r), []).extend(expand(r, h, slots, top, init, beam))
             first.setdefault(id(r), top)  # the best hypothesis's forward: what a trace shows
         for r in active:
             phase = r.phase
-            _advance(r, _select(pools[id(r)], beam), refine, max_iter)
+            advance(r, select(pools[id(r)], beam), refine, max_iter)
             if r.trace is not None:
                 r.trace.append(_trace_step(model.tokenizer, r, phase, first[id(r)]))
         steps += 1
         on_step(steps)
 
 
-def _trace_step(tok, row: _Row, phase: str, top: dict) -> TraceStep:
+def _trace_step(tok, row: Row, phase: str, top: dict) -> TraceStep:
     best = row.beam[0]
     predicted = {j: [(tok.convert_ids_to_tokens(t), math.exp(v)) for v, t in zip(vals[:TRACE_TOP], ids[:TRACE_TOP])]
                  for j, (vals, ids) in top.items()}
