@@ -31,8 +31,10 @@ The rules implemented here, for each query and each number of masks n = 1..N (a 
   (word pieces joined) and its score the length-normalised log-prob sum / n; answers are ranked by
   that score (see :mod:`~probekit.probes.generated` for the hit rule).
 
-All rows of all queries advance together: each step stacks every active hypothesis of every row
-(queries x mask counts x beam) into batched forward passes, where X-FACTR decodes one prompt at a time.
+All rows of a block of queries advance together: each step stacks every active hypothesis of every
+row (queries x mask counts x beam) into batched forward passes, where X-FACTR decodes one prompt at a
+time; the MLM head runs only at masked positions, and each distinct input only once. The beam rules
+themselves are plain Python in :mod:`probekit.probes.xfactr`.
 """
 
 from __future__ import annotations
