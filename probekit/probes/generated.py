@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ..types import CandidateSet, Query, Ranking, normalize_name
 
-_CANDIDATE_KEYS: OrderedDict = OrderedDict()  # (tokenizer id, candidate key) -> {answer key: index}
+_CANDIDATE_KEYS: OrderedDict = OrderedDict()  # (tokenizer id, candidate key) -> (tokenizer, {key: index})
 
 
 def answer_keys(tokenizer, texts: Sequence[str]) -> list[str]:
@@ -36,15 +36,16 @@ def answer_keys(tokenizer, texts: Sequence[str]) -> list[str]:
 def _candidate_index(tokenizer, candidates: CandidateSet) -> dict[str, int]:
     """answer key -> first candidate with that key (memoised for the last few candidate sets)."""
     memo_key = (id(tokenizer), candidates.key)
-    hit = _CANDIDATE_KEYS.get(memo_key)
-    if hit is None:
-        hit = {}
+    entry = _CANDIDATE_KEYS.get(memo_key)
+    if entry is None:
+        index: dict[str, int] = {}
         for i, key in enumerate(answer_keys(tokenizer, candidates.names)):
-            hit.setdefault(key, i)
-        _CANDIDATE_KEYS[memo_key] = hit
+            index.setdefault(key, i)
+        # the entry holds the tokenizer itself, so its id cannot be reused by another one meanwhile
+        entry = _CANDIDATE_KEYS[memo_key] = (tokenizer, index)
         while len(_CANDIDATE_KEYS) > 4:
             _CANDIDATE_KEYS.popitem(last=False)
-    return hit
+    return entry[1]
 
 
 def ranking_from_predictions(query: Query, predictions: Sequence[tuple[str, float]], candidates: CandidateSet,
