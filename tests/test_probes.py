@@ -233,16 +233,16 @@ def test_bad_options_and_sets(tiny_mlm, cands):
 
 
 def test_registry():
-    assert sorted(PROBES) == ["mask_average", "retrieval"]
+    assert sorted(PROBES) == ["generative", "mask_average", "mask_predict", "retrieval"]
     with pytest.raises(UnknownNameError, match="did you mean 'retrieval'"):
         get_probe("retreival")
-    with pytest.raises(ProbekitError, match="available: mask_average, retrieval"):
+    with pytest.raises(ProbekitError, match="available: generative, mask_average, mask_predict, retrieval"):
         get_probe("mask_predict_xyz")
 
 
 def test_probes_for(tiny_mlm, tiny_encoder):
     assert probes_for(tiny_encoder) == ["retrieval"]
-    assert set(probes_for(tiny_mlm)) == {"retrieval", "mask_average"}
+    assert set(probes_for(tiny_mlm)) == {"retrieval", "mask_average", "mask_predict"}
 
 
 def test_retrieval_fast_mode_close_to_exact(tiny_encoder, cands):

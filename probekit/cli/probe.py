@@ -41,7 +41,8 @@ def _cmd_probe(args) -> int:
         for row in ranking.to_dict()["top"]:
             print(f"{row['rank']:>4}  {row['score']:>9.4f}  {'*' if row['gold'] else ' '} {row['name']}")
         for g, r in zip(q.golds, ranking.gold_ranks):
-            print(f"gold: {g!r} rank {r if r is not None else 'not a candidate'}")
+            missing = "not generated" if ranking.generated else "not a candidate"
+            print(f"gold: {g!r} rank {r if r is not None else missing}")
     return 0
 
 

@@ -1,0 +1,330 @@
+"""Mask predict (X-FACTR, Jiang et al. 2020): multi-token answers decoded from an MLM head.
+
+MedLAMA §3 (Meng et al. 2022): "given a query, the probing task is formulated as: 1) filling masks in
+parallel independently (Independent); 2) filling masks from left to right autoregressively (Order);
+3) filling tokens sorted by the maximum confidence greedily (Confidence). After all mask tokens are
+replaced with the initial predictions, the predictions can be further refined by iteratively
+modifying one token at a time until convergence or until the maximum number of iterations is
+reached". The paper runs X-FACTR with beam size 5 and 5 masks; Order+Order is its refinement.
+
+The rules implemented here, for each query and each number of masks n = 1..N (a *row*):
+
+- A hypothesis fills the n slots; each filled slot keeps the log-prob its token had when it was
+  last predicted. Its score is the sum of those log-probs. The beam holds at most ``beam`` distinct
+  hypotheses, best first; it starts as the all-mask prompt.
+- A step runs one forward pass per hypothesis (masked slots shown as the mask token) and expands
+  it with the ``beam`` best tokens at the slot(s) it predicts; all expansions are pooled, sorted by
+  score (stable: equal scores keep beam order, then token rank), duplicates dropped, best ``beam`` kept.
+- ``independent``: one step predicts every slot at once; the beam is the ``beam`` best joint
+  fillings by summed log-prob (exact k-best over independent slots; X-FACTR's code instead takes
+  the b-th best token of every slot together).
+- ``order``: n steps, step j fills slot j (left to right).
+- ``confidence``: n steps; each hypothesis is expanded with its ``beam`` best (slot, token) pairs
+  over its still-masked slots (the most confident slot first).
+- Refinement ``+order`` re-masks slot 1, 2, .., n, 1, .. (one per step) and re-predicts it; it stops
+  when a whole left-to-right pass leaves the beam's tokens unchanged. ``+confidence`` re-masks each
+  hypothesis's least confident slot and stops when a step leaves the beam unchanged. Both stop
+  after ``max_iter`` refinement steps at the latest.
+- Special tokens ([CLS], [SEP], [PAD], [MASK], [UNK], ...) are never predicted (their logits are
+  set to -inf before the softmax, as X-FACTR's restricted vocabulary does).
+- Every final hypothesis of every n is an answer: its text is the tokens decoded by the tokenizer
+  (word pieces joined) and its score the length-normalised log-prob sum / n; answers are ranked by
+  that score (see :mod:`~probekit.probes.generated` for the hit rule).
+
+All rows of a block of queries advance together: each step stacks every active hypothesis of every
+row (queries x mask counts x beam) into batched forward passes, where X-FACTR decodes one prompt at a
+time; the MLM head runs only at masked positions, and each distinct input only once. The beam rules
+themselves are plain Python in :mod:`probekit.probes.xfactr`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import ProbekitError
+from ..types import CandidateSet, Query, Ranking
+from .base import Option, Probe, check_inputs
+from .generated import ranking_from_predictions
+from .xfactr import DECODINGS, Hyp, Row, advance, expand, masked_slots, parse_decoding, select
+
+PROMPT_MAX_LENGTH = 128
+TRACE_TOP = 5  # tokens shown per slot and step in a trace
+QUERY_BLOCK = 256  # queries decoded together (all their mask counts and beams share each forward pass)
+HEAD_ATTRS = ("cls", "lm_head")  # MLM heads applied to masked positions only (BERT, RoBERTa families)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One decoded answer: ``score`` is the length-normalised log-prob (sum over slots / n_masks)."""
+
+    text: str
+    score: float
+    n_masks: int
+    tokens: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One decoding step of the best hypothesis of a row, for the Probe page.
+
+    ``predicted`` maps a 0-based slot the step predicted to its top tokens (token, probability);
+    ``best`` are the best hypothesis's tokens after the step (the mask token where still empty).
+    """
+
+    step: int
+    phase: str  # "initial" | "refine"
+    predicted: dict
+    best: tuple[str, ...]
+    score: float
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A query's answers (every final hypothesis of every n, in n then beam order) and, on request, traces."""
+
+    predictions: tuple[Prediction, ...]
+    traces: dict = field(default_factory=dict)  # n_masks -> tuple[TraceStep, ...]
+
+
+def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        v = None
+    if v is None or v != value or v < low or (high is not None and v > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise ProbekitError(f"{name} must be an integer {bound}, got {value!r}")
+    return v
+
+
+def _mask_logits(mlm, ids: torch.Tensor, att: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Logits at the masked positions ``(rows, cols)`` only: (n_masked, vocab).
+
+    The encoder runs on the whole batch, the MLM head only where a mask is: its vocabulary projection
+    at every position costs as much as a small BERT's encoder (MiniLM: 30,522 x 384 per token).
+    Heads other than BERT's ``cls`` / RoBERTa's ``lm_head`` get the plain full forward.
+    """
+    head = next((getattr(mlm, a) for a in HEAD_ATTRS if isinstance(getattr(mlm, a, None), torch.nn.Module)), None)
+    if head is None:
+        return mlm(input_ids=ids, attention_mask=att).logits[rows, cols]
+    hidden = mlm.base_model(input_ids=ids, attention_mask=att).last_hidden_state  # (batch, seq, dim)
+    return head(hidden[rows, cols])  # (n_masked, vocab)
+
+
+def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: int, batch_size: int,
+             banned: list[int]) -> list[list[tuple[list[float], list[int]]]]:
+    """Top-``topn`` (log-probs, token ids) at each masked position of each input, in batches.
+
+    Inputs are batched by length (least padding), results come back in input order.
+    """
+    tok, mlm, dev = model.tokenizer, model.mlm, model.device
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
+    out: list = [None] * len(inputs)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        chunk, where = [inputs[i] for i in idx], [masked[i] for i in idx]
+        width = max(len(x) for x in chunk)
+        ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # (batch, seq)
+        att = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, x in enumerate(chunk):
+            ids[i, :len(x)] = torch.tensor(x)
+            att[i, :len(x)] = 1
+        rows = torch.tensor([i for i, pos in enumerate(where) for _ in pos])
+        cols = torch.tensor([p for pos in where for p in pos])
+        sel = _mask_logits(mlm, ids.to(dev), att.to(dev), rows.to(dev), cols.to(dev))  # (n_masked, vocab)
+        if sel.dtype in (torch.float16, torch.bfloat16):
+            sel = sel.float()
+        sel[:, banned] = float("-inf")
+        vals, toks = sel.log_softmax(-1).topk(topn, dim=-1)  # (n_masked, topn)
+        vals, toks = vals.tolist(), toks.tolist()
+        m = 0
+        for i, pos in zip(idx, where):
+            out[i] = [(vals[m + j], toks[m + j]) for j in range(len(pos))]
+            m += len(pos)
+    return out
+
+
+def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int) -> list[Row]:
+    tok = model.tokenizer
+    rows = []
+    for n in range(1, n_masks + 1):
+        texts = [q.text(tok.mask_token, n_masks=n) for q in queries]
+        enc = tok(texts, truncation=True, max_length=max_length)["input_ids"]
+        for qi, ids in enumerate(enc):
+            slots = [p for p, t in enumerate(ids) if t == tok.mask_token_id]
+            if len(slots) != n:
+                raise ProbekitError(f"query {queries[qi].id!r} is too long to hold {n} mask tokens within "
+                                    f"{max_length} tokens; shorten it")
+            rows.append(Row(query=qi, n=n, ids=list(ids), slots=slots, beam=[Hyp((-1,) * n, (0.0,) * n)]))
+    rows.sort(key=lambda r: (r.query, r.n))
+    return rows
+
+
+def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", beam: int = 5, n_masks: int = 5,
+           max_iter: int = 10, batch_size: int = 64, max_length: int = PROMPT_MAX_LENGTH, progress=None,
+           trace: bool = False) -> list[Decoded]:
+    """Decode every query with 1..``n_masks`` masks (see the module docstring for the rules)."""
+    if not model.has_mlm:
+        raise ProbekitError(f"mask_predict needs a model with an MLM head; {model.id!r} has none "
+                            "(use a BERT-family model such as bert-base-uncased)")
+    init, refine = parse_decoding(decoding)
+    beam = _positive_int("beam", beam, 1, 50)
+    n_masks = _positive_int("n_masks", n_masks, 1, 10)
+    max_iter = _positive_int("max_iter", max_iter, 0, 1000)
+    batch_size = _positive_int("batch_size", batch_size)
+    tok = model.tokenizer
+    topn = max(beam, TRACE_TOP) if trace else beam
+    banned = sorted(set(tok.all_special_ids))
+    max_steps = n_masks + (max_iter if refine else 0)
+    out: list[Decoded] = []
+    with torch.inference_mode():
+        # Blocks of queries bound the memory (inputs of a step, the memo of seen inputs); answers do not
+        # depend on the blocking, every (query, n) row decodes on its own.
+        for start in range(0, len(queries), QUERY_BLOCK):
+            block = queries[start:start + QUERY_BLOCK]
+            rows = _prompts(model, block, n_masks, max_length)
+            if trace:
+                for r in rows:
+                    r.trace = []
+
+            def on_step(step, start=start, block=block):
+                if progress:
+                    # in query-steps: every query may take up to max_steps steps
+                    done = start * max_steps + len(block) * min(step, max_steps)
+                    progress(done, len(queries) * max_steps, "decoding")
+
+            _run(model, rows, init=init, refine=refine, beam=beam, max_iter=max_iter, topn=topn,
+                 batch_size=batch_size, banned=banned, on_step=on_step)
+            for qi in range(len(block)):
+                preds, traces = [], {}
+                for r in (r for r in rows if r.query == qi):
+                    for h in r.beam:
+                        text = tok.decode(list(h.tokens), clean_up_tokenization_spaces=True).strip()
+                        preds.append(Prediction(text=text, score=h.score / r.n, n_masks=r.n,
+                                                tokens=tuple(tok.convert_ids_to_tokens(list(h.tokens)))))
+                    if r.trace is not None:
+                        traces[r.n] = tuple(r.trace)
+                out.append(Decoded(predictions=tuple(preds), traces=traces))
+    return out
+
+
+def _run(model, rows: list[Row], *, init: str, refine: str | None, beam: int, max_iter: int, topn: int,
+         batch_size: int, banned: list[int], on_step) -> None:
+    """Advance every row step by step until all are done; each step is one batched pass over all hypotheses."""
+    mask_id = model.tokenizer.mask_token_id
+    # Each distinct input is run once: hypotheses that differ only in the re-masked slot share one, and
+    # refinement passes revisit inputs (a pass that converges re-predicts what the last one saw).
+    seen: dict[tuple, list] = {}
+    steps = 0
+    while active := [r for r in rows if r.phase != "done"]:
+        inputs, masked, owners, fresh = [], [], [], {}
+        for r in active:
+            for h in r.beam:
+                slots = masked_slots(r, h, refine)
+                x = list(r.ids)
+                for j, p in enumerate(r.slots):
+                    x[p] = mask_id if j in slots else h.tokens[j]
+                key = tuple(x)
+                if key not in seen and key not in fresh:
+                    fresh[key] = len(inputs)
+                    inputs.append(x)
+                    masked.append([r.slots[j] for j in slots])
+                owners.append((r, h, slots, key))
+        results = _forward(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
+        seen.update((key, results[i]) for key, i in fresh.items())
+        pools: dict[int, list[Hyp]] = {}
+        first: dict[int, dict] = {}
+        for r, h, slots, key in owners:
+            top = {j: seen[key][m] for m, j in enumerate(slots)}
+            pools.setdefault(id(r), []).extend(expand(r, h, slots, top, init, beam))
+            first.setdefault(id(r), top)  # the best hypothesis's forward: what a trace shows
+        for r in active:
+            phase = r.phase
+            advance(r, select(pools[id(r)], beam), refine, max_iter)
+            if r.trace is not None:
+                r.trace.append(_trace_step(model.tokenizer, r, phase, first[id(r)]))
+        steps += 1
+        on_step(steps)
+
+
+def _trace_step(tok, row: Row, phase: str, top: dict) -> TraceStep:
+    best = row.beam[0]
+    predicted = {j: [(tok.convert_ids_to_tokens(t), math.exp(v)) for v, t in zip(vals[:TRACE_TOP], ids[:TRACE_TOP])]
+                 for j, (vals, ids) in top.items()}
+    shown = tuple(tok.mask_token if t < 0 else tok.convert_ids_to_tokens(t) for t in best.tokens)
+    return TraceStep(step=len(row.trace) + 1, phase=phase, predicted=predicted, best=shown,
+                     score=best.score / row.n)
+
+
+def best_n_masks(decoded: Decoded) -> int:
+    """The number of masks of the best-scoring answer (the one a trace view opens on)."""
+    return max(decoded.predictions, key=lambda p: p.score).n_masks
+
+
+def trace_rows(decoded: Decoded, n_masks: int, *, top: int = 3) -> list[dict]:
+    """The decoding of ``n_masks`` masks as table rows, one per step of the best hypothesis.
+
+    Column ``slot j`` shows the step's top tokens with their probabilities where the step predicted
+    slot j (``'tok 0.42 · tok2 0.13'``), and the token the best hypothesis keeps there otherwise.
+
+    >>> d = Decoded((), {2: (TraceStep(1, "initial", {0: [("a", 0.5), ("b", 0.25)]}, ("a", "[MASK]"), -0.7),)})
+    >>> row = trace_rows(d, 2)[0]
+    >>> row["slot 1"], row["slot 2"], row["answer so far"]
+    ('a 0.50 · b 0.25', '[MASK]', 'a [MASK]')
+    """
+    if n_masks not in decoded.traces:
+        raise ProbekitError(f"no trace for {n_masks} masks; decoded: {', '.join(map(str, sorted(decoded.traces)))}")
+    rows = []
+    for s in decoded.traces[n_masks]:
+        row = {"step": s.step, "phase": s.phase}
+        for j in range(n_masks):
+            if j in s.predicted:
+                row[f"slot {j + 1}"] = " · ".join(f"{t} {p:.2f}" for t, p in s.predicted[j][:top])
+            else:
+                row[f"slot {j + 1}"] = s.best[j]
+        row["answer so far"] = " ".join(s.best)
+        row["score"] = round(s.score, 4)
+        rows.append(row)
+    return rows
+
+
+class MaskPredictProbe(Probe):
+    def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:
+        decoded = decode(model, queries, progress=progress, **opts)
+        return [ranking_from_predictions(q, [(p.text, p.score) for p in d.predictions], candidates, k,
+                                         model.tokenizer) for q, d in zip(queries, decoded)]
+
+    def explain(self, model, query: Query, candidates: CandidateSet, *, k: int = 10, progress=None,
+                **options) -> tuple[Ranking, Decoded]:
+        """One query's ranking and its decoding trace (each slot's top tokens per step, for every n)."""
+        check_inputs(model, [query], candidates, k=k)
+        known = {o.name: o.default for o in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; available: {', '.join(known)}")
+        d = decode(model, [query], trace=True, progress=progress, **{**known, **options})[0]
+        return ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, k,
+                                        model.tokenizer), d
+
+
+PROBE = MaskPredictProbe(
+    name="mask_predict",
+    requires_mlm=True,
+    options=(
+        Option("decoding", "order+order", DECODINGS, "initial fill (independent | order | confidence), optionally "
+               "+ refinement (order | confidence); order+order is MedLAMA's"),
+        Option("beam", 5, (), "beam size (MedLAMA: 5)"),
+        Option("n_masks", 5, (), "answers of 1..N tokens are decoded (MedLAMA: 5)"),
+        Option("max_iter", 10, (), "refinement steps at most, per number of masks", advanced=True),
+        Option("batch_size", 64, (), "prompts per forward pass", advanced=True),
+        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most",
+               advanced=True),
+    ),
+    description="MLM: decode 1..N masks (X-FACTR: independent/order/confidence + refinement, beam); "
+                "rank the decoded strings by length-normalised log-prob.",
+)

@@ -1,0 +1,79 @@
+"""CLI with the open-vocabulary probes (issue 14): flags generated from their options, stored runs with every option."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from _tiny_seq2seq import save_tiny_t5, save_toy_bert
+
+from probekit import cli
+from probekit.probes import get_probe
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    return {"bert": str(save_toy_bert(tmp_path_factory.mktemp("cli_bert"))),
+            "t5": str(save_tiny_t5(tmp_path_factory.mktemp("cli_t5")))}
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_lists_the_probe_flags(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["probe", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--decoding", "--beam", "--n-masks", "--max-iter", "--max-new-tokens"):
+        assert flag in out
+    assert "order+order" in out
+
+
+def test_probe_mask_predict_flags_reach_the_probe(capsys, dirs):
+    code, out, err = run(capsys, "probe", "--model", dirs["bert"], "--probe", "mask_predict", "--decoding",
+                         "confidence+order", "--beam", "2", "--n-masks", "2", "--query", "aspirin may prevent [MASK].",
+                         "--gold", "nothing like it", "--k", "3", "--format", "json")
+    assert code == 0, err
+    got = json.loads(out)
+    from probekit import models
+    from probekit.types import CandidateSet, parse_free_query
+
+    m = models.load(dirs["bert"], device="cpu")
+    q = parse_free_query("aspirin may prevent [MASK].", golds=("nothing like it",))
+    want = get_probe("mask_predict").rank(m, [q], CandidateSet.from_names(["x"]), k=3, decoding="confidence+order",
+                                          beam=2, n_masks=2)[0]
+    assert [t["name"] for t in got["top"]] == list(want.names) and got["gold_ranks"] == [None]
+    code, out, err = run(capsys, "probe", "--model", dirs["bert"], "--probe", "mask_predict", "--query",
+                         "aspirin may prevent [MASK].", "--gold", "x", "--n-masks", "1", "--beam", "1")
+    assert code == 0 and "rank not generated" in out
+
+
+def test_bench_stores_every_option(capsys, dirs):
+    code, out, err = run(capsys, "bench", "--model", dirs["t5"], "--probe", "generative", "--max-new-tokens", "3",
+                         "--dataset", "demo", "--relation", "may_treat", "--save", "--quiet", "--format", "json")
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    from probekit.bench import runs
+
+    listed = runs.list_runs()
+    opts = json.loads(listed[listed.run_id == run_id].options.iloc[0])
+    assert opts == {"beam": None, "max_new_tokens": 3, "batch_size": 16, "max_length": 128}
+
+
+def test_wrong_model_kind_is_one_error_line(capsys, dirs):
+    code, out, err = run(capsys, "probe", "--model", dirs["t5"], "--probe", "mask_predict", "--query", "a [MASK].")
+    assert code == 2 and err.count("\n") == 1 and "needs a model with an MLM head" in err
+    code, out, err = run(capsys, "probe", "--model", dirs["bert"], "--probe", "generative", "--query", "a [MASK].")
+    assert code == 2 and err.count("\n") == 1 and "encoder-decoder" in err

@@ -1,0 +1,83 @@
+"""AppTest of the Probe page with the open-vocabulary probes (issue 14): mask_predict's decoding view, generative."""
+
+import pytest
+from _tiny_seq2seq import save_tiny_t5, save_toy_bert
+from apptest_utils import errors, open_app
+
+
+@pytest.fixture(scope="module")
+def toy_bert_dir(tmp_path_factory):
+    return save_toy_bert(tmp_path_factory.mktemp("toy_bert_page"))
+
+
+@pytest.fixture(scope="module")
+def tiny_t5_dir(tmp_path_factory):
+    return save_tiny_t5(tmp_path_factory.mktemp("t5_page"))
+
+
+def test_mask_predict_shows_decoding_per_step(toy_bert_dir):
+    at = open_app(model=str(toy_bert_dir))
+    assert "mask_predict" in at.selectbox(key="pk_probe").options and "generative" not in \
+        at.selectbox(key="pk_probe").options
+    at.selectbox(key="pk_probe").set_value("mask_predict").run()
+    at.segmented_control(key="pk_source").set_value("Type a query").run()
+    at.text_input(key="pk_text").set_value("metformin might treat [MASK].").run()
+    at.text_input(key="pk_golds").set_value("no such answer").run()
+    at.selectbox(key="pk_mask_predict_decoding").set_value("confidence+order").run()
+    at.number_input(key="pk_mask_predict_beam").set_value(2).run()
+    at.number_input(key="pk_mask_predict_n_masks").set_value(3).run()
+    at.slider(key="pk_k").set_value(4)
+    at.button[0].click().run()
+    assert errors(at) == []
+    top = at.dataframe[0].value
+    assert len(top) == 4 and top["score"].is_monotonic_decreasing
+    assert list(at.dataframe[1].value["rank"]) == ["not generated"]
+    trace = at.dataframe[-1].value
+    n = at.segmented_control(key="pk_trace_n").value
+    assert n in (1, 2, 3) and list(trace.columns[:2]) == ["step", "phase"]
+    assert [c for c in trace.columns if c.startswith("slot")] == [f"slot {j}" for j in range(1, n + 1)]
+    assert list(trace["phase"][:n]) == ["initial"] * n  # confidence fills one slot per step
+    assert "·" in trace["slot 1"][0]  # top tokens with probabilities
+    at.segmented_control(key="pk_trace_n").set_value(3).run()
+    trace = at.dataframe[-1].value
+    assert [c for c in trace.columns if c.startswith("slot")] == ["slot 1", "slot 2", "slot 3"]
+    assert "[MASK]" not in trace["answer so far"].iloc[-1]
+
+
+def test_generative_on_t5(tiny_t5_dir):
+    at = open_app(model=str(tiny_t5_dir))
+    assert set(at.selectbox(key="pk_probe").options) == {"retrieval", "generative"}
+    at.selectbox(key="pk_probe").set_value("generative").run()
+    at.number_input(key="pk_generative_max_new_tokens").set_value(5).run()
+    at.slider(key="pk_k").set_value(3)
+    at.button[0].click().run()
+    assert errors(at) == []
+    assert 1 <= len(at.dataframe[0].value) <= 3
+    assert "<extra_id_0>" in at.markdown[-2].value or any("<extra_id_0>" in m.value for m in at.markdown)
+
+
+def _finish(at, key="bm_job"):
+    job = at.session_state[key]
+    assert job.wait(300), job.stage
+    at.run()
+    return job
+
+
+def test_benchmark_and_compare_pages_run_generative(tiny_t5_dir):
+    """The Benchmark page lists the seq2seq probe for a T5, runs it in the background and stores every option;
+    the Compare page reads the stored run like any other."""
+    at = open_app("benchmark", model=str(tiny_t5_dir))
+    assert set(at.selectbox(key="bm_probe").options) == {"retrieval", "generative"}
+    at.selectbox(key="bm_probe").set_value("generative").run()
+    at.button(key="bm_start").click().run()
+    job = _finish(at)
+    assert job.status == "done", job.error
+    assert errors(at) == []
+    table = next(d.value for d in at.dataframe if "full acc@1" in d.value.columns)
+    assert 0 <= table["full acc@10"][0] <= 100
+    from probekit.bench import runs
+
+    run = runs.get_run(job.result[0])
+    assert run["probe"] == "generative" and "max_new_tokens" in str(run["options"])
+    at = open_app("compare", model=str(tiny_t5_dir))
+    assert errors(at) == []
