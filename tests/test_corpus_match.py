@@ -2,6 +2,7 @@
 
 import random
 import re
+
 import pytest
 
 from probekit import config

@@ -272,7 +272,8 @@ def _counts(folder: Path, entities: EntitySet) -> dict:
     one = lambda q: con.execute(q).fetchall()[0][0]
     counts = {"documents": one("SELECT count(*) FROM documents"), "sentences": one("SELECT count(*) FROM sentences"),
               "mentions": one("SELECT count(*) FROM mentions"),
-              "entity_names": len(entities), "entities_mentioned": one("SELECT count(DISTINCT entity_id) FROM mentions"),
+              "entity_names": len(entities),
+              "entities_mentioned": one("SELECT count(DISTINCT entity_id) FROM mentions"),
               "facts": len(entities.facts)}
     if entities.facts:
         counts["facts_with_document"] = one(
@@ -389,7 +390,7 @@ def _publish(tmp: Path, final: Path, *, force: bool) -> None:
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError, ValueError):
         return False
     except PermissionError:
         return True
@@ -405,7 +406,7 @@ def sweep_incomplete() -> list[str]:
     for p in root.iterdir():
         if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
             try:
-                pid = int(p.name.split("-")[3])
+                pid = int(p.name.split("-")[2])
             except (IndexError, ValueError):
                 pid = -1
             if pid != os.getpid() and not _pid_alive(pid):

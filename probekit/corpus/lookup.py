@@ -89,7 +89,7 @@ def _contexts(index, docs, s, o, unit, window, limit) -> list[Context]:
         mentions[d].append((sent, e, a, b))
     sents: dict[int, list] = {d: [] for d in docs}
     if unit != "document":
-        for d, sent, para, a, b in index.sql(f"SELECT doc_id, sent, para, start, \"end\" FROM sentences "
+        for d, _sent, para, a, b in index.sql(f"SELECT doc_id, sent, para, start, \"end\" FROM sentences "
                                              f"WHERE doc_id IN ({ids}) ORDER BY doc_id, sent"):
             sents[d].append((para, a, b))
     out: list[Context] = []
@@ -213,4 +213,5 @@ def coverage(index: CorpusIndex, triples, *, unit: str = "document") -> dict:
     by_rel_hit = hit.groupby("relation").size()
     per_rel = {r: {"facts": int(n), "with_context": int(by_rel_hit.get(r, 0))} for r, n in by_rel_total.items()}
     return {"unit": unit, "facts": len(frame), "unknown_names": int(frame[["s", "o"]].isna().any(axis=1).sum()),
-            "same_name": int(same.sum()), "with_context": len(hit), "share": round(len(hit) / len(frame), 6), "by_relation": per_rel}
+            "same_name": int(same.sum()), "with_context": len(hit), "share": round(len(hit) / len(frame), 6),
+            "by_relation": per_rel}
