@@ -115,5 +115,8 @@ def test_sentences_and_paragraphs():
     got = [(p, text[a:b]) for p, a, b in match.sentences(text)]
     assert got == [(0, "Dr. Smith saw the patient."), (0, "She had fever!"), (1, "New paragraph here."),
                    (1, "Another one")]
+    heading = "HISTORY OF PRESENT ILLNESS\n\nChest pain since May. No fever"
+    assert [(p, heading[a:b]) for p, a, b in match.sentences(heading)] == [
+        (0, "HISTORY OF PRESENT ILLNESS"), (1, "Chest pain since May."), (1, "No fever")]
     uni = "Ärzte gaben Metformin. Das Fieber fiel."
     assert [uni[a:b] for _, a, b in match.sentences(uni)] == ["Ärzte gaben Metformin.", "Das Fieber fiel."]

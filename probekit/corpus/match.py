@@ -23,13 +23,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 MARK = "\x01"  # word-boundary marker; never left in the text (mapped to the separator below)
 SEP = "\x00"  # document separator inside a batch: neither a word character nor whitespace
-_FOLD = str.maketrans({"\u0130": "i"})  # the one code point whose lower() changes the length
+_DOTTED_I = "\u0130"  # the one code point whose lower() changes the length
 
 
 def fold(text: str) -> str:
@@ -38,7 +39,9 @@ def fold(text: str) -> str:
     >>> fold("İstanbul Heart")
     'istanbul heart'
     """
-    return text.translate(_FOLD).lower()
+    if _DOTTED_I in text:
+        text = text.replace(_DOTTED_I, "i")
+    return text.lower()
 
 
 def name_key(name: str) -> str:
@@ -173,46 +176,65 @@ def paragraphs(text: str) -> list[tuple[int, int]]:
 def _blingfire():
     import blingfire
 
-    fn = blingfire.blingfire.TextToSentencesWithOffsets
-    return fn
+    return blingfire.blingfire.TextToSentencesWithOffsets
+
+
+_BUFFERS = threading.local()
+
+
+def _buffers(size: int):
+    """Output buffers for the native splitter, reused across calls (allocating them dominated small documents)."""
+    have = getattr(_BUFFERS, "bufs", None)
+    if have is None or have[0] < size:
+        size = max(size, 2 * (have[0] if have else 0), 1 << 16)
+        have = (size, ctypes.create_string_buffer(size), (ctypes.c_int32 * size)(), (ctypes.c_int32 * size)())
+        _BUFFERS.bufs = have
+    return have
 
 
 def _split_bytes(data: bytes) -> list[tuple[int, int]] | None:
-    """Byte (start, end) of each sentence from BlingFire's native splitter; None if it gave up."""
+    """Byte (start, end) of each sentence from BlingFire's native splitter (the same call as its
+    ``text_to_sentences_and_offsets``, without its per-byte Python loop); None if it gave up."""
     fn = _blingfire()
-    size = len(data) * 2 + 16
-    out = ctypes.create_string_buffer(size)
-    starts, ends = (ctypes.c_int32 * size)(), (ctypes.c_int32 * size)()
+    size, out, starts, ends = _buffers(len(data) * 2 + 16)
     n = fn(ctypes.c_char_p(data), ctypes.c_int(len(data)), ctypes.byref(out), ctypes.byref(starts),
            ctypes.byref(ends), ctypes.c_int(size))
-    if n < 0 or n > size:
+    if n <= 0 or n > size:
         return None
-    count = out.value.count(b"\n") + 1
+    count = ctypes.string_at(out, n).count(b"\n") + 1
     s = np.frombuffer(starts, dtype=np.int32, count=count)
     e = np.frombuffer(ends, dtype=np.int32, count=count) + 1  # BlingFire's ends are inclusive
     return list(zip(s.tolist(), e.tolist()))
 
 
 def sentences(text: str) -> list[tuple[int, int, int]]:
-    """(paragraph, start, end) of each sentence: paragraphs first, then BlingFire inside each.
+    """(paragraph, start, end) of each sentence: BlingFire's sentences, cut at paragraph breaks.
 
     >>> t = "Dr. Smith gave metformin. The fever fell!\\n\\nNew paragraph"
     >>> [(p, t[a:b]) for p, a, b in sentences(t)]
     [(0, 'Dr. Smith gave metformin.'), (0, 'The fever fell!'), (1, 'New paragraph')]
     """
+    paras = paragraphs(text)
+    data = text.encode("utf-8", "surrogatepass")
+    spans = _split_bytes(data) if paras else None
+    if not spans:
+        return [(p, a, b) for p, (a, b) in enumerate(paras)]
+    if len(data) != len(text):  # map byte offsets to characters
+        lead = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
+        chars_before = np.concatenate(([0], np.cumsum(lead)))
+        spans = [(int(chars_before[s]), int(chars_before[e])) for s, e in spans]
     out: list[tuple[int, int, int]] = []
-    for p, (a, b) in enumerate(paragraphs(text)):
-        chunk = text[a:b]
-        data = chunk.encode("utf-8", "surrogatepass")
-        spans = _split_bytes(data) if data else None
-        if not spans:
-            out.append((p, a, b))
-            continue
-        if len(data) != len(chunk):  # map byte offsets to characters
-            lead = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
-            chars_before = np.concatenate(([0], np.cumsum(lead)))
-            spans = [(int(chars_before[s]), int(chars_before[e])) for s, e in spans]
-        for s, e in spans:
-            if e > s and chunk[s:e].strip():
-                out.append((p, a + s, a + e))
+    p = 0
+    for s, e in spans:
+        while p < len(paras) and paras[p][1] <= s:
+            p += 1
+        q = p
+        while q < len(paras) and paras[q][0] < e:  # a sentence running over a paragraph break is cut there
+            a, b = max(s, paras[q][0]), min(e, paras[q][1])
+            piece = text[a:b]
+            if piece.strip():
+                a += len(piece) - len(piece.lstrip())
+                b -= len(piece) - len(piece.rstrip())
+                out.append((q, a, b))
+            q += 1
     return out
