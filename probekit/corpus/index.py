@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import config
 from ..errors import ProbekitError
+from ..jobs import Cancelled
 from . import match
 from .entities import EntitySet
 from .sources import CorpusSource, ReadState, iter_batches, read_documents
@@ -299,7 +300,8 @@ def build_index(source: CorpusSource, entities: EntitySet, *, progress: Progress
 
     Streams the corpus in batches of about ``batch_chars`` characters, each written as Parquet row groups, so
     memory stays bounded whatever the corpus size. ``progress(bytes_done, bytes_total, stage)``;
-    ``should_cancel()`` returning true stops the build with ``Cancelled`` and removes the partial files.
+    ``should_cancel()`` returning true stops the build with :class:`probekit.jobs.Cancelled` and removes the
+    partial files (the signature of :class:`probekit.jobs.Job`'s function).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -338,8 +340,6 @@ def build_index(source: CorpusSource, entities: EntitySet, *, progress: Progress
         try:
             for batch in iter_batches(read_documents(source, state), max_chars=batch_chars):
                 if should_cancel is not None and should_cancel():
-                    from ..runs import Cancelled
-
                     raise Cancelled("indexing was cancelled; nothing was kept")
                 tables = _batch_tables(batch, next_doc, matcher, one_sentence=source.kind == "lines")
                 for name, table in zip(("documents", "sentences", "mentions"), tables):
