@@ -29,7 +29,7 @@ Mentions are case-insensitive, on word boundaries, leftmost-longest and non-over
 (:mod:`probekit.corpus.match`).
 """
 
-from .entities import EntitySet, from_dataset, from_file, from_names
+from .entities import EntitySet, from_dataset, from_file, from_names, load_entities
 from .index import (
     CorpusChangedError,
     CorpusIndex,
@@ -47,5 +47,5 @@ from .sources import KINDS, CorpusSource, Document, open_source, read_documents
 __all__ = ["KINDS", "LIPID_KEYWORDS", "UNITS", "Context", "CorpusChangedError", "CorpusIndex", "CorpusSource",
            "Document", "EntitySet", "TemplateFree", "build_index", "build_template_free", "contexts_for",
            "coverage", "documents_for", "find_index", "from_dataset", "from_file", "from_names", "keyword_filter",
-           "list_indexes", "open_index", "open_source", "read_documents", "remove_index", "sentences_mentioning",
+           "list_indexes", "load_entities", "open_index", "open_source", "read_documents", "remove_index", "sentences_mentioning",
            "sweep_incomplete", "write_template_free"]

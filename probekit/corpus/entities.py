@@ -129,3 +129,17 @@ def from_file(path: str | Path) -> EntitySet:
     if not len(ents):
         raise ProbekitError(f"{path.name}: no entity names")
     return ents
+
+
+def load_entities(*, dataset: str | None = None, which: str = "full", data_dir: str | Path | None = None,
+                  names_file: str | Path | None = None, objects_only: bool = False) -> EntitySet:
+    """The entity set of a dataset spec (``medlama``, ``demo``, ``triples`` with ``data_dir``...) or of a list
+    file: what the CLI and the Corpora page index against."""
+    if (dataset is None) == (names_file is None):
+        raise ProbekitError("give either a dataset or a file of entity names")
+    if names_file is not None:
+        return from_file(names_file)
+    from ..datasets import load_dataset
+
+    kw = {"which": which} if dataset in ("demo", "medlama") else {}
+    return from_dataset(load_dataset(dataset, path=data_dir, **kw), objects_only=objects_only)

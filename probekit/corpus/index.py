@@ -37,7 +37,7 @@ from . import match
 from .entities import EntitySet
 from .sources import CorpusSource, ReadState, iter_batches, read_documents
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 IN_MEMORY_MENTIONS = 5_000_000
 TABLES = ("entities", "roles", "facts", "documents", "sentences", "mentions")
 Progress = Callable[[int, int, str], None]
@@ -145,7 +145,12 @@ class CorpusIndex:
         return _diff_files(self.source_files(), current)
 
     def check(self) -> None:
-        """Raise :class:`CorpusChangedError` when the corpus changed since it was indexed."""
+        """Raise :class:`CorpusChangedError` when the corpus changed since it was indexed (or the index is from
+        an older probekit)."""
+        if self.manifest.get("version") != INDEX_VERSION:
+            raise CorpusChangedError(f"index {self.fingerprint} was built by an older probekit (index version "
+                                     f"{self.manifest.get('version')}, now {INDEX_VERSION}); re-index the corpus",
+                                     stale=self.fingerprint)
         diff = self.changes()
         if diff:
             raise CorpusChangedError(
@@ -434,6 +439,8 @@ def list_indexes() -> list[dict]:
                 out.append({"fingerprint": p.name, "status": f"damaged ({type(e).__name__})"})
                 continue
             diff = idx.changes()
+            if idx.manifest.get("version") != INDEX_VERSION:
+                diff = [f"index version {idx.manifest.get('version')}, now {INDEX_VERSION}"] + diff
             out.append({**idx.stats(), "status": "stale: " + "; ".join(diff[:2]) if diff else "ok"})
             idx.close()
         elif p.name.startswith(".tmp-"):
@@ -480,7 +487,11 @@ def find_index(source: CorpusSource, entities: EntitySet) -> CorpusIndex | None:
         except (OSError, ValueError):
             continue
         if m.get("corpus_key") == key and m.get("entities", {}).get("hash") == entities.hash:
-            diff = _diff_files(m["source"]["files"], files) or ["index version changed"]
+            diff = _diff_files(m["source"]["files"], files)
+            if not diff:
+                raise CorpusChangedError(f"index {p.name} of corpus {source.name!r} was built by an older probekit "
+                                         f"(index version {m.get('version')}, now {INDEX_VERSION}); re-index it",
+                                         stale=p.name)
             raise CorpusChangedError(
                 f"corpus {source.name!r} changed since it was indexed ({'; '.join(diff[:3])}); re-index it",
                 stale=p.name)

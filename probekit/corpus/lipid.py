@@ -72,12 +72,13 @@ class TemplateFree:
 
 
 def build_template_free(index: CorpusIndex, *, entities: Sequence[str] | None = None,
-                        keywords: Sequence[str] = LIPID_KEYWORDS, relation: str = "template_free",
-                        mask: str = MASK, limit: int | None = None) -> TemplateFree:
+                        role: str | None = None, keywords: Sequence[str] = LIPID_KEYWORDS,
+                        relation: str = "template_free", mask: str = MASK, limit: int | None = None) -> TemplateFree:
     """LIPID steps 2-4 on an indexed corpus (step 1): select, filter, mask.
 
     ``entities``: the names to probe (default: every name the index was built with); names the index does not
-    know are reported in ``unknown_entities``. ``limit`` caps the number of prompts (after every step).
+    know are reported in ``unknown_entities``. ``role="tail"`` keeps only a dataset's objects (the names that are
+    an object of some fact). ``limit`` caps the number of prompts (after every step).
     """
     if not mask:
         raise ProbekitError("the mask token must not be empty")
@@ -92,6 +93,11 @@ def build_template_free(index: CorpusIndex, *, entities: Sequence[str] | None = 
         ids = sorted(set(ids))
         if not ids:
             raise ProbekitError("none of the entities is among the names this index was built with")
+    if role is not None:
+        with_role = {r[0] for r in index.sql("SELECT DISTINCT entity_id FROM roles WHERE role = ?", [role])}
+        ids = [i for i in ids if i in with_role]
+        if not ids:
+            raise ProbekitError(f"no entity of this index has the role {role!r}")
     import pandas as pd
 
     steps = [("1. sentences in the corpus", int(index.counts["sentences"]))]
