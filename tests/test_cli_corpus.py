@@ -12,7 +12,8 @@ from conftest import ROOT
 
 from probekit import cli
 
-FACTS = "subject,relation,object\nmetformin,may_treat,type 2 diabetes\naspirin,may_treat,fever\naspirin,may_cause,bleeding\n"
+FACTS = ("subject,relation,object\nmetformin,may_treat,type 2 diabetes\naspirin,may_treat,fever\n"
+         "aspirin,may_cause,bleeding\n")
 
 
 def run(capsys, *argv):
@@ -47,7 +48,8 @@ def test_index_list_stats_search_template_free(capsys, setup, tmp_path):
     assert out.startswith(f"{fp}  ok") and "[2 documents, 7 mentions]" in out
     code, out, _ = run(capsys, "corpus", "stats", fp[:6], "--coverage")
     assert "coverage by document: 2/3 facts (66.67 %)" in out and "may_cause" in out
-    code, out, _ = run(capsys, "corpus", "search", fp, "--subject", "ASPIRIN", "--object", "fever", "--unit", "sentence")
+    code, out, _ = run(capsys, "corpus", "search", fp, "--subject", "ASPIRIN", "--object", "fever",
+                       "--unit", "sentence")
     assert out.splitlines() == ["[n1.txt:n1] Aspirin lowers fever.", "[n2.txt:n2] Aspirin treats fever."]
     # without naming the index: found from --corpus and --dataset
     code, out, _ = run(capsys, "corpus", "search", *flags, "--subject", "metformin", "--object", "type 2 diabetes",

@@ -47,5 +47,6 @@ from .sources import KINDS, CorpusSource, Document, open_source, read_documents
 __all__ = ["KINDS", "LIPID_KEYWORDS", "UNITS", "Context", "CorpusChangedError", "CorpusIndex", "CorpusSource",
            "Document", "EntitySet", "TemplateFree", "build_index", "build_template_free", "contexts_for",
            "coverage", "documents_for", "find_index", "from_dataset", "from_file", "from_names", "keyword_filter",
-           "list_indexes", "load_entities", "open_index", "open_source", "read_documents", "remove_index", "sentences_mentioning",
+           "list_indexes", "load_entities", "open_index", "open_source", "read_documents", "remove_index",
+           "sentences_mentioning",
            "sweep_incomplete", "write_template_free"]
