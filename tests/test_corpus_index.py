@@ -158,3 +158,23 @@ def test_sigkill_mid_index_leaves_nothing_that_reads_as_complete(tmp_path, mode)
     started = time.time()
     idx = build_index(src, ents)
     assert idx.counts["mentions"] == 800 and time.time() - started < 60
+
+
+def test_cancel_through_a_job_keeps_nothing(corpus):
+    """The Corpora page runs the build as a probekit.jobs.Job: Cancel stops it between batches, removes the
+    partial files, and the job reads 'cancelled'."""
+    from probekit.jobs import Job
+
+    src, ents = open_source(corpus), from_names(NAMES)
+    job = None
+
+    def progress(done, total, stage):
+        job.progress(done, total, stage)
+        if done:
+            job.cancel()  # the user presses Cancel after the first batch
+
+    job = Job(lambda _progress, should_cancel: build_index(src, ents, progress=progress, should_cancel=should_cancel,
+                                                           batch_chars=10), label="corpus index").start()
+    assert job.wait(60)
+    assert job.status == "cancelled" and "nothing was kept" in job.error
+    assert list_indexes() == [] and not any(index.root_dir().iterdir())

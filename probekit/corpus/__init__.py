@@ -42,11 +42,11 @@ from .index import (
 )
 from .lipid import LIPID_KEYWORDS, TemplateFree, build_template_free, keyword_filter, write_template_free
 from .lookup import UNITS, Context, contexts_for, coverage, documents_for, sentences_mentioning
-from .sources import KINDS, CorpusSource, Document, open_source, read_documents
+from .sources import KINDS, CorpusSource, Document, open_source, read_documents, save_upload
 
 __all__ = ["KINDS", "LIPID_KEYWORDS", "UNITS", "Context", "CorpusChangedError", "CorpusIndex", "CorpusSource",
            "Document", "EntitySet", "TemplateFree", "build_index", "build_template_free", "contexts_for",
            "coverage", "documents_for", "find_index", "from_dataset", "from_file", "from_names", "keyword_filter",
            "list_indexes", "load_entities", "open_index", "open_source", "read_documents", "remove_index",
-           "sentences_mentioning",
+           "save_upload", "sentences_mentioning",
            "sweep_incomplete", "write_template_free"]

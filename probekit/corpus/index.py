@@ -19,12 +19,14 @@ write lock. A corpus changed after indexing is detected on open (:class:`CorpusC
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -112,6 +114,7 @@ class CorpusIndex:
         self.keys = [k for k, _ in ents]
         self.names = [n for _, n in ents]
         self._ids = {k: i for i, k in enumerate(self.keys)}
+        _OPEN.add(self)
 
     # -- identity
     @property
@@ -184,7 +187,19 @@ class CorpusIndex:
                 "created": m["build"]["created"]}
 
     def close(self) -> None:
-        self._con.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every open index (its in-memory DuckDB) before the interpreter tears the bindings down."""
+    for idx in list(_OPEN):
+        idx.close()
 
 
 def _record_for(path: Path, rel: str) -> dict:

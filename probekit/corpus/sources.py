@@ -307,3 +307,23 @@ def iter_batches(docs: Iterator[Document], *, max_chars: int = 2_000_000, max_do
 def describe(source: CorpusSource) -> str:
     total = sum(os.path.getsize(p) for p in source.files)
     return f"{source.name} ({source.kind}, {len(source.files)} file(s), {total / 1e6:.1f} MB)"
+
+
+def save_upload(name: str, data: bytes, *, folder: str = "corpora") -> Path:
+    """Keep an uploaded corpus (or name list) under ``data/uploads/<folder>``, named by content hash, so an
+    index can be built from it and its fingerprint stays stable; refused when larger than the upload limit."""
+    import re
+
+    if len(data) > config.MAX_UPLOAD_MB * 2**20:
+        raise ProbekitError(f"{name} is larger than {config.MAX_UPLOAD_MB} MB; give a server path instead")
+    if not data.strip():
+        raise ProbekitError(f"empty corpus: {name} holds no text")
+    target = config.data_dir() / "uploads" / folder
+    target.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name)[:60] or "upload.txt"
+    path = target / f"{hashlib.sha1(data).hexdigest()[:10]}-{safe}"
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return path
