@@ -118,5 +118,16 @@ def test_sentences_and_paragraphs():
     heading = "HISTORY OF PRESENT ILLNESS\n\nChest pain since May. No fever"
     assert [(p, heading[a:b]) for p, a, b in match.sentences(heading)] == [
         (0, "HISTORY OF PRESENT ILLNESS"), (1, "Chest pain since May."), (1, "No fever")]
+    rng = random.Random(3)
+    messy = "".join(rng.choice(["Dr. ", "e.g. ", "x", "?! ", "\n", "\n\n", "  ", "é", "İ", "3.5 mg. ", "\t", "Word"])
+                    for _ in range(3000))
+    covered = [0] * len(messy)
+    last_end = 0
+    for _, a, b in match.sentences(messy):
+        assert last_end <= a < b and messy[a:b] == messy[a:b].strip()
+        last_end = b
+        for i in range(a, b):
+            covered[i] += 1
+    assert all(covered[i] == 1 for i, c in enumerate(messy) if not c.isspace())  # every character, once
     uni = "Ärzte gaben Metformin. Das Fieber fiel."
     assert [uni[a:b] for _, a, b in match.sentences(uni)] == ["Ärzte gaben Metformin.", "Das Fieber fiel."]

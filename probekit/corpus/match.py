@@ -237,4 +237,4 @@ def sentences(text: str) -> list[tuple[int, int, int]]:
                 b -= len(piece) - len(piece.rstrip())
                 out.append((q, a, b))
             q += 1
-    return out
+    return out or [(p, a, b) for p, (a, b) in enumerate(paras)]
