@@ -91,6 +91,10 @@ def test_changed_corpus_offers_reindex(capsys, setup):
     assert code == 2 and "changed since it was indexed (n3.txt added); re-index it" in err
     code, out, err = run(capsys, "corpus", "index", *flags)
     assert code == 0 and "re-indexing now" in err and "documents 3" in out
+    code, out, err = run(capsys, "corpus", "remove", fp)
+    assert code == 0 and out == f"removed {fp}\n"
+    code, out, _ = run(capsys, "corpus", "list")
+    assert out.count(" ok ") == 1 and fp not in out
 
 
 def test_help_does_not_import_torch():

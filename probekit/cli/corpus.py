@@ -7,6 +7,7 @@
     corpus search 333db4d1 --subject metformin --object "type 2 diabetes" --unit window --window 1
     corpus search 333db4d1 --relation may_treat --role tail  # sentences mentioning any tail of a relation
     corpus template-free 333db4d1 --role tail --out prompts.jsonl   # LIPID steps, counts per step
+    corpus remove 333db4d1                                   # delete an index (and interrupted builds)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 
 from probekit.errors import ProbekitError
 
-ACTIONS = ("index", "list", "stats", "search", "template-free")
+ACTIONS = ("index", "list", "stats", "search", "template-free", "remove")
 
 
 def _source(args):
@@ -177,9 +178,20 @@ def _cmd_template_free(args) -> int:
     return 0
 
 
+def _cmd_remove(args) -> int:
+    from probekit.corpus import remove_index, sweep_incomplete
+
+    if not args.index:
+        raise ProbekitError("`corpus remove` needs an index fingerprint (see `corpus list`)")
+    print(f"removed {remove_index(args.index)}")
+    for name in sweep_incomplete():
+        print(f"removed interrupted build {name}")
+    return 0
+
+
 def _run(args) -> int:
     return {"index": _cmd_index, "list": _cmd_list, "stats": _cmd_stats, "search": _cmd_search,
-            "template-free": _cmd_template_free}[args.action](args)
+            "template-free": _cmd_template_free, "remove": _cmd_remove}[args.action](args)
 
 
 def register(sub) -> None:
