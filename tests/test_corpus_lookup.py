@@ -105,7 +105,11 @@ def test_coverage_and_stats(idx):
     assert (doc["facts"], doc["with_context"], doc["unknown_names"]) == (6, 5, 0)
     assert doc["by_relation"] == {"may_cause": {"facts": 2, "with_context": 1},
                                   "may_treat": {"facts": 4, "with_context": 4}}
-    assert coverage(idx, QUERIES, unit="sentence")["with_context"] == 4
+    assert doc["covered"] == [("metformin", "may_treat", "type 2 diabetes"), ("metformin", "may_treat", "diabetes"),
+                              ("aspirin", "may_treat", "fever"), ("aspirin", "may_treat", "pain"),
+                              ("Metformin", "may_cause", "lactic acidosis")]
+    sent = coverage(idx, QUERIES, unit="sentence")
+    assert sent["with_context"] == 4 and ("Metformin", "may_cause", "lactic acidosis") not in sent["covered"]
     assert coverage(idx, [("aspirin", "x", "ibuprofen")])["unknown_names"] == 1
     assert (idx.counts["facts"], idx.counts["facts_with_document"], idx.counts["facts_with_sentence"]) == (6, 5, 4)
 

@@ -17,7 +17,8 @@ Lookups (for the Context page's dataset mode on real contexts)::
         # Context: text, unit, doc_id, file, key, start/end (offsets of text in its document),
         # subject_spans / target_spans ((start, end) offsets of S and O_t mentions inside text)
     coverage(index, triples, *, unit="document" | "sentence") -> dict
-        # triples: (s, r, o) tuples or Query objects; facts, with_context, share, unknown_names, by_relation
+        # triples: (s, r, o) tuples or Query objects; facts, with_context, share, unknown_names, same_name,
+        # by_relation, covered (the facts with a context, as given: what a dataset mode runs on)
     documents_for(index, subject, target) -> list[int]
     sentences_mentioning(index, entity=..., relation=..., role="head" | "tail" | "type") -> list[dict]
 

@@ -186,6 +186,7 @@ def coverage(index: CorpusIndex, triples, *, unit: str = "document") -> dict:
     ``triples``: (subject, relation, object) tuples or :class:`~probekit.types.Query` objects (one fact per
     gold). Facts whose names the index does not know count as uncovered (``unknown_names``); so do facts whose
     subject and object are the same name (``same_name``: any mention would "contain both", which is no context).
+    ``covered`` lists the facts with a context, as given (input order): the triples a dataset mode can run on.
     """
     import pandas as pd
 
@@ -207,11 +208,11 @@ def coverage(index: CorpusIndex, triples, *, unit: str = "document") -> dict:
             f"SELECT DISTINCT f.s, f.relation, f.o FROM facts_in f "
             f"JOIN (SELECT DISTINCT {cols} FROM m) a ON a.entity_id = f.s "
             f"JOIN (SELECT DISTINCT {cols} FROM m) b ON b.doc_id = a.doc_id {join} AND b.entity_id = f.o").df()
-    frame_keys = frame.dropna().astype({"s": "int64", "o": "int64"})
+    frame_keys = frame.dropna().astype({"s": "int64", "o": "int64"}).reset_index(names="pos")
     same = frame_keys["s"] == frame_keys["o"]
-    hit = frame_keys[~same].merge(covered, on=["s", "relation", "o"], how="inner")
+    hit = frame_keys[~same].merge(covered, on=["s", "relation", "o"], how="inner").sort_values("pos")
     by_rel_hit = hit.groupby("relation").size()
     per_rel = {r: {"facts": int(n), "with_context": int(by_rel_hit.get(r, 0))} for r, n in by_rel_total.items()}
     return {"unit": unit, "facts": len(frame), "unknown_names": int(frame[["s", "o"]].isna().any(axis=1).sum()),
             "same_name": int(same.sum()), "with_context": len(hit), "share": round(len(hit) / len(frame), 6),
-            "by_relation": per_rel}
+            "by_relation": per_rel, "covered": [facts[i] for i in hit["pos"]]}
