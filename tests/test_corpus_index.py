@@ -174,7 +174,8 @@ def test_cancel_through_a_job_keeps_nothing(corpus):
             job.cancel()  # the user presses Cancel after the first batch
 
     job = Job(lambda _progress, should_cancel: build_index(src, ents, progress=progress, should_cancel=should_cancel,
-                                                           batch_chars=10), label="corpus index").start()
+                                                           batch_chars=10), label="corpus index")
+    job.start()
     assert job.wait(60)
-    assert job.status == "cancelled" and "nothing was kept" in job.error
+    assert job.status == "cancelled" and "nothing was kept" in job.error, (job.status, job.error)
     assert list_indexes() == [] and not any(index.root_dir().iterdir())
