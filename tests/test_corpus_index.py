@@ -12,6 +12,7 @@ import pytest
 
 from probekit.corpus import (
     CorpusChangedError,
+    build,
     build_index,
     find_index,
     from_file,
@@ -50,7 +51,7 @@ def test_build_once_then_reuse(corpus, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("rebuilt")
 
-    monkeypatch.setattr(index.match, "Matcher", boom)
+    monkeypatch.setattr(build.match, "Matcher", boom)
     assert build_index(src, ents).fingerprint == idx.fingerprint  # reused, not rebuilt
     assert [e["status"] for e in list_indexes()] == ["ok"]
 
@@ -111,7 +112,7 @@ CHILD = """
 import sys, time
 sys.path.insert(0, {root!r})
 from probekit.corpus import build_index, from_names, open_source
-from probekit.corpus import index as ix
+from probekit.corpus import build as ix
 
 mode, folder = sys.argv[1], sys.argv[2]
 src, ents = open_source(folder), from_names(["heart failure", "fever"])

@@ -30,17 +30,9 @@ Mentions are case-insensitive, on word boundaries, leftmost-longest and non-over
 (:mod:`probekit.corpus.match`).
 """
 
+from .build import build_index, sweep_incomplete
 from .entities import EntitySet, from_dataset, from_file, from_names, load_entities
-from .index import (
-    CorpusChangedError,
-    CorpusIndex,
-    build_index,
-    find_index,
-    list_indexes,
-    open_index,
-    remove_index,
-    sweep_incomplete,
-)
+from .index import CorpusChangedError, CorpusIndex, find_index, list_indexes, open_index, remove_index
 from .lipid import LIPID_KEYWORDS, TemplateFree, build_template_free, keyword_filter, write_template_free
 from .lookup import UNITS, Context, contexts_for, coverage, documents_for, sentences_mentioning
 from .sources import KINDS, CorpusSource, Document, open_source, read_documents, save_upload
