@@ -131,3 +131,25 @@ def test_sentences_and_paragraphs():
     assert all(covered[i] == 1 for i, c in enumerate(messy) if not c.isspace())  # every character, once
     uni = "Ärzte gaben Metformin. Das Fieber fiel."
     assert [uni[a:b] for _, a, b in match.sentences(uni)] == ["Ärzte gaben Metformin.", "Das Fieber fiel."]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ELICIT.is_dir() or not (config.medlama_dir() / "2021AA").is_dir(),
+                    reason="shared MedLAMA / elicit corpora not present")
+def test_shipped_index_matches_the_naive_scan_with_all_medlama_names():
+    """The real index (11 corpora x MedLAMA's 22,923 heads+tails) against the naive scan on 300 random lines."""
+    from probekit.corpus import build_index, from_names, open_source
+    from probekit.datasets import load_dataset
+
+    ents = from_names(load_dataset("medlama").candidates("heads+tails").names)
+    idx = build_index(open_source("elicit"), ents)
+    assert idx.counts["documents"] == 109_997 and len(ents) == 22_819
+    picked = sorted(random.Random(0).sample(range(idx.counts["documents"]), 300))
+    rows = idx.sql(f"SELECT doc_id, text FROM documents WHERE doc_id IN ({','.join(map(str, picked))}) "
+                   "ORDER BY doc_id")
+    got = {d: [] for d, _ in rows}
+    for d, e, a, b in idx.sql("SELECT doc_id, entity_id, start, \"end\" FROM mentions WHERE doc_id IN "
+                              f"({','.join(map(str, picked))}) ORDER BY doc_id, start"):
+        got[d].append((e, a, b))
+    for d, text in rows:
+        assert got[d] == naive_mentions(text, ents.keys), text
