@@ -25,6 +25,7 @@ if ui.access() == "expert":
 PAGES = [
     ("Explore", st.Page("pages/probe.py", title="Probe", icon=":material/search:", default=True)),
     ("Explore", st.Page("pages/context.py", title="Context", icon=":material/segment:")),
+    ("Explore", st.Page("pages/corpora.py", title="Corpora", icon=":material/library_books:")),
     ("Benchmark", st.Page("pages/benchmark.py", title="Benchmark", icon=":material/leaderboard:")),
     ("Benchmark", st.Page("pages/compare.py", title="Compare runs", icon=":material/compare_arrows:")),
     ("Benchmark", st.Page("pages/layers.py", title="Layers", icon=":material/stacked_line_chart:")),
