@@ -40,7 +40,9 @@ FORMAT_VERSION = 1
 
 
 def category_label(key: str) -> str:
-    """>>> category_label("symptoms_diseases")
+    """The display label of a category key.
+
+    >>> category_label("symptoms_diseases")
     'Symptoms → Disease'
     """
     return CATEGORY_LABELS.get(key, key)
