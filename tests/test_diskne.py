@@ -347,3 +347,41 @@ def test_licensed_loader_names_each_missing_file_and_column(tmp_path):
     broken.write_text('{"pairID": "p1", "sentence1": "x"}\n')
     with pytest.raises(ProbekitError, match="broken.jsonl, line 1: missing field.*sentence2"):
         data.load_licensed([broken], ann)
+
+
+# ---------------------------------------------------------------- runs in DuckDB
+def test_run_grid_stores_cells_and_resumes(tiny_encoder_dir):
+    from probekit.diskne import runs
+
+    ds, path = build.build("demo")
+    two = ds.eligible("symptoms_diseases")[:2]
+    seen = []
+    opts = {"categories": ["symptoms_diseases"], "seeds": [0, 1], "diseases": two, "n_negatives": 3, "device": "cpu",
+            "finetune": {"max_epochs": 1, "max_train": 24}}
+    [run_id] = runs.run_grid([str(tiny_encoder_dir)], path, progress=lambda d, t, s: seen.append((d, t, s)), **opts)
+    run = runs.get_run(run_id)
+    assert run["status"] == "done" and run["n_cells"] == 4 and run["seeds"] == [0, 1]
+    assert set(run["negatives"]) == set(ds.diseases) and all(x not in ys for x, ys in run["negatives"].items())
+    cells = runs.load_cells([run_id])
+    assert len(cells) == 4 and set(cells["target"]) == set(two) and set(cells["seed"]) == {0, 1}
+    assert (cells["support"] == 3).all()
+    assert seen[-1][0] == seen[-1][1] == 4 and any(ds.diseases[two[0]].name in s for *_, s in seen)
+    s = results.summary(cells)
+    assert len(s) == 1 and s.iloc[0]["seeds"] == 2 and s.iloc[0]["diseases"] == 2
+    # the same settings again: a finished run is not resumed, a new one starts; an unfinished one resumes
+    with runs._store().transaction() as cur:
+        cur.execute("UPDATE diskne_runs SET status = 'cancelled' WHERE run_id = ?", [run_id])
+        cur.execute("DELETE FROM diskne_cells WHERE run_id = ? AND seed = 1", [run_id])
+    calls = []
+
+    def counting_map(fn, cell_list):
+        calls.extend(c["seed"] for c in cell_list)
+        return (fn(json.loads(json.dumps(c))) for c in cell_list)  # as a cluster would: JSON in, dict out
+
+    assert runs.run_grid([str(tiny_encoder_dir)], path, map_cells=counting_map, **opts) == [run_id]
+    assert calls == [1, 1] and len(runs.load_cells([run_id])) == 4 and runs.get_run(run_id)["status"] == "done"
+    assert run_id in set(runs.list_runs()["run_id"])
+    with pytest.raises(ProbekitError, match="no DisKnE run 'nope'"):
+        runs.get_run("nope")
+    with pytest.raises(ProbekitError, match="is not an evaluated disease"):
+        runs.run_grid([str(tiny_encoder_dir)], path, **{**opts, "diseases": ["nope"]})
