@@ -385,3 +385,46 @@ def test_run_grid_stores_cells_and_resumes(tiny_encoder_dir):
         runs.get_run("nope")
     with pytest.raises(ProbekitError, match="is not an evaluated disease"):
         runs.run_grid([str(tiny_encoder_dir)], path, **{**opts, "diseases": ["nope"]})
+
+
+# ---------------------------------------------------------------- CLI
+def _cli(capsys, *argv):
+    from probekit import cli
+
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_build_run_show(capsys, tiny_encoder_dir):
+    code, out, _ = _cli(capsys, "diskne", "build", "--format", "json")
+    assert code == 0
+    built = json.loads(out)
+    assert built["categories"]["symptoms_diseases"]["eligible"] == 9
+    target = data.read_set(built["path"]).eligible("symptoms_diseases")[0]
+    code, out, _ = _cli(capsys, "diskne", "run", "--set", built["path"], "--model", str(tiny_encoder_dir),
+                        "--category", "symptoms_diseases", "--disease", target, "--seeds", "0", "--epochs", "1",
+                        "--max-train", "16", "--device", "cpu", "--quiet", "--format", "json")
+    assert code == 0
+    shown = json.loads(out)
+    [run] = shown["runs"]
+    assert run["status"] == "done" and shown["summary"][0]["diseases"] == 1
+    assert shown["diseases"][0]["target"] == target
+    code, out, _ = _cli(capsys, "diskne", "show")
+    assert code == 0 and run["run_id"] in out
+    code, out, _ = _cli(capsys, "diskne", "show", run["run_id"])
+    assert code == 0 and "Symptoms → Disease" in out and "macro F1 %" in out
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["diskne", "run", "--lr", "0"], "learning rate must be positive"),
+    (["diskne", "run", "--category", "tests_diseases"], "unknown category 'tests_diseases'"),
+    (["diskne", "show", "dk-nope"], "no DisKnE run 'dk-nope'"),
+    (["diskne", "build", "--source", "licensed", "--out", "x.json", "--nli", "missing.jsonl"],
+     "the NLI file not found"),
+    (["diskne", "build", "--source", "licensed"], "needs --out FILE"),
+    (["diskne", "run", "--set", "nope.json"], "DisKnE set nope.json not found"),
+])
+def test_cli_bad_input_is_one_error_line(capsys, argv, match):
+    code, out, err = _cli(capsys, *argv)
+    assert code == 2 and err.startswith("error: ") and match in err and len(err.strip().splitlines()) == 1

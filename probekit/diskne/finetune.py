@@ -24,15 +24,12 @@ from dataclasses import asdict, dataclass, fields
 import torch
 
 from ..errors import ProbekitError
+from ..jobs import Cancelled
 from .data import read_set
 from .results import confusion
 from .splits import HYPOTHESES, Example, split_for
 
 Progress = Callable[[int, int, str], None]
-
-
-class Cancelled(ProbekitError):
-    """Raised inside a fine-tuning when ``should_cancel()`` turns true."""
 
 
 @dataclass(frozen=True)

@@ -20,39 +20,21 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ProbekitError
+from ..jobs import Cancelled
 from . import results
 from .data import read_set
-from .finetune import Cancelled, FinetuneSettings, cell_settings, run_cell
+from .finetune import FinetuneSettings, cell_settings, run_cell
 from .splits import targets
 
 COMPONENT = "diskne"
-MIGRATIONS = [
-    """
-    CREATE TABLE diskne_runs (
-        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, finished_at TIMESTAMP, status VARCHAR NOT NULL,
-        settings_key VARCHAR NOT NULL, label VARCHAR NOT NULL, model VARCHAR NOT NULL, model_revision VARCHAR,
-        set_name VARCHAR, set_version VARCHAR, set_path VARCHAR, categories VARCHAR, seeds VARCHAR,
-        finetune VARCHAR, n_negatives INTEGER, negatives VARCHAR, device VARCHAR, n_cells INTEGER,
-        seconds DOUBLE, message VARCHAR
-    );
-    CREATE TABLE diskne_cells (
-        run_id VARCHAR NOT NULL, target VARCHAR NOT NULL, disease VARCHAR, seed INTEGER NOT NULL,
-        category VARCHAR NOT NULL, f1 DOUBLE, "precision" DOUBLE, recall DOUBLE, tp INTEGER, fp INTEGER,
-        fn INTEGER, tn INTEGER, support INTEGER, epochs INTEGER, best_epoch INTEGER, train_examples INTEGER,
-        validation_examples INTEGER, seconds DOUBLE, history VARCHAR
-    );
-    CREATE INDEX diskne_cells_run ON diskne_cells (run_id)
-    """,
-]
+"""Its tables (``diskne_runs``, ``diskne_cells``) are migrated from :mod:`probekit.store.schema`."""
 MapCells = Callable[[Callable[[dict], dict], list[dict]], Iterable[dict]]
 
 
 def _store():
-    from ..store import get_store
+    from ..store import component_store
 
-    st = get_store()
-    st.ensure_schema(COMPONENT, MIGRATIONS)
-    return st
+    return component_store(COMPONENT)
 
 
 def _now() -> datetime:
@@ -175,11 +157,11 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
         total = len(todo) * len(seeds)
         try:
             def label(c, _p=prefix):
-                return f"{_p}{ds.diseases[c['target']].name} (seed {c['seed']})"
+                return f"{_p}fine-tuning · {ds.diseases[c['target']].name} (seed {c['seed']})"
             mapper = map_cells or _sequential(progress, should_cancel, label, total - len(cells), total)
             for k, r in enumerate(mapper(run_cell, cells), start=1):
                 _insert_cell(run_id, r)
-                progress(total - len(cells) + k, total, f"{prefix}{r['disease']} (seed {r['seed']}) done")
+                progress(total - len(cells) + k, total, f"{prefix}fine-tuning · {r['disease']} (seed {r['seed']}) done")
         except BaseException as e:
             status, message = ("cancelled" if isinstance(e, Cancelled) else "failed"), str(e)[:300]
             raise
@@ -192,7 +174,7 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
 
 def start_grid(models: Sequence[str], set_path: str | Path, **options):
     """A started background job running :func:`run_grid`; ``result`` is the list of run ids."""
-    from ..runs import Job
+    from ..jobs import Job
 
     read_set(set_path)  # a missing or malformed set fails here, on the page, not in the job
     FinetuneSettings.from_dict(options.get("finetune"))
