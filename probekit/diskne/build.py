@@ -164,6 +164,19 @@ def build(source: str = "demo", *, seed: int = 0, per_disease: int = 3, max_dise
     return built, save_set(built, path)
 
 
+def sources() -> list[str]:
+    """The license-free sources present here: the shipped demo set always, MedLAMA when found."""
+    return ["demo"] + (["medlama"] if (config.medlama_dir() / "2021AA").is_dir() else [])
+
+
+def ensure(source: str = "demo", *, seed: int = 0, per_disease: int = 3, max_diseases: int | None = 40) -> Path:
+    """The built set's path, building it first when it is not in the cache yet (deterministic by seed)."""
+    path = default_path(source, seed, per_disease, max_diseases)
+    if not path.is_file():
+        path = build(source, seed=seed, per_disease=per_disease, max_diseases=max_diseases)[1]
+    return path
+
+
 def built_sets() -> list[Path]:
     """Sets written to ``cache/diskne/``, newest first."""
     root = config.cache_dir() / "diskne"

@@ -87,3 +87,18 @@ def summary(cells: pd.DataFrame) -> pd.DataFrame:
                      "macro": float(full["macro"].mean()), "macro_std": _std(full["macro"].to_numpy()),
                      "weighted": float(full["weighted"].mean()), "weighted_std": _std(full["weighted"].to_numpy())})
     return pd.DataFrame(rows, columns=cols)
+
+
+def by_model(diseases: pd.DataFrame, category: str) -> pd.DataFrame:
+    """One category's per-disease F1 (%) with one column per model, for comparing models side by side.
+
+    >>> f = pd.DataFrame({"model": ["a", "b"], "category": ["c", "c"], "disease": ["flu", "flu"], "f1": [0.5, 1.0]})
+    >>> by_model(f, "c").to_dict(orient="records")
+    [{'disease': 'flu', 'a': 50.0, 'b': 100.0}]
+    """
+    sub = diseases[diseases["category"] == category]
+    if sub.empty:
+        return pd.DataFrame(columns=["disease"])
+    table = sub.pivot_table(index="disease", columns="model", values="f1", aggfunc="mean", sort=True) * 100
+    table.columns.name = None
+    return table.round(1).reset_index()

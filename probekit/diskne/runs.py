@@ -203,6 +203,14 @@ def get_run(run_id: str) -> dict:
     return row
 
 
+def running_cells() -> pd.DataFrame:
+    """Cells stored so far by runs still running (the page's live progress per disease)."""
+    return _store().fetch_df(
+        "SELECT r.label AS model, c.disease, c.seed, c.category, round(100 * c.f1, 1) AS f1, c.support, c.epochs, "
+        "round(c.seconds, 1) AS seconds FROM diskne_cells c JOIN diskne_runs r USING (run_id) "
+        "WHERE r.status = 'running' ORDER BY r.created_at, c.disease, c.seed, c.category")
+
+
 def load_cells(run_ids: Sequence[str]) -> pd.DataFrame:
     """The cells of ``run_ids`` in :data:`~probekit.diskne.results.CELL_COLUMNS` order; ``model`` is the
     run's label, so two variants of one model (e.g. hypothesis-only) compare side by side."""
