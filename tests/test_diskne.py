@@ -428,3 +428,13 @@ def test_cli_build_run_show(capsys, tiny_encoder_dir):
 def test_cli_bad_input_is_one_error_line(capsys, argv, match):
     code, out, err = _cli(capsys, *argv)
     assert code == 2 and err.startswith("error: ") and match in err and len(err.strip().splitlines()) == 1
+
+
+def test_run_cell_says_which_disease_has_no_training_data(tmp_path):
+    nli, ann = _licensed_files(tmp_path)
+    ds = data.load_licensed([nli], ann)
+    path = data.save_set(ds, tmp_path / "licensed.json")
+    cfg = finetune.cell_settings(model="default", set_path=str(path), target="C1", seed=0, negatives=ds.negatives,
+                                 categories=ds.categories)
+    with pytest.raises(ProbekitError, match="the training set for 'MI' is empty"):
+        finetune.run_cell(cfg)

@@ -252,6 +252,9 @@ def run_cell(settings: dict, *, progress: Progress | None = None,
     train_set = split.train
     if s.max_train is not None and len(train_set) > s.max_train:
         train_set = random.Random(f"diskne-cap:{seed}:{target}").sample(train_set, s.max_train)
+    if not train_set:
+        raise ProbekitError(f"the training set for {ds.diseases[target].name!r} is empty: every other positive "
+                            "mentions it or one of its negatives (a larger set, or fewer negatives, helps)")
     cats = [c for c in settings["categories"]
             if len(ds.positives_of(target, c)) >= int(settings.get("min_positives", 2))]
     random.seed(seed)
