@@ -47,12 +47,12 @@ def step_rate(model, ds, negatives, *, steps: int, warmup: int, eval_examples: i
     order = torch.randperm(len(feats), generator=torch.Generator().manual_seed(0)).tolist()
     batches = list(finetune._batches(model.tokenizer, feats, s.batch_size, model.device, order))[:warmup + steps]
     clf.train()
-    t0 = None
+    t0 = c0 = None
     for i, batch in enumerate(batches):
         if i == warmup:
             if model.device.type == "cuda":
                 torch.cuda.synchronize()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         with finetune._autocast(model.device):
             loss = clf(**batch).loss
         opt.zero_grad(set_to_none=True)
@@ -61,6 +61,9 @@ def step_rate(model, ds, negatives, *, steps: int, warmup: int, eval_examples: i
     if model.device.type == "cuda":
         torch.cuda.synchronize()
     per_step = (time.perf_counter() - t0) / (len(batches) - warmup)
+    # CPU seconds of this process per step: on a shared machine wall time includes waiting for the CPU;
+    # CPU time / threads approximates the wall time of an idle machine with as many cores as threads
+    cpu_per_step = (time.process_time() - c0) / (len(batches) - warmup)
     test = (sp.test * (1 + eval_examples // max(len(sp.test), 1)))[:eval_examples]
     t1 = time.perf_counter()
     finetune.predict(clf, model.tokenizer, test, s, model.device)
@@ -69,7 +72,8 @@ def step_rate(model, ds, negatives, *, steps: int, warmup: int, eval_examples: i
     n = lambda part: counts[part]["pos"] + counts[part]["neg"]  # noqa: E731
     return {"set": ds.name, "positives": len(ds.positives), "target": ds.diseases[target].name,
             "train_examples": n("train"), "validation_examples": n("validation"), "test_examples": n("test"),
-            "seconds_per_step": per_step, "seconds_per_eval_example": per_eval, "steps_timed": len(batches) - warmup}
+            "seconds_per_step": per_step, "cpu_seconds_per_step": cpu_per_step,
+            "seconds_per_eval_example": per_eval, "steps_timed": len(batches) - warmup}
 
 
 def projection(rate: dict, *, epochs: float, models: int, diseases: list[int], seeds: int, machines: list[int],
@@ -91,7 +95,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--cells", type=int, default=4, help="real fine-tunings on the demo-derived set")
+    ap.add_argument("--cells", type=int, default=4, help="real fine-tunings on the demo-derived set (0: skip)")
     ap.add_argument("--steps", type=int, default=30, help="timed training steps on the paper-sized set")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--eval-examples", type=int, default=200)
@@ -120,12 +124,15 @@ def main() -> int:
         cells.append({k: r[k] for k in ("disease", "train_examples", "validation_examples", "test_examples",
                                         "epochs", "best_epoch", "seconds")})
         print(f"  cell {r['disease']}: {r['train_examples']} train, {r['epochs']} epochs, {r['seconds']:.1f} s")
-    per_cell = sum(c["seconds"] for c in cells) / len(cells)
-    mean_epochs = sum(c["epochs"] for c in cells) / len(cells)
-    out["demo"] = {"set": demo.summary(), "cells": cells, "seconds_per_finetuning": per_cell,
-                   "finetunings_per_hour": 3600 / per_cell, "mean_epochs": mean_epochs}
-    print(f"demo-derived set, paper settings: {per_cell:.1f} s per fine-tuning = {3600 / per_cell:.0f} per hour "
-          f"(mean {mean_epochs:.1f} epochs)")
+    if cells:
+        per_cell = sum(c["seconds"] for c in cells) / len(cells)
+        mean_epochs = sum(c["epochs"] for c in cells) / len(cells)
+        out["demo"] = {"set": demo.summary(), "cells": cells, "seconds_per_finetuning": per_cell,
+                       "finetunings_per_hour": 3600 / per_cell, "mean_epochs": mean_epochs}
+        print(f"demo-derived set, paper settings: {per_cell:.1f} s per fine-tuning = {3600 / per_cell:.0f} per "
+              f"hour (mean {mean_epochs:.1f} epochs)")
+    else:
+        mean_epochs = 8.0
 
     # 2. the step rate on a paper-sized set (MedLAMA-derived when present)
     if (config.medlama_dir() / "2021AA").is_dir():
@@ -136,21 +143,24 @@ def main() -> int:
     rate = step_rate(model, big, big_neg, steps=args.steps, warmup=args.warmup, eval_examples=args.eval_examples)
     out["rate"] = rate
     print(f"{rate['set']}: Train_X {rate['train_examples']} examples, {rate['seconds_per_step'] * 1000:.0f} ms per "
-          f"training step (batch 8), {rate['seconds_per_eval_example'] * 1000:.1f} ms per evaluated example")
+          f"training step (batch 8; {rate['cpu_seconds_per_step'] * 1000:.0f} CPU-ms), "
+          f"{rate['seconds_per_eval_example'] * 1000:.1f} ms per evaluated example")
 
     # 3. projections: the paper's grid (4 models x diseases x 3 seeds)
-    overhead = max(0.0, per_cell - (mean_epochs * math.ceil(cells[0]["train_examples"] / 8) * rate["seconds_per_step"]
-                                    + (mean_epochs * cells[0]["validation_examples"] + cells[0]["test_examples"])
-                                    * rate["seconds_per_eval_example"]))
+    overhead = 0.0 if not cells else max(0.0, per_cell - (
+        mean_epochs * math.ceil(cells[0]["train_examples"] / 8) * rate["seconds_per_step"]
+        + (mean_epochs * cells[0]["validation_examples"] + cells[0]["test_examples"])
+        * rate["seconds_per_eval_example"]))
     out["overhead_seconds_per_cell"] = overhead
     rows = []
-    for epochs in (mean_epochs, 8.0):
+    for epochs in sorted({round(mean_epochs, 1), 3.0, 8.0}):
         rows += [{"epochs": epochs, **r} for r in projection(rate, epochs=epochs, models=4, diseases=[85, 300],
                                                               seeds=3, machines=[1, 4, 16, 64], overhead=overhead)]
     out["projection"] = rows
     out["load_after"] = os.getloadavg()
-    print(f"paper-sized fine-tuning: {rows[0]['seconds_per_cell'] / 60:.1f} min at {mean_epochs:.1f} epochs, "
-          f"{rows[-1]['seconds_per_cell'] / 60:.1f} min at 8 epochs")
+    for epochs in sorted({r["epochs"] for r in rows}):
+        cell = next(r["seconds_per_cell"] for r in rows if r["epochs"] == epochs)
+        print(f"paper-sized fine-tuning at {epochs:.1f} epochs: {cell / 60:.1f} min")
     print(f"{'epochs':>6} {'diseases':>8} {'cells':>6} {'machines':>8} {'hours':>9}")
     for r in rows:
         print(f"{r['epochs']:>6.1f} {r['diseases']:>8} {r['cells']:>6} {r['machines']:>8} {r['hours']:>9.1f}")

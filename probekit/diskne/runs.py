@@ -163,7 +163,8 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
                 _insert_cell(run_id, r)
                 progress(total - len(cells) + k, total, f"{prefix}fine-tuning · {r['disease']} (seed {r['seed']}) done")
         except BaseException as e:
-            status, message = ("cancelled" if isinstance(e, Cancelled) else "failed"), str(e)[:300]
+            stopped = isinstance(e, Cancelled | KeyboardInterrupt)
+            status, message = ("cancelled" if stopped else "failed"), str(e)[:300] or type(e).__name__
             raise
         finally:
             _finish(run_id, status, time.perf_counter() - started, message)
