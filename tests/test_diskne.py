@@ -376,6 +376,8 @@ def test_run_grid_stores_cells_and_resumes(tiny_encoder_dir):
 
     def counting_map(fn, cell_list):
         calls.extend(c["seed"] for c in cell_list)
+        live = runs.running_cells()  # the page's progress per disease: the resumed run's stored cells
+        assert len(live) == 2 and set(live["seed"]) == {0}
         return (fn(json.loads(json.dumps(c))) for c in cell_list)  # as a cluster would: JSON in, dict out
 
     assert runs.run_grid([str(tiny_encoder_dir)], path, map_cells=counting_map, **opts) == [run_id]

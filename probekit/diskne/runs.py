@@ -135,7 +135,10 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
         neg = negatives_mod.for_model(ds, model, n=n_negatives)
         key = _key(model_id, model.revision, ds.version, cats, seeds, ft, n_negatives, str(model.device))
         run_id = _resumable(key)
-        if run_id is None:
+        if run_id is not None:  # an unfinished run with these settings: carry on where it stopped
+            with _store().transaction() as cur:
+                cur.execute("UPDATE diskne_runs SET status = 'running', message = NULL WHERE run_id = ?", [run_id])
+        else:
             run_id = f"dk-{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
             with _store().transaction() as cur:
                 cur.execute("INSERT INTO diskne_runs (run_id, created_at, status, settings_key, label, model, "
