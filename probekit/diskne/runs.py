@@ -127,52 +127,56 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
         raise ProbekitError("no disease has 2 or more positives in the chosen categories")
     progress = progress or (lambda done, total, stage: None)
     run_ids = []
-    for n, model_id in enumerate(models):
-        prefix = f"model {n + 1}/{len(models)} · " if len(models) > 1 else ""
-        progress(0, 1, f"{prefix}loading {model_id}")
-        model = _loaded(model_id, device)
-        progress(0, 1, f"{prefix}negatives by {model_id}'s name embeddings")
-        neg = negatives_mod.for_model(ds, model, n=n_negatives)
-        key = _key(model_id, model.revision, ds.version, cats, seeds, ft, n_negatives, str(model.device))
-        run_id = _resumable(key)
-        if run_id is not None:  # an unfinished run with these settings: carry on where it stopped
-            with _store().transaction() as cur:
-                cur.execute("UPDATE diskne_runs SET status = 'running', message = NULL WHERE run_id = ?", [run_id])
-        else:
-            run_id = f"dk-{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-            with _store().transaction() as cur:
-                cur.execute("INSERT INTO diskne_runs (run_id, created_at, status, settings_key, label, model, "
-                            "model_revision, set_name, set_version, set_path, categories, seeds, finetune, "
-                            "n_negatives, negatives, device, n_cells) VALUES "
-                            "(?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [run_id, _now(), key, run_label(model_id, ft), model_id, model.revision, ds.name,
-                             ds.version, str(set_path), json.dumps(cats), json.dumps(list(seeds)),
-                             json.dumps(ft.to_dict()), n_negatives, json.dumps(neg), str(model.device),
-                             len(todo) * len(seeds)])
-        done = _done_cells(run_id)
-        cells = []
-        for t in todo:
-            for s in seeds:
-                if (t, int(s)) not in done:
-                    cells.append(cell_settings(model=model_id, set_path=str(set_path), target=t, seed=s,
-                                               negatives=neg, categories=cats, finetune=ft.to_dict(), device=device))
-        started, status, message = time.perf_counter(), "done", None
-        total = len(todo) * len(seeds)
-        try:
-            def label(c, _p=prefix):
-                return f"{_p}fine-tuning · {ds.diseases[c['target']].name} (seed {c['seed']})"
-            mapper = map_cells or _sequential(progress, should_cancel, label, total - len(cells), total)
-            for k, r in enumerate(mapper(run_cell, cells), start=1):
-                _insert_cell(run_id, r)
-                progress(total - len(cells) + k, total, f"{prefix}fine-tuning · {r['disease']} (seed {r['seed']}) done")
-        except BaseException as e:
-            stopped = isinstance(e, Cancelled | KeyboardInterrupt)
-            status, message = ("cancelled" if stopped else "failed"), str(e)[:300] or type(e).__name__
-            raise
-        finally:
-            _finish(run_id, status, time.perf_counter() - started, message)
-        run_ids.append(run_id)
-    release_memo()
+    try:  # the fine-tuning model is released however the grid ends (one model in memory)
+        for n, model_id in enumerate(models):
+            prefix = f"model {n + 1}/{len(models)} · " if len(models) > 1 else ""
+            progress(0, 1, f"{prefix}loading {model_id}")
+            model = _loaded(model_id, device)
+            progress(0, 1, f"{prefix}negatives by {model_id}'s name embeddings")
+            neg = negatives_mod.for_model(ds, model, n=n_negatives)
+            key = _key(model_id, model.revision, ds.version, cats, seeds, ft, n_negatives, str(model.device))
+            run_id = _resumable(key)
+            if run_id is not None:  # an unfinished run with these settings: carry on where it stopped
+                with _store().transaction() as cur:
+                    cur.execute("UPDATE diskne_runs SET status = 'running', message = NULL WHERE run_id = ?", [run_id])
+            else:
+                run_id = f"dk-{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+                with _store().transaction() as cur:
+                    cur.execute("INSERT INTO diskne_runs (run_id, created_at, status, settings_key, label, model, "
+                                "model_revision, set_name, set_version, set_path, categories, seeds, finetune, "
+                                "n_negatives, negatives, device, n_cells) VALUES "
+                                "(?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [run_id, _now(), key, run_label(model_id, ft), model_id, model.revision, ds.name,
+                                 ds.version, str(set_path), json.dumps(cats), json.dumps(list(seeds)),
+                                 json.dumps(ft.to_dict()), n_negatives, json.dumps(neg), str(model.device),
+                                 len(todo) * len(seeds)])
+            done = _done_cells(run_id)
+            cells = []
+            for t in todo:
+                for s in seeds:
+                    if (t, int(s)) not in done:
+                        cells.append(cell_settings(model=model_id, set_path=str(set_path), target=t, seed=s,
+                                                   negatives=neg, categories=cats, finetune=ft.to_dict(),
+                                                   device=device))
+            started, status, message = time.perf_counter(), "done", None
+            total = len(todo) * len(seeds)
+            try:
+                def label(c, _p=prefix):
+                    return f"{_p}fine-tuning · {ds.diseases[c['target']].name} (seed {c['seed']})"
+                mapper = map_cells or _sequential(progress, should_cancel, label, total - len(cells), total)
+                for k, r in enumerate(mapper(run_cell, cells), start=1):
+                    _insert_cell(run_id, r)
+                    progress(total - len(cells) + k, total,
+                             f"{prefix}fine-tuning · {r['disease']} (seed {r['seed']}) done")
+            except BaseException as e:
+                stopped = isinstance(e, Cancelled | KeyboardInterrupt)
+                status, message = ("cancelled" if stopped else "failed"), str(e)[:300] or type(e).__name__
+                raise
+            finally:
+                _finish(run_id, status, time.perf_counter() - started, message)
+            run_ids.append(run_id)
+    finally:
+        release_memo()
     return run_ids
 
 
