@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "annotations": ("probekit.cli.annotations", "expert annotation sessions: create, list, stats, export"),
     "grid": ("probekit.cli.grid", "probing grids (models x datasets x probes x options x layers), local or Ray"),
     "corpus": ("probekit.cli.corpus", "corpora: index entity mentions once, find real contexts, template-free prompts"),
+    "diskne": ("probekit.cli.diskne", "DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)"),
 }
 """command -> (module with ``register(sub)``, one-line help). A new command is one module and one entry."""
 

@@ -157,3 +157,23 @@ MIGRATIONS["grid"] = [
     CREATE INDEX grid_events_grid ON grid_events (grid_id)
     """,
 ]
+
+# DisKnE (probekit.diskne): one row per fine-tuned model run, one per (disease, seed, category) cell
+MIGRATIONS["diskne"] = [
+    """
+    CREATE TABLE diskne_runs (
+        run_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, finished_at TIMESTAMP, status VARCHAR NOT NULL,
+        settings_key VARCHAR NOT NULL, label VARCHAR NOT NULL, model VARCHAR NOT NULL, model_revision VARCHAR,
+        set_name VARCHAR, set_version VARCHAR, set_path VARCHAR, categories VARCHAR, seeds VARCHAR,
+        finetune VARCHAR, n_negatives INTEGER, negatives VARCHAR, device VARCHAR, n_cells INTEGER,
+        seconds DOUBLE, message VARCHAR
+    );
+    CREATE TABLE diskne_cells (
+        run_id VARCHAR NOT NULL, target VARCHAR NOT NULL, disease VARCHAR, seed INTEGER NOT NULL,
+        category VARCHAR NOT NULL, f1 DOUBLE, "precision" DOUBLE, recall DOUBLE, tp INTEGER, fp INTEGER,
+        fn INTEGER, tn INTEGER, support INTEGER, epochs INTEGER, best_epoch INTEGER, train_examples INTEGER,
+        validation_examples INTEGER, seconds DOUBLE, history VARCHAR
+    );
+    CREATE INDEX diskne_cells_run ON diskne_cells (run_id)
+    """,
+]

@@ -1,0 +1,116 @@
+"""DisKnE (Alghanmi et al. 2021): does a model know which disease a premise implies? One fine-tuning per
+(model, disease, seed) on a training set that never mentions the disease; F1 of the positive class per
+disease, macro and weighted per category (± std over seeds); compare models."""
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import _ui as ui
+from probekit import models
+from probekit.diskne import build, data, results, runs, splits
+
+ui.title("DisKnE: disease knowledge by fine-tuning")
+st.caption("Binary entailment (premise → the disease name), fine-tuned per target disease on data that never "
+           "mentions it or its negatives, so a correct test answer reflects what the pre-trained model knew. "
+           "The shipped set is derived from MedLAMA-style triples (license-free, DisKnE-*style*); negatives are "
+           "the diseases closest to the target by the probed model's own name embeddings, approximating the "
+           "paper's 'similar, not an ancestor or descendant' rule. The paper's set needs the licensed files: "
+           "`python -m probekit diskne build --source licensed`.")
+
+job = st.session_state.get("dk_job")
+running = job is not None and not job.finished
+with st.container(border=True):
+    c1, c2, c3 = st.columns(3)
+    source = c1.selectbox("Set", build.sources(), key="dk_source",
+                          format_func={"demo": "derived from the demo set", "medlama": "derived from MedLAMA"}.get)
+    ds = None
+    with ui.guard("Building the set"):
+        ds = data.read_set(build.ensure(source))
+    if ds is None:
+        st.stop()
+    options = dict(models.available_models())
+    default = ui.selected_model_id()
+    if default not in options:
+        options[default] = default
+    chosen = c1.multiselect("Models", list(options), default=[default], format_func=options.get, key="dk_models")
+    cats = c2.multiselect("Categories", ds.categories, default=ds.categories, format_func=data.category_label,
+                          key="dk_cats")
+    seeds = c2.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="dk_seeds",
+                           help="the paper averages over three runs")
+    c2.caption(f"{len(ds.positives)} positives · " + " · ".join(
+        f"{data.category_label(c)}: {len(ds.eligible(c))} diseases" for c in ds.categories))
+    lr = c3.number_input("Learning rate", 1e-7, 1e-2, 2e-5, format="%.1e", key="dk_lr")
+    epochs = int(c3.number_input("Max epochs", 1, 50, 8, key="dk_epochs", help="early stopping on validation loss"))
+    with st.expander("More settings"):
+        e1, e2, e3 = st.columns(3)
+        batch = int(e1.number_input("Batch size", 1, 256, 8, key="dk_batch"))
+        patience = int(e1.number_input("Patience (epochs)", 1, 10, 1, key="dk_patience"))
+        n_neg = int(e2.number_input("Negatives per disease", 1, 50, 10, key="dk_neg"))
+        max_train = int(e2.number_input("Cap training examples (0 = none)", 0, 100_000, 0, key="dk_cap"))
+        hypothesis = e3.radio("Hypothesis", ["canonical", "full"], key="dk_hyp", horizontal=True,
+                              help="canonical: the disease name only (§3.4); full: the original sentence")
+        hyp_only = e3.checkbox("Hypothesis-only baseline", key="dk_hyp_only")
+    n_targets = len(splits.targets(ds, cats)) if cats else 0
+    st.caption(f"{len(chosen) * len(seeds) * n_targets} fine-tunings ({n_targets} diseases × {len(seeds)} seeds × "
+               f"{len(chosen)} models). On CPU one takes seconds (tiny models) to many minutes (BERT-base): see "
+               "docs/diskne.md for measured rates.")
+    if st.button("Start", type="primary", icon=":material/play_arrow:", key="dk_start",
+                 disabled=running or not (chosen and cats and seeds)):
+        with ui.guard("Starting the DisKnE run"):
+            finetune = {"lr": lr, "max_epochs": epochs, "batch_size": batch, "patience": patience,
+                        "hypothesis": hypothesis, "hypothesis_only": hyp_only, "max_train": max_train or None}
+            st.session_state.dk_job = runs.start_grid(chosen, build.ensure(source), categories=cats,
+                                                      seeds=sorted(seeds), finetune=finetune, n_negatives=n_neg,
+                                                      device=ui.selected_device())
+            st.rerun()
+
+
+def done_so_far(job) -> None:
+    """Progress per disease: the cells the running job has stored so far."""
+    live = runs.running_cells()
+    if len(live):
+        st.dataframe(live, hide_index=True, key="dk_live")
+
+
+ui.job_panel("dk_job", stop="Stop", stop_key="dk_stop", extra=done_so_far)
+if job is not None and job.finished and job.status == "failed":
+    st.error(job.error)
+
+st.subheader("Results")
+listed = None
+with ui.guard("Listing runs"):
+    listed = runs.list_runs()
+if listed is None or listed.empty:
+    st.info("No DisKnE runs yet: pick models and press Start.")
+    st.stop()
+labels = {r.run_id: f"{r.label} · {r.set_name} · {r.cells_done}/{r.n_cells} cells · {r.status} [{r.run_id[-6:]}]"
+          for r in listed.itertuples()}
+if not st.session_state.get("dk_sel") or not set(st.session_state.dk_sel) <= set(labels):
+    st.session_state.dk_sel = [listed.run_id[0]]
+sel = st.multiselect("Runs (pick several to compare models)", list(labels), format_func=labels.get, key="dk_sel")
+cells = runs.load_cells(sel)
+summary, diseases = results.summary(cells), results.per_disease(cells)
+if summary.empty:
+    st.info("The selected runs have no finished fine-tunings yet.")
+    st.stop()
+table = summary.assign(category=summary["category"].map(data.category_label))
+for col in ("macro", "macro_std", "weighted", "weighted_std"):
+    table[col] = (100 * table[col]).round(1)
+st.dataframe(table.rename(columns={"macro": "macro F1 %", "macro_std": "± std", "weighted": "weighted F1 %",
+                                   "weighted_std": "± std "}), hide_index=True, key="dk_summary")
+for cat in summary["category"].unique():
+    st.markdown(f"#### {data.category_label(cat)}")
+    wide = results.by_model(diseases, cat)
+    fig = go.Figure()
+    for model in [c for c in wide.columns if c != "disease"]:
+        fig.add_bar(x=wide["disease"], y=wide[model], name=model)
+    fig.update_layout(barmode="group", height=320, margin=dict(l=0, r=0, t=10, b=0), yaxis_title="F1 (%)",
+                      yaxis_range=[0, 100], legend=dict(orientation="h", y=1.15))
+    st.plotly_chart(fig, key=f"dk_chart_{cat}")
+    st.dataframe(wide, hide_index=True, key=f"dk_table_{cat}")
+if st.button("Delete the selected runs", icon=":material/delete:", key="dk_delete", disabled=running):
+    with ui.guard("Deleting"):
+        for r in sel:
+            runs.delete_run(r)
+        st.session_state.pop("dk_sel", None)
+        st.rerun()

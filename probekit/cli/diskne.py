@@ -1,0 +1,153 @@
+"""``python -m probekit diskne build|run|show``: DisKnE disease-knowledge probing by fine-tuning."""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ProbekitError
+from .common import print_json, print_listing
+
+
+def _pct(v: float, std: float | None = None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{100 * v:.1f}" + ("" if std is None or math.isnan(std) else f" ± {100 * std:.1f}")
+
+
+def _cmd_build(args) -> int:
+    from ..diskne import build, data
+
+    if args.source == "licensed":
+        if not args.out:
+            raise ProbekitError("`diskne build --source licensed` needs --out FILE (the licensed set stays yours: "
+                                "keep it outside the repository or under the git-ignored cache/)")
+        ds = data.load_licensed(args.nli or [], args.annotations, negatives_csv=args.negatives_csv)
+        path = data.save_set(ds, args.out)
+    else:
+        ds, path = build.build(args.source, seed=args.seed, per_disease=args.per_disease,
+                               max_diseases=args.max_diseases or None, data_dir=args.data_dir, out=args.out)
+    summary = ds.summary()
+    if args.format == "json":
+        print_json({"path": str(path), **summary})
+        return 0
+    print(f"wrote {path}  ({summary['diseases']} diseases, {summary['positives']} positives, version "
+          f"{summary['version']})")
+    for cat, c in summary["categories"].items():
+        print(f"  {data.category_label(cat):<24} {c['positives']:>5} positives  {c['diseases']:>4} diseases  "
+              f"{c['eligible']:>4} with >= 2 positives")
+    return 0
+
+
+def _set_path(args):
+    from ..diskne import build
+
+    if args.set:
+        return args.set
+    _, path = build.build("demo")  # deterministic and cheap: the offline default
+    return path
+
+
+def _print_tables(run_ids: list[str], fmt: str) -> None:
+    from ..diskne import data, results, runs
+
+    cells = runs.load_cells(run_ids)
+    summary, per_disease = results.summary(cells), results.per_disease(cells)
+    if fmt == "json":
+        print_json({"runs": [runs.get_run(r) | {"negatives": None} for r in run_ids],
+                    "summary": summary.to_dict(orient="records"), "diseases": per_disease.to_dict(orient="records")})
+        return
+    for r in run_ids:
+        meta = runs.get_run(r)
+        print(f"{r}  {meta['label']}  [{meta['status']}, {meta['n_cells']} cells, {meta['device']}, "
+              f"{meta['seconds'] or 0:.0f} s]  set {meta['set_name']} {meta['set_version']}")
+    if summary.empty:
+        print("no finished cells yet")
+        return
+    print(f"\n{'model':<36}{'category':<24}{'diseases':>9}{'seeds':>6}  {'macro F1 %':>14}  {'weighted F1 %':>14}")
+    for row in summary.to_dict(orient="records"):
+        print(f"{row['model'][:35]:<36}{data.category_label(row['category']):<24}{row['diseases']:>9}"
+              f"{row['seeds']:>6}  {_pct(row['macro'], row['macro_std']):>14}  "
+              f"{_pct(row['weighted'], row['weighted_std']):>14}")
+    print(f"\n{'model':<36}{'category':<24}{'disease':<36}{'F1 %':>7}{'support':>8}")
+    for row in per_disease.to_dict(orient="records"):
+        print(f"{row['model'][:35]:<36}{data.category_label(row['category']):<24}{row['disease'][:35]:<36}"
+              f"{_pct(row['f1']):>7}{row['support']:>8}")
+
+
+def _cmd_run(args) -> int:
+    from ..diskne import runs
+    from ..jobs import run_in_foreground, tqdm_progress
+
+    finetune = {"lr": args.lr, "batch_size": args.batch_size, "max_epochs": args.epochs, "patience": args.patience,
+                "val_fraction": args.val_fraction, "max_length": args.max_length, "hypothesis": args.hypothesis,
+                "hypothesis_only": args.hypothesis_only, "max_train": args.max_train}
+    path = _set_path(args)
+
+    def work(progress, should_cancel):
+        return runs.run_grid(args.model or ["default"], path, categories=args.category, seeds=args.seeds,
+                             finetune=finetune, n_negatives=args.negatives, device=args.device,
+                             diseases=args.disease, progress=progress, should_cancel=should_cancel)
+
+    run_ids = run_in_foreground(work, progress=tqdm_progress(quiet=args.quiet))
+    _print_tables(run_ids, args.format)
+    return 0
+
+
+def _cmd_show(args) -> int:
+    from ..diskne import runs
+
+    if not args.run:
+        def line(r: dict) -> str:
+            return (f"{r['run_id']}  {r['status']:<9} {r['label']}  set {r['set_name']}  "
+                    f"[{r['cells_done']}/{r['n_cells']} cells]")
+
+        print_listing(runs.list_runs(), args.format, empty="no DisKnE runs (run `python -m probekit diskne run`)",
+                      line=line)
+        return 0
+    _print_tables(args.run, args.format)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("diskne", help="DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    b = actions.add_parser("build", help="build a DisKnE set: license-free from MedLAMA/demo, or the licensed files")
+    b.add_argument("--source", default="demo", choices=["demo", "medlama", "licensed"],
+                   help="demo (shipped) | medlama (PROBEKIT_MEDLAMA_DIR) | licensed (MedNLI + DisKnE annotations)")
+    b.add_argument("--data-dir", default=None, help="demo/medlama: the MedLAMA-layout folder")
+    b.add_argument("--seed", type=int, default=0, help="derived sets: premises and diseases are drawn by seed")
+    b.add_argument("--per-disease", type=int, default=3, help="derived sets: positives per disease")
+    b.add_argument("--max-diseases", type=int, default=40, help="derived sets: diseases per category (0 = all)")
+    b.add_argument("--nli", action="append", default=None, help="licensed: a MedNLI / MEDIQA-NLI JSONL (repeat)")
+    b.add_argument("--annotations", default=None, help="licensed: a DisKnE annotation CSV")
+    b.add_argument("--negatives-csv", default=None, help="licensed: optional CSV with disease, negative_disease")
+    b.add_argument("--out", default=None, help="output file (default: cache/diskne/<source>-seed…json)")
+    b.add_argument("--format", default="table", choices=["table", "json"])
+    b.set_defaults(func=_cmd_build)
+
+    r = actions.add_parser("run", help="fine-tune per (model, disease, seed), store the run, print F1 tables")
+    r.add_argument("--set", default=None, help="a built set (default: the demo-derived set, built if needed)")
+    r.add_argument("--model", action="append", default=None, help="model id or folder (repeat; default: default)")
+    r.add_argument("--device", default=None, help="cuda | cpu (default: CUDA when present)")
+    r.add_argument("--category", action="append", default=None, help="only these categories (repeat)")
+    r.add_argument("--disease", action="append", default=None, help="only these disease ids (repeat)")
+    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    r.add_argument("--negatives", type=int, default=10, help="negative diseases per disease (paper: 10)")
+    r.add_argument("--lr", type=float, default=2e-5)
+    r.add_argument("--batch-size", type=int, default=8)
+    r.add_argument("--epochs", type=int, default=8, help="maximum epochs (early stopping on validation loss)")
+    r.add_argument("--patience", type=int, default=1, help="epochs without a better validation loss before stopping")
+    r.add_argument("--val-fraction", type=float, default=0.1)
+    r.add_argument("--max-length", type=int, default=128)
+    r.add_argument("--hypothesis", default="canonical", choices=["canonical", "full"])
+    r.add_argument("--hypothesis-only", action="store_true", help="the hypothesis-only baseline")
+    r.add_argument("--max-train", type=int, default=None, help="cap training examples per cell (quick runs)")
+    r.add_argument("--format", default="table", choices=["table", "json"])
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(func=_cmd_run)
+
+    s = actions.add_parser("show", help="list DisKnE runs, or show one or more (macro/weighted F1, per disease)")
+    s.add_argument("run", nargs="*", default=None, help="run ids (none: list the runs)")
+    s.add_argument("--format", default="table", choices=["table", "json"])
+    s.set_defaults(func=_cmd_show)

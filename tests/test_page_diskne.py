@@ -1,0 +1,83 @@
+"""AppTest of the DisKnE page: fine-tune in the background, see a table and a chart per category, compare two
+runs (models) side by side, stop a run, and bad settings give a message, not a traceback."""
+
+from __future__ import annotations
+
+from apptest_utils import errors, open_app
+
+from probekit import jobs
+from probekit.diskne import build, data, runs, splits
+
+
+def _table(at, column):
+    """The page's dataframe with ``column`` (AppTest does not expose dataframe keys)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _start(at, *, hyp_only=False):
+    at.multiselect(key="dk_seeds").set_value([0])
+    at.multiselect(key="dk_cats").set_value(["symptoms_diseases"])
+    at.number_input(key="dk_epochs").set_value(1)
+    at.number_input(key="dk_cap").set_value(16)
+    at.checkbox(key="dk_hyp_only").set_value(hyp_only).run()
+    at.button(key="dk_start").click().run()
+    job = at.session_state["dk_job"]
+    assert job.wait(300), job.stage
+    at.run()
+    return job
+
+
+def test_diskne_page_runs_shows_and_compares(tiny_encoder_dir):
+    at = open_app("diskne", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    assert any("No DisKnE runs yet" in i.value for i in at.info)
+    assert at.multiselect(key="dk_models").value == [str(tiny_encoder_dir)]
+    n = len(splits.targets(data.read_set(build.ensure("demo"))))  # every disease with >= 2 positives somewhere
+    assert any(c.value.startswith(f"{3 * n} fine-tunings ({n} diseases × 3 seeds × 1 models)") for c in at.caption)
+    job = _start(at)
+    assert job.status == "done", job.error
+    assert errors(at) == []
+    [first] = job.result
+    summary = _table(at, "macro F1 %")
+    assert list(summary["category"]) == ["Symptoms → Disease"] and list(summary["diseases"]) == [9]
+    assert len(at.get("plotly_chart")) == 1  # one chart per category
+    assert len(_table(at, "disease")) == 9
+    # a second model variant, then compare the two runs side by side
+    job = _start(at, hyp_only=True)
+    assert job.status == "done", job.error
+    [second] = job.result
+    at.multiselect(key="dk_sel").set_value([first, second]).run()
+    assert errors(at) == []
+    wide = _table(at, "disease")
+    labels = {runs.get_run(first)["label"], runs.get_run(second)["label"]}
+    assert labels <= set(wide.columns) and len(wide) == 9
+    assert len(_table(at, "macro F1 %")) == 2 and len(at.get("plotly_chart")[0].proto.spec) > 0
+
+
+def test_diskne_page_stop_and_bad_settings(tiny_encoder_dir):
+    at = open_app("diskne", model=str(tiny_encoder_dir))
+    jobs._WORK.acquire()  # another job holds the machine: this one waits, and we stop it
+    try:
+        at.multiselect(key="dk_seeds").set_value([0]).run()
+        at.button(key="dk_start").click().run()
+        assert at.button(key="dk_start").disabled
+        at.button(key="dk_stop").click().run()
+    finally:
+        jobs._WORK.release()
+    job = at.session_state["dk_job"]
+    assert job.wait(60) and job.status == "cancelled"
+    at.run()
+    assert errors(at) == []
+    at.multiselect(key="dk_cats").set_value([]).run()
+    assert at.button(key="dk_start").disabled  # nothing to run
+
+
+def test_diskne_page_bad_model_is_a_message():
+    at = open_app("diskne", model="/no/such/model")  # typed in the sidebar: preselected on the page
+    assert errors(at) == [] and at.multiselect(key="dk_models").value == ["/no/such/model"]
+    at.multiselect(key="dk_seeds").set_value([0]).run()
+    at.button(key="dk_start").click().run()
+    job = at.session_state["dk_job"]
+    assert job.wait(60) and job.status == "failed" and "does not exist" in job.error
+    at.run()
+    assert any("does not exist" in e.value for e in at.error)
