@@ -263,7 +263,7 @@ def test_from_probe_and_from_run(tiny_encoder, tiny_dataset):
     sid2 = ann.from_run(run_id, name="from run", n_queries=4, k=5, seed=2)
     meta2 = ann.get_session(sid2)
     assert (meta2["source"], meta2["source_run"], meta2["n_queries"]) == ("run", run_id, 4)
-    assert meta2["exclude_subject"] is None  # the run did not record it
+    assert meta2["exclude_subject"] is False  # the run recorded its setting: off (the reference behaviour)
     assert sorted(ann.items_frame(sid2).relation.unique()) == ["may_prevent", "may_treat"]
     with pytest.raises(ProbekitError, match="k ≤ 5"):
         ann.from_run(run_id, name="x", k=10)
