@@ -20,7 +20,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_dataset_args(p: argparse.ArgumentParser, *, default: str = "demo") -> None:
-    p.add_argument("--dataset", default=default, help="demo | medlama | biolama | triples")
+    p.add_argument("--dataset", default=default, help="demo | medlama | biolama | triples | freetext")
     p.add_argument("--data-dir", default=None, help="dataset folder or file (default from PROBEKIT_*_DIR)")
     p.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
     p.add_argument("--relation", action="append", default=None, help="only these relations (repeatable)")
@@ -76,8 +76,9 @@ def load_dataset_from_args(args):
         unknown = [r for r in args.relation if r not in ds.relations]
         if unknown:
             raise UnknownNameError("relation", unknown[0], ds.relations)
+        # meta travels along: a freetext dataset's vocabulary (its objects) must not change with the filter
         ds = Dataset(ds.name, [q for q in ds.queries if q.relation in args.relation], ds.templates,
-                     version=ds.version, source=ds.source)
+                     version=ds.version, source=ds.source, meta=dict(ds.meta))
     return ds
 
 

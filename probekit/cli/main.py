@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("probekit.cli.rewire", "probe every checkpoint of rewiring runs: acc@k against training step"),
     "annotations": ("probekit.cli.annotations", "expert annotation sessions: create, list, stats, export"),
     "grid": ("probekit.cli.grid", "probing grids (models x datasets x probes x options x layers), local or Ray"),
+    "templates": ("probekit.cli.templates", "template-based vs template-free: compare runs, parallel sets"),
+    "perplexity": ("probekit.cli.perplexity", "perplexity of prompts (pseudo for masked LMs, causal LMs)"),
 }
 """command -> (module with ``register(sub)``, one-line help). A new command is one module and one entry."""
 

@@ -10,6 +10,8 @@ subject and relation name a template query and its masked object is one of that 
 
 Both sides get the same query ids, the same single gold object and the same candidate vocabulary, so
 their runs differ only in the prompt; :func:`parallel_drop` then gives acc@k on each side per relation.
+The pairs table (``Parallel.pairs``: prompt with ``[MASK]``, object, subject, relation, source, template)
+is itself a valid template-free file for :mod:`probekit.datasets.freetext`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pandas as pd
 from ..datasets.base import Dataset
 from ..datasets.freetext import KIND
 from ..errors import ProbekitError
-from ..types import Query, normalize_name
+from ..types import MASK, OBJECT, Query, normalize_name
 
 VOCABS = ("pairs", "template")
 
@@ -73,7 +75,7 @@ def pair_datasets(template: Dataset, free: Dataset, *, per_fact: int = 1, vocab:
                 continue
             used[fact] = used.get(fact, 0) + 1
             rows.append({"subject": tq.subject, "relation": tq.relation, "object": obj, "template_query": tq.id,
-                         "template": tq.template, "free_query": fq.id, "prompt": fq.template,
+                         "template": tq.template, "free_query": fq.id, "prompt": fq.text(MASK),
                          "source": "; ".join(sources.get(fq.id, []))})
     if not rows:
         raise ProbekitError(f"no sentence of {free.name!r} matches a fact of {template.name!r}: a pair needs the "
@@ -92,7 +94,8 @@ def pair_datasets(template: Dataset, free: Dataset, *, per_fact: int = 1, vocab:
              else list(template.candidates("heads+tails").names))
     tb = [Query(id=r.query_id, subject=r.subject, relation=r.relation, template=r.template, golds=(r.object,))
           for r in pairs.itertuples(index=False)]
-    tf = [Query(id=r.query_id, subject=r.subject, relation=r.relation, template=r.prompt, golds=(r.object,))
+    tf = [Query(id=r.query_id, subject=r.subject, relation=r.relation, template=r.prompt.replace(MASK, OBJECT),
+                golds=(r.object,))
           for r in pairs.itertuples(index=False)]
     base = name or f"{template.name}~{free.name}"
     version = f"{template.version}+{free.version}:{per_fact}:{vocab}"
