@@ -5,7 +5,8 @@
    simple scan standing in for the corpus layer's LIPID builder: a sentence qualifies for a fact (S, R, O)
    when it holds S and O as whole words, O exactly once and not as part of a longer listed name ("heart"
    in "heart failure"), and none of the paper's filter keywords ("here", "we", "investigate", "study",
-   "propose", "outline", "(", "our", "performed", "suggest", "however"); O is masked. It writes the template-free file (prompt, object, subject, relation, source).
+   "propose", "outline", "(", "our", "performed", "suggest", "however"); O is masked. It writes the
+   template-free file (prompt, object, subject, relation, source).
 2. Pair it with the templates (:func:`probekit.templates.parallel.pair_datasets`: same facts, same single
    gold, same candidates), probe both sides with the default model, and print acc@k per relation and
    the change (:func:`~probekit.templates.parallel.parallel_drop`), plus prediction frequency per side.
@@ -98,14 +99,18 @@ def main() -> int:
     ap.add_argument("--dataset", default="demo", choices=["demo", "medlama"])
     ap.add_argument("--model", default="default")
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--vocab", default="pairs", choices=["pairs", "template"],
+                    help="shared candidates: the paired objects (default) or the template dataset's vocabulary")
     ap.add_argument("--out", default=None, help="folder for the sentences file and results (default: cache/)")
     ap.add_argument("--no-configs", action="store_true", help="skip the ranking comparison of configurations")
     args = ap.parse_args()
 
     import pandas as pd
 
-    from probekit import config, models, run_metrics, runs
+    from probekit import config, models
+    from probekit.bench import runs
     from probekit.datasets import load_dataset
+    from probekit.metrics import compare as run_metrics
     from probekit.templates import frequency, rankings
     from probekit.templates.parallel import pair_datasets, parallel_drop
 
@@ -122,13 +127,14 @@ def main() -> int:
     sentences = out / f"{args.dataset}_pubmed_sentences.jsonl"
     sentences.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     free = load_dataset("freetext", path=sentences, use_cache=False)
-    par = pair_datasets(template, free, per_fact=1, vocab="pairs")
+    par = pair_datasets(template, free, per_fact=1, vocab=args.vocab)
     print(f"pairs: {json.dumps(par.stats)}; shared candidates: {len(par.free.candidates())}")
     for r in par.pairs.head(5).itertuples():
         print(f"  {r.template.replace('[X]', r.subject)}  |  {r.prompt}  ->  {r.object}")
 
     model = models.load(args.model)
-    result = {"dataset": args.dataset, "counts": counts, "pairs": par.stats, "model": model.id}
+    result = {"dataset": args.dataset, "counts": counts, "pairs": par.stats, "model": model.id, "vocab": args.vocab,
+              "candidates": len(par.free.candidates())}
     frames = {}
     for side, ds in (("template", par.template), ("free", par.free)):
         frames[side] = runs.run_benchmark(model, ds, probe="retrieval", k=args.k, save=False).frame
@@ -173,8 +179,9 @@ def main() -> int:
         print(f"Kendall's tau {corr['kendall_tau']:.3f} (p {corr['kendall_p']:.3f}), Spearman's rho "
               f"{corr['spearman_rho']:.3f} (p {corr['spearman_p']:.3f}), n = {corr['n']}")
         result["configs"] = {"table": table.to_dict(orient="records"), "correlation": corr}
-    (out / f"{args.dataset}_result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"\nwrote {sentences} and {out / f'{args.dataset}_result.json'}")
+    result_file = out / f"{args.dataset}_{args.vocab}_result.json"
+    result_file.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"\nwrote {sentences} and {result_file}")
     return 0
 
 

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
-from probekit import runs
+from probekit.bench import runs
 from probekit.templates import compare, stored
 
 ui.title("Templates vs free text")

@@ -38,6 +38,11 @@ def test_csv_rows_become_queries_with_the_objects_as_candidates():
     assert list(ds.candidates("relation", "gene").names) == ["mtor", "insulin"]
 
 
+def test_excel_bom_is_dropped():
+    ds = freetext.parse("\ufeffprompt,object\n[MASK] works.,aspirin\n", label="excel.csv")
+    assert ds.queries[0].golds == ("aspirin",)
+
+
 def test_jsonl_and_default_relation(tmp_path):
     path = tmp_path / "free.jsonl"
     rows = [{"prompt": "[MASK] inhibits cyclooxygenase.", "object": "aspirin"},
@@ -56,7 +61,10 @@ def test_jsonl_and_default_relation(tmp_path):
     ("prompt,object\n[MASK] works.,\n", "csv", r"line 2, column 'object': empty"),
     ("prompt,object\n [MASK] . ,x\n", "csv", r"line 2, column 'prompt': nothing but the mask"),
     ("prompt,object\n[MASK] works.,a,extra\n", "csv", r"line 2: 3 values but 2 columns"),
-    ('prompt,object\n"[MASK]\nspans lines.",a\n[MASK] x,\n', "csv", r"line 4, column 'object': empty"),
+    ('prompt,object\n"[MASK]\nspans lines.",a\n[MASK] x,b\n', "csv", r"line 2, column 'prompt': runs over several "
+                                                                  r"lines \(to line 3\)"),
+    ('prompt,object\n[MASK] x,a\n"[MASK] never closed,b\n', "csv", r"line 3: malformed CSV"),
+    ('prompt,object\n[MASK] x,a\n\n[MASK] y,\n', "csv", r"line 4, column 'object': empty"),
     ('{"prompt": "[MASK] x", "object": "a"}\n{"prompt": "[MASK] y"\n', "jsonl", r"bad\.csv, line 2: not valid JSON"),
     ('["[MASK] x", "a"]\n', "jsonl", r"line 1: expected a JSON object"),
     ('{"prompt": "[MASK] x", "object": ["a", "b"]}\n', "jsonl", r"line 1, column 'object': expected text"),

@@ -4,7 +4,8 @@
 import pytest
 from apptest_utils import errors, open_app
 
-from probekit import models, runs
+from probekit import models
+from probekit.bench import runs
 from probekit.datasets import freetext, load_dataset
 from probekit.probes import get_probe
 from probekit.templates import compare, stored

@@ -7,9 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from probekit import models, run_metrics, runs
+from probekit import models
+from probekit.bench import runs
 from probekit.datasets import freetext
 from probekit.errors import ProbekitError
+from probekit.metrics import compare as run_metrics
 from probekit.probes import get_probe
 from probekit.templates import compare, frequency, stored
 

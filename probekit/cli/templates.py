@@ -63,7 +63,8 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_parallel(args) -> int:
-    from .. import models, runs
+    from .. import models
+    from ..bench import runs
     from ..datasets import load_dataset
     from ..probes import get_probe
     from ..store.export import write_table

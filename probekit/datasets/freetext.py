@@ -45,21 +45,34 @@ def _rows(text: str, label: str, fmt: str):
                 raise DataFormatError(f"{label}, line {line}: expected a JSON object with {_NEED}")
             yield line, row
         return
-    reader = csv.DictReader(io.StringIO(text))
-    fields = reader.fieldnames or []
+    reader = csv.DictReader(io.StringIO(text), strict=True)
+    try:
+        fields = reader.fieldnames or []
+    except csv.Error as e:
+        raise DataFormatError(f"{label}, line 1: not a valid CSV header ({e})") from None
     missing = [c for c in REQUIRED if c not in fields]
     if fields and missing:
         raise DataFormatError(f"{label}, line 1: missing column {missing[0]!r} ({_NEED})")
-    start = 2
-    try:
-        for row in reader:
-            if None in row:  # more values than header columns
-                raise DataFormatError(f"{label}, line {start}: {len(fields) + len(row[None])} values but "
-                                      f"{len(fields)} columns in the header (quote prompts holding commas)")
-            yield start, row
-            start = reader.line_num + 1  # a quoted prompt may span lines: report where its record starts
-    except csv.Error as e:
-        raise DataFormatError(f"{label}, line {reader.line_num}: malformed CSV ({e})") from None
+    start = reader.line_num + 1  # physical line after the last record (blank lines may come first)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise DataFormatError(f"{label}, line {start}: malformed CSV ({e}); an opening quote is probably "
+                                  "never closed") from None
+        values = [v for v in row.values() if isinstance(v, str)]
+        line = reader.line_num - sum(v.count("\n") for v in values)  # where this record starts
+        if None in row:  # more values than header columns
+            raise DataFormatError(f"{label}, line {line}: {len(fields) + len(row[None])} values but "
+                                  f"{len(fields)} columns in the header (quote prompts holding commas)")
+        spanning = [c for c in fields if isinstance(row.get(c), str) and ("\n" in row[c] or "\r" in row[c])]
+        if spanning:
+            raise DataFormatError(f"{label}, line {line}, column {spanning[0]!r}: runs over several lines (to line "
+                                  f"{reader.line_num}); an opening quote is probably never closed")
+        yield line, row
+        start = reader.line_num + 1
 
 
 def _cell(row: dict, column: str, label: str, line: int) -> str:
@@ -74,7 +87,12 @@ def _cell(row: dict, column: str, label: str, line: int) -> str:
 
 def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "freetext",
           version: str = "") -> Dataset:
-    """Parse template-free prompts from text (uploads and files); errors name file, line and column."""
+    """Parse template-free prompts from text (uploads and files); errors name file, line and column.
+
+    A byte-order mark (Excel's "CSV UTF-8") is dropped; a record that spans lines (an unclosed quote) or
+    has more values than the header is refused, never merged silently.
+    """
+    text = text.removeprefix("\ufeff")
     if fmt not in ("csv", "jsonl"):
         raise DataFormatError(f"{label}: unknown format {fmt!r}; use csv or jsonl")
     groups: dict[tuple[str, str], dict] = {}

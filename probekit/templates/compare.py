@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .. import run_metrics
 from ..errors import ProbekitError
+from ..metrics import compare as run_metrics
 from ..types import SUBJECT
 from . import frequency, rankings, stored
 
@@ -79,7 +79,7 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
                  frequency_k: int = 1) -> Comparison:
     """Load stored runs and compare them (see the module docstring). ``k``/``average``: the accuracy that
     ranks models; ``scorer``/``fill``: which stored perplexities to use (default: the run's own model)."""
-    from ..runs import load_run
+    from ..bench.runs import load_run
 
     run_ids = list(dict.fromkeys(str(r).strip() for r in run_ids if str(r).strip()))
     if not run_ids:

@@ -64,7 +64,7 @@ def score_queries(scorer, queries: Sequence[Query], *, fill: str = "gold", batch
 def score_run(run_id: str, scorer, *, fill: str = "gold", batch_size: int | None = None, progress=None,
               save: bool = True) -> pd.DataFrame:
     """Score every prompt of a stored run and (by default) store the scores with it."""
-    from ..runs import load_run
+    from ..bench.runs import load_run
 
     run = load_run(run_id)
     scores = score_queries(scorer, _queries(run.frame), fill=fill, batch_size=batch_size, progress=progress)
