@@ -50,8 +50,8 @@ else:
     for r in cmp.rankings.to_dict(orient="records"):
         fig.add_trace(go.Scatter(x=[tb, tf], y=[r[f"{tb} rank"], r[f"{tf} rank"]], mode="lines+markers+text",
                                  name=r["model"], textposition=["middle left", "middle right"],
-                                 text=[f"{r['model']} ({100 * r[f'{tb} score']:.1f})",
-                                       f"({100 * r[f'{tf} score']:.1f}) {r['model']}"]))
+                                 text=[f"{ui.chart_text(r['model'])} ({100 * r[f'{tb} score']:.1f})",
+                                       f"({100 * r[f'{tf} score']:.1f}) {ui.chart_text(r['model'])}"]))
     fig.update_yaxes(autorange="reversed", title="rank (1 = best)", dtick=1)
     fig.update_layout(height=120 + 45 * len(cmp.rankings), showlegend=False, margin=dict(l=220, r=220, t=20, b=0))
     st.plotly_chart(fig, key="tpl_slope")
@@ -68,6 +68,7 @@ if points.empty:
     st.info("No stored perplexities for these runs. Score their prompts: `python -m probekit perplexity --run RUN_ID "
             "--model MLM` (a masked LM; the run's own model is used when it has an MLM head), or below.")
 else:
+    points = points.assign(model=points.model.map(ui.chart_text), scorer=points.scorer.map(ui.chart_text))
     fig = px.scatter(points, x="mean perplexity", y=acc, color="kind", text="model", hover_data=["run_id", "scorer"])
     fig.update_traces(textposition="top center")
     fig.update_layout(height=420, margin=dict(l=0, r=0, t=20, b=0))
@@ -76,8 +77,9 @@ else:
 model = ui.current_model() if st.toggle("Score prompts with the sidebar model", key="tpl_score_on") else None
 if model is not None:
     if not model.has_mlm:
-        st.warning(f"{ui.model_label()} has no MLM head: pick a masked LM in the sidebar for pseudo-perplexity.")
-    elif st.button(f"Score the prompts of {len(selected)} runs with {ui.model_label()}", key="tpl_score"):
+        st.warning(f"{ui.md(ui.model_label())} has no MLM head: pick a masked LM in the sidebar for "
+                   "pseudo-perplexity.")
+    elif st.button(f"Score the prompts of {len(selected)} runs with {ui.md(ui.model_label())}", key="tpl_score"):
         with ui.guard("Scoring prompts"):
             report = ui.progress("Pseudo-perplexity")
             for rid in selected:
@@ -88,14 +90,15 @@ if model is not None:
 # ---- prediction frequency
 st.subheader("Prediction frequency")
 for flag in cmp.flags:
-    st.warning(flag, icon=":material/flag:")
+    st.warning(ui.md(flag), icon=":material/flag:")
 label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run")
 freq = cmp.frequency[label].head(15).melt(id_vars="object", value_vars=["share", "gold_share"], var_name="what",
                                           value_name="prompts (share)")
+freq["object"] = freq["object"].map(ui.chart_text)
 freq["what"] = freq["what"].map({"share": "top-1 prediction", "gold_share": "gold answer"})
 fig = px.bar(freq, x="object", y="prompts (share)", color="what", barmode="group")
 fig.update_layout(height=380, margin=dict(l=0, r=0, t=20, b=0), yaxis_tickformat=".0%")
 st.plotly_chart(fig, key="tpl_freq_chart")
-st.caption(f"The 15 objects {label} answers most often, with the share of prompts each is the top-1 answer to and "
-           f"the share it is a gold answer of. Top-{top_n} objects take "
+st.caption(f"The 15 objects {ui.md(label)} answers most often, with the share of prompts each is the top-1 answer "
+           f"to and the share it is a gold answer of. Top-{top_n} objects take "
            f"{100 * cmp.runs.set_index('label').loc[label, f'top-{top_n} share']:.1f} % of the top-1 predictions.")
