@@ -97,3 +97,14 @@ def test_template_free_queries_go_through_both_candidate_ranking_probes(tiny_mlm
             assert r.n_candidates == 4 and len(r.names) == 2
             assert all(rank is not None and 1 <= rank <= 4 for rank in r.gold_ranks)
         assert 0.0 <= metrics.acc_at_k(rankings, k=1) <= 1.0
+
+
+def test_sidebar_upload_tells_template_free_files_from_triples():
+    """The sidebar's upload takes either kind: a ``prompt`` column (or JSON key) means template-free."""
+    from pages import _ui
+
+    free = _ui._parse("s.csv", "\ufeffprompt,object\n[MASK] works.,aspirin\n".encode())
+    assert freetext.is_template_free(free) and free.name == "upload:s.csv"
+    assert freetext.is_template_free(_ui._parse("s.jsonl", b'{"prompt": "[MASK] works.", "object": "a"}\n'))
+    facts = _ui._parse("t.csv", b"subject,relation,object\naspirin,may_treat,pain\n")
+    assert not freetext.is_template_free(facts) and facts.queries[0].template == "[X] may treat [Y] ."
