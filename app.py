@@ -31,6 +31,7 @@ PAGES = [
     ("Benchmark", st.Page("pages/layers.py", title="Layers", icon=":material/stacked_line_chart:")),
     ("Benchmark", st.Page("pages/grid.py", title="Grid", icon=":material/grid_view:")),
     ("Benchmark", st.Page("pages/diskne.py", title="DisKnE", icon=":material/coronavirus:")),
+    ("Benchmark", st.Page("pages/templates.py", title="Templates vs free text", icon=":material/compare:")),
     ("Rewire", st.Page("pages/rewire.py", title="Rewire", icon=":material/model_training:")),
     ("Rewire", st.Page("pages/sweep.py", title="Checkpoint sweep", icon=":material/query_stats:")),
     ("Annotate", st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")),

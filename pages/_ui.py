@@ -21,7 +21,7 @@ import streamlit as st
 import torch
 
 from probekit import config, models
-from probekit.datasets import Dataset, available_datasets, load_spec, triples
+from probekit.datasets import Dataset, available_datasets, freetext, load_spec, triples
 from probekit.errors import ProbekitError
 
 log = logging.getLogger("probekit.app")
@@ -171,7 +171,8 @@ def current_dataset() -> Dataset | None:
         if spec == UPLOAD:
             up = st.session_state.get(UPLOAD_KEY)
             if up is None:
-                st.info("Upload a triples file (CSV or JSONL: subject, relation, object[, template]) in the sidebar.")
+                st.info("Upload a triples file (CSV or JSONL: subject, relation, object[, template]) or template-free "
+                        "prompts (prompt with [MASK], object[, subject, relation, source]) in the sidebar.")
                 return None
             data = up.getvalue()
             if len(data) > config.MAX_UPLOAD_MB * 2**20:
@@ -194,13 +195,17 @@ _UPLOADS_LOCK = threading.Lock()
 
 
 def _parse(name: str, data: bytes) -> Dataset:
+    """A triples file, or a template-free one (a ``prompt`` column: sentences with [MASK]) by its first record."""
     fmt = "jsonl" if name.lower().endswith((".jsonl", ".json", ".ndjson")) else "csv"
     digest = hashlib.sha1(data).hexdigest()[:12]
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ProbekitError(f"{name}: not UTF-8 text (byte {e.start}); save it as UTF-8 CSV or JSONL") from None
-    return triples.parse(text, label=name, fmt=fmt, name=f"upload:{name}", version=digest)
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    free = '"prompt"' in first if fmt == "jsonl" else "prompt" in [c.strip() for c in first.split(",")]
+    parser = freetext.parse if free else triples.parse
+    return parser(text, label=name, fmt=fmt, name=f"upload:{name}", version=digest)
 
 
 def upload_cache_bytes() -> int:
@@ -273,7 +278,8 @@ def sidebar() -> None:
         st.selectbox("Dataset", list(ds), format_func=ds.get, key=DATASET_KEY)
         if st.session_state.get(DATASET_KEY) == UPLOAD:
             st.file_uploader("Triples file", type=["csv", "jsonl", "json"], key=UPLOAD_KEY,
-                             help="Columns subject, relation, object and optionally template ([X] … [Y]).")
+                             help="Columns subject, relation, object and optionally template ([X] … [Y]); or, "
+                                  "template-free: prompt (a sentence with [MASK]), object[, subject, relation].")
 
 
 # ---------------------------------------------------------------- downloads

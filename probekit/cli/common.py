@@ -19,7 +19,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_dataset_args(p: argparse.ArgumentParser, *, default: str = "demo") -> None:
-    p.add_argument("--dataset", default=default, help="demo | medlama | biolama | triples")
+    p.add_argument("--dataset", default=default, help="demo | medlama | biolama | triples | freetext")
     p.add_argument("--data-dir", default=None, help="dataset folder or file (default from PROBEKIT_*_DIR)")
     p.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
     p.add_argument("--relation", action="append", default=None, help="only these relations (repeatable)")

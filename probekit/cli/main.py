@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grid": ("probekit.cli.grid", "probing grids (models x datasets x probes x options x layers), local or Ray"),
     "corpus": ("probekit.cli.corpus", "corpora: index entity mentions once, find real contexts, template-free prompts"),
     "diskne": ("probekit.cli.diskne", "DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)"),
+    "templates": ("probekit.cli.templates", "template-based vs template-free: compare runs, parallel sets"),
+    "perplexity": ("probekit.cli.perplexity", "perplexity of prompts (pseudo for masked LMs, causal LMs)"),
 }
 """command -> (module with ``register(sub)``, one-line help). A new command is one module and one entry."""
 

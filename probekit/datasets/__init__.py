@@ -1,6 +1,7 @@
 """Dataset loaders behind one registry: ``load_dataset(name, ...) -> Dataset``.
 
-Names: ``demo`` (shipped in git), ``medlama`` (full/hard), ``biolama``, ``triples`` (a user file).
+Names: ``demo`` (shipped in git), ``medlama`` (full/hard), ``biolama``, ``triples`` (a user file),
+``freetext`` (template-free prompts: natural sentences with one ``[MASK]``, a user file).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from .. import config
 from ..errors import ProbekitError, Registry
-from . import biolama, medlama, triples
+from . import biolama, freetext, medlama, triples
 from .base import HARD_IN_FULL, SUBSETS, VOCABS, Dataset
 
 LOADERS: Registry = Registry("dataset")
@@ -39,6 +40,13 @@ def _triples(path=None, **kw) -> Dataset:
     if path is None:
         raise ProbekitError("dataset 'triples' needs a file: --data-dir FILE (CSV or JSONL)")
     return triples.load(path, **kw)
+
+
+@LOADERS.register("freetext")
+def _freetext(path=None, **kw) -> Dataset:
+    if path is None:
+        raise ProbekitError("dataset 'freetext' needs a file: --data-dir FILE (CSV or JSONL with prompt, object)")
+    return freetext.load(path, **kw)
 
 
 def load_dataset(name: str, *, path: str | Path | None = None, which: str = "full", use_cache: bool = True,

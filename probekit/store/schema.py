@@ -177,3 +177,18 @@ MIGRATIONS["diskne"] = [
     CREATE INDEX diskne_cells_run ON diskne_cells (run_id)
     """,
 ]
+
+# template-based vs template-free (probekit.templates.stored): per-prompt perplexity of a stored run's prompts,
+# by a scorer model (pseudo-perplexity for masked LMs, perplexity for causal LMs); several scorers per run
+MIGRATIONS["templates"] = [
+    """
+    CREATE TABLE prompt_perplexity (
+        run_id VARCHAR NOT NULL, query_id VARCHAR NOT NULL, scorer VARCHAR NOT NULL, scorer_revision VARCHAR,
+        method VARCHAR NOT NULL CHECK (method IN ('pseudo', 'causal')),
+        fill VARCHAR NOT NULL CHECK (fill IN ('gold', 'mask')), text VARCHAR NOT NULL,
+        n_tokens INTEGER NOT NULL, nll DOUBLE NOT NULL, perplexity DOUBLE, created_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (run_id, query_id, scorer, method, fill)
+    );
+    CREATE INDEX prompt_perplexity_run ON prompt_perplexity (run_id)
+    """,
+]

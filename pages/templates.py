@@ -1,0 +1,104 @@
+"""Templates vs free text (Shaier et al.): stored runs of several models on a template-based and a template-free
+dataset -> the two model rankings (slope chart, Kendall's tau, Spearman's rho), mean perplexity against accuracy
+(Figure 2) and how often each object is a model's top answer (prediction frequency, flags)."""
+
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import _ui as ui
+from probekit.bench import runs
+from probekit.templates import compare, stored
+
+ui.title("Templates vs free text")
+listed = None
+with ui.guard("Stored runs"):
+    listed = runs.list_runs(status="done")
+if listed is None or listed.empty:
+    st.info("No finished runs yet. Run each model on a template dataset (demo, MedLAMA) and on a template-free one "
+            "(upload prompts with [MASK] in the sidebar, or `python -m probekit bench --dataset freetext --data-dir "
+            "FILE --save`) on the Benchmark page.")
+    st.stop()
+names = {r.run_id: f"{r.label} · k={r.k} [{r.run_id[-6:]}]" for r in listed.itertuples()}
+st.session_state.tpl_sel = [r for r in st.session_state.get("tpl_sel", []) if r in names]
+selected = st.multiselect("Runs: one per model and kind (template-based / template-free)", list(names),
+                          key="tpl_sel", format_func=names.get)
+if not selected:
+    st.info("Pick the runs to compare: each model's run on a template-based dataset and on a template-free one.")
+    st.stop()
+c1, c2, c3 = st.columns(3)
+k = c1.segmented_control("Rank models by acc@", [1, 5, 10], default=1, key="tpl_k") or 1
+top_n = c2.number_input("Top-n objects", 1, 50, 5, key="tpl_n")
+threshold = c3.slider("Flag objects answered to at least", 0.05, 1.0, 0.1, 0.05, key="tpl_thr", format="%.2f")
+cmp = None
+with ui.guard("Comparing runs"):
+    cmp = compare.compare_runs(selected, k=k, top_n=int(top_n), flag_threshold=threshold)
+if cmp is None:
+    st.stop()
+acc = f"acc@{k}"
+st.dataframe(cmp.runs.drop(columns=["label"]), hide_index=True, key="tpl_runs", column_config={
+    c: st.column_config.NumberColumn(format="%.4f") for c in (acc, "top object share", f"top-{top_n} share",
+                                                              "distinct share", "mean perplexity")})
+
+# ---- rankings
+st.subheader("Model rankings")
+if cmp.rankings is None:
+    st.info("Rankings need runs of the same models on both a template-based and a template-free dataset.")
+else:
+    fig = go.Figure()
+    tb, tf = compare.KINDS
+    for r in cmp.rankings.to_dict(orient="records"):
+        fig.add_trace(go.Scatter(x=[tb, tf], y=[r[f"{tb} rank"], r[f"{tf} rank"]], mode="lines+markers+text",
+                                 name=r["model"], textposition=["middle left", "middle right"],
+                                 text=[f"{ui.chart_text(r['model'])} ({100 * r[f'{tb} score']:.1f})",
+                                       f"({100 * r[f'{tf} score']:.1f}) {ui.chart_text(r['model'])}"]))
+    fig.update_yaxes(autorange="reversed", title="rank (1 = best)", dtick=1)
+    fig.update_layout(height=120 + 45 * len(cmp.rankings), showlegend=False, margin=dict(l=220, r=220, t=20, b=0))
+    st.plotly_chart(fig, key="tpl_slope")
+    c = cmp.correlation
+    fmt = lambda v: "undefined" if v != v else f"{v:.3f}"  # noqa: E731 - NaN check
+    st.caption(f"{c['n']} models ranked by {cmp.average} {acc} (in brackets, %). Kendall's τ-b {fmt(c['kendall_tau'])} "
+               f"(p {fmt(c['kendall_p'])}), Spearman's ρ {fmt(c['spearman_rho'])} (p {fmt(c['spearman_p'])}).")
+    st.dataframe(cmp.rankings, hide_index=True, key="tpl_rankings")
+
+# ---- perplexity vs accuracy
+st.subheader(f"Mean perplexity vs {acc} (Figure 2)")
+points = cmp.runs.dropna(subset=["mean perplexity"])
+if points.empty:
+    st.info("No stored perplexities for these runs. Score their prompts: `python -m probekit perplexity --run RUN_ID "
+            "--model MLM` (a masked LM; the run's own model is used when it has an MLM head), or below.")
+else:
+    points = points.assign(model=points.model.map(ui.chart_text), scorer=points.scorer.map(ui.chart_text))
+    fig = px.scatter(points, x="mean perplexity", y=acc, color="kind", text="model", hover_data=["run_id", "scorer"])
+    fig.update_traces(textposition="top center")
+    fig.update_layout(height=420, margin=dict(l=0, r=0, t=20, b=0))
+    st.plotly_chart(fig, key="tpl_ppl_chart")
+    st.dataframe(cmp.perplexity_fit, hide_index=True, key="tpl_ppl_fit")
+model = ui.current_model() if st.toggle("Score prompts with the sidebar model", key="tpl_score_on") else None
+if model is not None:
+    if not model.has_mlm:
+        st.warning(f"{ui.md(ui.model_label())} has no MLM head: pick a masked LM in the sidebar for "
+                   "pseudo-perplexity.")
+    elif st.button(f"Score the prompts of {len(selected)} runs with {ui.md(ui.model_label())}", key="tpl_score"):
+        with ui.guard("Scoring prompts"):
+            report = ui.progress("Pseudo-perplexity")
+            for rid in selected:
+                stored.score_run(rid, model, progress=report)
+            report.clear()
+            st.rerun()
+
+# ---- prediction frequency
+st.subheader("Prediction frequency")
+for flag in cmp.flags:
+    st.warning(ui.md(flag), icon=":material/flag:")
+label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run")
+freq = cmp.frequency[label].head(15).melt(id_vars="object", value_vars=["share", "gold_share"], var_name="what",
+                                          value_name="prompts (share)")
+freq["object"] = freq["object"].map(ui.chart_text)
+freq["what"] = freq["what"].map({"share": "top-1 prediction", "gold_share": "gold answer"})
+fig = px.bar(freq, x="object", y="prompts (share)", color="what", barmode="group")
+fig.update_layout(height=380, margin=dict(l=0, r=0, t=20, b=0), yaxis_tickformat=".0%")
+st.plotly_chart(fig, key="tpl_freq_chart")
+st.caption(f"The 15 objects {ui.md(label)} answers most often, with the share of prompts each is the top-1 answer "
+           f"to and the share it is a gold answer of. Top-{top_n} objects take "
+           f"{100 * cmp.runs.set_index('label').loc[label, f'top-{top_n} share']:.1f} % of the top-1 predictions.")

@@ -1,0 +1,158 @@
+"""Template-free cloze prompts (Shaier et al.): natural sentences with one masked entity, from CSV or JSONL.
+
+Columns: ``prompt`` (a sentence holding exactly one ``[MASK]``), ``object`` (the masked entity), and
+optionally ``subject``, ``relation`` and ``source`` (where the sentence came from: corpus, line, PMID).
+This is the output format of the corpus layer's LIPID builder, and any file a user writes by hand.
+
+Each prompt becomes a :class:`~probekit.types.Query` whose template is the sentence with ``[Y]`` in
+place of the mask and no ``[X]``, so every probe that ranks candidates (retrieval, mask_average) runs
+on it through the normal interface. Rows with the same (relation, prompt) form one query with several
+gold objects. The candidate set is the dataset's own objects, as in the paper ("we allow our models
+to predict any entity from the dataset's entity list"): the ``heads+tails`` and ``tails`` vocabularies
+both give the objects (subjects are never candidates), ``relation`` the objects of one relation.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from ..errors import DataFormatError
+from ..types import MASK, OBJECT, SUBJECT, Query
+from .base import Dataset, fingerprint_files
+
+REQUIRED = ("prompt", "object")
+OPTIONAL = ("subject", "relation", "source")
+DEFAULT_RELATION = "free"
+MAX_PROMPT_CHARS = 2000
+KIND = "template-free"
+_NEED = f"need {', '.join(REQUIRED)}[, {', '.join(OPTIONAL)}]"
+
+
+def _rows(text: str, label: str, fmt: str):
+    """(line number, row dict) for each record; line numbers are 1-based lines of the file."""
+    if fmt == "jsonl":
+        for line, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{label}, line {line}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise DataFormatError(f"{label}, line {line}: expected a JSON object with {_NEED}")
+            yield line, row
+        return
+    reader = csv.DictReader(io.StringIO(text), strict=True)
+    try:
+        fields = reader.fieldnames or []
+    except csv.Error as e:
+        raise DataFormatError(f"{label}, line 1: not a valid CSV header ({e})") from None
+    missing = [c for c in REQUIRED if c not in fields]
+    if fields and missing:
+        raise DataFormatError(f"{label}, line 1: missing column {missing[0]!r} ({_NEED})")
+    start = reader.line_num + 1  # physical line after the last record (blank lines may come first)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise DataFormatError(f"{label}, line {start}: malformed CSV ({e}); an opening quote is probably "
+                                  "never closed") from None
+        values = [v for v in row.values() if isinstance(v, str)]
+        line = reader.line_num - sum(v.count("\n") for v in values)  # where this record starts
+        if None in row:  # more values than header columns
+            raise DataFormatError(f"{label}, line {line}: {len(fields) + len(row[None])} values but "
+                                  f"{len(fields)} columns in the header (quote prompts holding commas)")
+        spanning = [c for c in fields if isinstance(row.get(c), str) and ("\n" in row[c] or "\r" in row[c])]
+        if spanning:
+            raise DataFormatError(f"{label}, line {line}, column {spanning[0]!r}: runs over several lines (to line "
+                                  f"{reader.line_num}); an opening quote is probably never closed")
+        yield line, row
+        start = reader.line_num + 1
+
+
+def _cell(row: dict, column: str, label: str, line: int) -> str:
+    value = row.get(column)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        raise DataFormatError(f"{label}, line {line}, column {column!r}: expected text, got a JSON "
+                              f"{type(value).__name__}")
+    return " ".join(str(value).split())
+
+
+def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "freetext",
+          version: str = "") -> Dataset:
+    """Parse template-free prompts from text (uploads and files); errors name file, line and column.
+
+    A byte-order mark (Excel's "CSV UTF-8") is dropped; a record that spans lines (an unclosed quote) or
+    has more values than the header is refused, never merged silently.
+    """
+    text = text.removeprefix("\ufeff")
+    if fmt not in ("csv", "jsonl"):
+        raise DataFormatError(f"{label}: unknown format {fmt!r}; use csv or jsonl")
+    groups: dict[tuple[str, str], dict] = {}
+    objects: list[str] = []
+    for line, row in _rows(text, label, fmt):
+        prompt, obj = _cell(row, "prompt", label, line), _cell(row, "object", label, line)
+        subject, relation, source = (_cell(row, c, label, line) for c in OPTIONAL)
+        for column, value in (("prompt", prompt), ("object", obj)):
+            if not value:
+                raise DataFormatError(f"{label}, line {line}, column {column!r}: empty ({_NEED})")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise DataFormatError(f"{label}, line {line}, column 'prompt': {len(prompt)} characters "
+                                  f"(at most {MAX_PROMPT_CHARS})")
+        n_masks = prompt.count(MASK)
+        if n_masks != 1:
+            raise DataFormatError(f"{label}, line {line}, column 'prompt': needs exactly one {MASK} where the "
+                                  f"object was, found {n_masks}: {prompt[:80]!r}")
+        for reserved in (SUBJECT, OBJECT):
+            if reserved in prompt:
+                raise DataFormatError(f"{label}, line {line}, column 'prompt': {reserved} is reserved for "
+                                      f"templates; a template-free prompt has only {MASK}: {prompt[:80]!r}")
+        if not prompt.replace(MASK, "").strip(" .,;:!?"):
+            raise DataFormatError(f"{label}, line {line}, column 'prompt': nothing but the mask")
+        relation = relation or DEFAULT_RELATION
+        g = groups.setdefault((relation, prompt), {"golds": [], "subject": subject, "sources": [], "line": line})
+        if obj not in g["golds"]:
+            g["golds"].append(obj)
+        if source and source not in g["sources"]:
+            g["sources"].append(source)
+        if obj not in objects:
+            objects.append(obj)
+    if not groups:
+        raise DataFormatError(f"{label}: no prompts found ({_NEED})")
+    queries, sources, lines = [], {}, {}
+    counters: dict[str, int] = {}
+    for (relation, prompt), g in groups.items():
+        i = counters.get(relation, 0)
+        counters[relation] = i + 1
+        qid = f"{relation}:{i:05d}"
+        queries.append(Query(id=qid, subject=g["subject"], relation=relation,
+                             template=prompt.replace(MASK, OBJECT), golds=tuple(g["golds"])))
+        sources[qid], lines[qid] = g["sources"], g["line"]
+    meta = {"kind": KIND, "vocab_names": objects, "sources": sources, "lines": lines}
+    return Dataset(name=name, queries=queries, templates={}, version=version, source=label, meta=meta)
+
+
+def load(path: str | Path, *, name: str | None = None) -> Dataset:
+    """Read a CSV (``.csv``/``.tsv``-less text) or JSONL (``.jsonl``, ``.json``, ``.ndjson``) prompts file."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataFormatError(f"{path}: file not found (a template-free dataset is one CSV or JSONL file "
+                              f"with {', '.join(REQUIRED)})")
+    fmt = "jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataFormatError(f"{path}: not a UTF-8 text file") from None
+    return parse(text, label=str(path), fmt=fmt, name=name or path.stem, version=fingerprint_files([path]))
+
+
+def is_template_free(dataset: Dataset) -> bool:
+    """True for datasets read by this module (their queries have no ``[X]`` and their own candidates)."""
+    return dataset.meta.get("kind") == KIND

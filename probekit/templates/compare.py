@@ -1,0 +1,130 @@
+"""Compare stored runs of several models on a template-based and a template-free dataset: the one core call
+behind the "Templates vs free text" page and ``python -m probekit templates compare``.
+
+A run is *template-free* when none of its prompts has a subject slot ``[X]`` (sentences from
+:mod:`probekit.datasets.freetext`), else *template-based*. Models are matched across the two kinds by
+model id; each kind must hold one dataset and at most one run per model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..errors import ProbekitError
+from ..metrics import compare as run_metrics
+from ..types import SUBJECT
+from . import frequency, rankings, stored
+
+TEMPLATE_BASED, TEMPLATE_FREE = "template-based", "template-free"
+KINDS = (TEMPLATE_BASED, TEMPLATE_FREE)
+
+
+def run_kind(frame: pd.DataFrame) -> str:
+    """``template-free`` when no prompt of the run has ``[X]``, else ``template-based``.
+
+    >>> run_kind(pd.DataFrame({"template": ["[X] treats [Y] .", "[X] causes [Y] ."]}))
+    'template-based'
+    >>> run_kind(pd.DataFrame({"template": ["aspirin lowers the risk of [Y]"]}))
+    'template-free'
+    """
+    if "template" not in frame.columns:
+        raise ProbekitError("the results frame has no 'template' column")
+    return TEMPLATE_BASED if frame["template"].fillna("").str.contains(SUBJECT, regex=False).any() else TEMPLATE_FREE
+
+
+@dataclass
+class Comparison:
+    """Everything the page and the CLI show: a per-run table, the two rankings, their correlation, Pearson's
+    r of perplexity with accuracy per kind, prediction frequencies per run and the flags."""
+
+    runs: pd.DataFrame
+    rankings: pd.DataFrame | None
+    correlation: dict | None
+    perplexity_fit: pd.DataFrame
+    frequency: dict[str, pd.DataFrame] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    k: int = 1
+    average: str = "macro"
+
+    def to_dict(self) -> dict:
+        def clean(obj):
+            if isinstance(obj, float) and math.isnan(obj):
+                return None
+            return obj
+
+        records = lambda f: [{k: clean(v) for k, v in r.items()} for r in f.to_dict(orient="records")]  # noqa: E731
+        return {"k": self.k, "average": self.average, "runs": records(self.runs),
+                "rankings": None if self.rankings is None else records(self.rankings),
+                "correlation": None if self.correlation is None else {k: clean(v) for k, v in self.correlation.items()},
+                "perplexity_fit": records(self.perplexity_fit), "flags": self.flags}
+
+
+def _perplexity_of(run_id: str, model: str, means: pd.DataFrame, scorer: str | None, fill: str) -> tuple:
+    rows = means[(means.run_id == run_id) & (means.fill == fill)]
+    if scorer is not None:
+        rows = rows[rows.scorer == scorer]
+    elif (rows.scorer == model).any():
+        rows = rows[rows.scorer == model]  # the run's own model, as in the paper
+    if len(rows) != 1:  # none, or several scorers and none chosen
+        return math.nan, None
+    return float(rows.mean_perplexity.iloc[0]), rows.scorer.iloc[0]
+
+
+def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", top_n: int = 5,
+                 flag_threshold: float = 0.1, scorer: str | None = None, fill: str = "gold",
+                 frequency_k: int = 1) -> Comparison:
+    """Load stored runs and compare them (see the module docstring). ``k``/``average``: the accuracy that
+    ranks models; ``scorer``/``fill``: which stored perplexities to use (default: the run's own model)."""
+    from ..bench.runs import load_run
+
+    run_ids = list(dict.fromkeys(str(r).strip() for r in run_ids if str(r).strip()))
+    if not run_ids:
+        raise ProbekitError("give at least one stored run id (see `python -m probekit runs list`)")
+    if average not in run_metrics.AVERAGES:
+        raise ProbekitError(f"unknown average {average!r}; available: {', '.join(run_metrics.AVERAGES)}")
+    runs = [load_run(r) for r in run_ids]
+    means = stored.mean_perplexity([r.run_id for r in runs])
+    rows, freqs, flags, seen = [], {}, [], {}
+    for run in runs:
+        meta, frame = run.meta, run.frame
+        if not len(frame):
+            raise ProbekitError(f"run {run.run_id} has no results")
+        kind, model = run_kind(frame), meta["model"]
+        if (kind, model) in seen:
+            raise ProbekitError(f"model {model!r} has two {kind} runs ({seen[kind, model]} and {run.run_id}): "
+                                "keep one per model and kind")
+        seen[kind, model] = run.run_id
+        label = f"{model} · {meta['dataset']}"
+        mean_ppl, used = _perplexity_of(run.run_id, model, means, scorer, fill)
+        freq = frequency.prediction_frequency(frame, k=frequency_k)
+        freqs[label] = freq
+        flags += frequency.flags(frame, label=f"{model} ({kind}, {meta['dataset']})", threshold=flag_threshold,
+                                 k=frequency_k)
+        dist = frequency.distinct_predictions(frame, ks=(frequency_k,)).get(frequency_k, {})
+        rows.append({"run_id": run.run_id, "label": label, "model": model, "dataset": meta["dataset"], "kind": kind,
+                     "probe": meta.get("probe"), "prompts": len(frame),
+                     f"acc@{k}": run_metrics.accuracy(frame, k=k, average=average),
+                     "mean perplexity": mean_ppl, "scorer": used, "top object": freq.object.iloc[0],
+                     "top object share": freq.share.iloc[0],
+                     f"top-{top_n} share": frequency.top_share(frame, k=frequency_k, n=top_n),
+                     "distinct share": dist.get("share")})
+    table = pd.DataFrame(rows)
+    for kind in KINDS:
+        datasets = sorted(set(table.dataset[table.kind == kind]))
+        if len(datasets) > 1:
+            raise ProbekitError(f"the {kind} runs use {len(datasets)} datasets ({', '.join(datasets)}): compare runs "
+                                "of one dataset per kind")
+    acc = f"acc@{k}"
+    by_kind = {kind: dict(zip(table.model[table.kind == kind], table[acc][table.kind == kind])) for kind in KINDS}
+    ranked = corr = None
+    if all(by_kind.values()) and set(by_kind[TEMPLATE_BASED]) & set(by_kind[TEMPLATE_FREE]):
+        ranked = rankings.model_rankings(by_kind[TEMPLATE_BASED], by_kind[TEMPLATE_FREE], names=KINDS)
+        corr = rankings.rank_correlation(by_kind[TEMPLATE_BASED], by_kind[TEMPLATE_FREE])
+    points = table.rename(columns={acc: "accuracy", "mean perplexity": "perplexity"})
+    fit = rankings.perplexity_accuracy(points[["model", "kind", "perplexity", "accuracy"]])
+    return Comparison(runs=table, rankings=ranked, correlation=corr, perplexity_fit=fit, frequency=freqs,
+                      flags=flags, k=k, average=average)

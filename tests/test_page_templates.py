@@ -1,0 +1,85 @@
+"""AppTest of the Templates vs free text page: stored runs of two models on a template and a template-free dataset
+-> runs table, slope chart and rankings, perplexity scatter and Pearson table, prediction-frequency chart, flags."""
+
+import pytest
+from apptest_utils import errors, open_app
+
+from pages import _ui as ui
+from probekit import models
+from probekit.bench import runs
+from probekit.datasets import freetext, load_dataset
+from probekit.probes import get_probe
+from probekit.templates import compare, stored
+
+FREE = """prompt,object,subject,relation
+metformin lowers blood glucose in [MASK],type 2 diabetes mellitus,metformin,may_treat
+amoxicillin is first line for [MASK] in children,acute otitis media,amoxicillin,may_treat
+aspirin lowers the risk of [MASK] after a first event,myocardial infarction,aspirin,may_prevent
+"""
+
+
+def _frame(at, column):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+@pytest.fixture
+def stored_runs(tiny_mlm_dir, tmp_path_factory):
+    from conftest import _save_tiny
+
+    other = _save_tiny(tmp_path_factory.mktemp("mlm_b"), mlm=True, seed=7)
+    demo, free = load_dataset("demo"), freetext.parse(FREE, label="free.csv", name="free")
+    ids = []
+    for path in (tiny_mlm_dir, other):
+        model = models.load(str(path), device="cpu")
+        for ds in (demo, free):
+            rankings = get_probe("mask_average").rank(model, ds.queries, ds.candidates(), k=10)
+            ids.append(runs.save_run(rankings, model=model, dataset=ds, probe="mask_average", k=10))
+            stored.score_run(ids[-1], model, batch_size=128)
+    return ids
+
+
+def test_needs_runs_then_a_selection(tiny_mlm_dir, stored_runs):
+    at = open_app("templates", model=str(tiny_mlm_dir))
+    assert errors(at) == []
+    assert any("Pick the runs to compare" in i.value for i in at.info)
+
+
+def test_compare_two_models_on_both_kinds(tiny_mlm_dir, stored_runs):
+    at = open_app("templates", model=str(tiny_mlm_dir), state={"tpl_sel": stored_runs})
+    assert errors(at) == []
+    expected = compare.compare_runs(stored_runs, k=1)
+    table = _frame(at, "kind")
+    assert sorted(table.run_id) == sorted(stored_runs)
+    assert list(table["acc@1"]) == list(expected.runs["acc@1"])
+    assert len(_frame(at, "rank change")) == 2
+    assert list(_frame(at, "pearson_r").kind) == ["template-based", "template-free"]
+    assert len(at.get("plotly_chart")) == 3  # slope chart, perplexity scatter, frequency bars
+    assert [w.value for w in at.warning] == [ui.md(f) for f in expected.flags]  # data shown as text
+    assert any("Kendall's τ-b undefined" in c.value for c in at.caption)  # two models: tau is undefined
+    at.segmented_control(key="tpl_k").set_value(10).run()
+    assert errors(at) == [] and "acc@10" in _frame(at, "kind").columns
+    at.selectbox(key="tpl_freq_run").set_value(list(expected.frequency)[1]).run()
+    assert errors(at) == []
+
+
+def test_two_runs_of_one_model_and_kind_is_a_message(tiny_mlm_dir, stored_runs):
+    model = models.load(str(tiny_mlm_dir), device="cpu")
+    demo = load_dataset("demo")
+    again = runs.save_run(get_probe("mask_average").rank(model, demo.queries[:5], demo.candidates(), k=10),
+                          model=model, dataset=demo, probe="mask_average", k=10)
+    at = open_app("templates", model=str(tiny_mlm_dir), state={"tpl_sel": [stored_runs[0], again]})
+    assert [e.value for e in at.exception] == []
+    assert any("has two template-based runs" in e.value for e in at.error)
+
+
+def test_score_with_the_sidebar_model(tiny_mlm_dir, tiny_encoder_dir):
+    model = models.load(str(tiny_mlm_dir), device="cpu")
+    ds = freetext.parse(FREE, label="free.csv", name="free")
+    rid = runs.save_run(get_probe("mask_average").rank(model, ds.queries, ds.candidates(), k=3), model=model,
+                        dataset=ds, probe="mask_average", k=3)
+    at = open_app("templates", model=str(tiny_mlm_dir), state={"tpl_sel": [rid], "tpl_score_on": True})
+    assert errors(at) == [] and any("No stored perplexities" in i.value for i in at.info)
+    at.button(key="tpl_score").click().run()
+    assert errors(at) == []
+    assert len(stored.load_scores([rid])) == len(ds)
+    assert len(at.get("plotly_chart")) == 2  # now with the scatter (no rankings: one kind only)

@@ -1,0 +1,101 @@
+"""Perplexity of prompts: batched pseudo-perplexity vs a naive loop, causal perplexity vs a hand computation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from probekit.errors import ProbekitError
+from probekit.templates import perplexity as ppl
+from probekit.types import Query
+
+TEXTS = ["metformin might be used to treat type 2 diabetes mellitus .",
+         "aspirin",
+         "the nutrient - sensing mtor pathway regulates longevity",
+         "[MASK] is used to treat infections ."]
+
+
+def test_pseudo_perplexity_batched_equals_a_naive_loop(tiny_mlm):
+    """Salazar et al. (cited by Shaier et al. for MLM perplexity): PLL(W) = sum_t log P(w_t | W without w_t),
+    masking each token in turn; pseudo-perplexity = exp(-PLL / |W|). The batched version stacks masked
+    copies of several prompts into one forward (and pads them); it must give the loop's values."""
+    tok, mlm = tiny_mlm.tokenizer, tiny_mlm.mlm
+    naive = ppl.pseudo_perplexity_naive(mlm, tok, TEXTS)
+    for batch_size in (1, 5, 64):
+        batched = ppl.pseudo_perplexity(mlm, tok, TEXTS, batch_size=batch_size)
+        np.testing.assert_array_equal(batched.n_tokens, naive.n_tokens)
+        np.testing.assert_allclose(batched.nll, naive.nll, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(batched.perplexity, naive.perplexity, rtol=1e-5)
+    # special tokens and masks already in the prompt are context, not scored: "aspirin" is one word piece
+    assert naive.n_tokens[1] == len(tok("aspirin", add_special_tokens=False)["input_ids"])
+    assert naive.n_tokens[3] == len(tok(TEXTS[3], add_special_tokens=False)["input_ids"]) - 1
+
+
+def test_pseudo_perplexity_by_hand_for_one_prompt(tiny_mlm):
+    """exp of the mean negative log-prob of each token with that one token masked, computed by hand."""
+    tok, mlm = tiny_mlm.tokenizer, tiny_mlm.mlm
+    ids = tok("heart failure")["input_ids"]  # [CLS] heart failure [SEP]
+    lps = []
+    for p in range(1, len(ids) - 1):
+        masked = torch.tensor([ids[:p] + [tok.mask_token_id] + ids[p + 1:]])
+        with torch.no_grad():
+            logits = mlm(input_ids=masked).logits[0, p]
+        lps.append(float(torch.log_softmax(logits, -1)[ids[p]]))
+    expected = math.exp(-sum(lps) / len(lps))
+    got = ppl.pseudo_perplexity(mlm, tok, ["heart failure", "aspirin"], batch_size=3).perplexity[0]
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_pseudo_perplexity_fallback_path_without_head_split(tiny_mlm, monkeypatch):
+    """Architectures whose head cannot be split off take full logits; same values."""
+    tok, mlm = tiny_mlm.tokenizer, tiny_mlm.mlm
+    split = ppl.pseudo_perplexity(mlm, tok, TEXTS, batch_size=7).nll
+    monkeypatch.setattr(ppl, "_split_head", lambda m: None)
+    np.testing.assert_allclose(ppl.pseudo_perplexity(mlm, tok, TEXTS, batch_size=7).nll, split, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt(tiny_mlm_dir):
+    """A tiny random GPT-2 over the bert-base-uncased vocabulary (no download)."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(tiny_mlm_dir))
+    cfg = GPT2Config(vocab_size=tok.vocab_size, n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    return GPT2LMHeadModel(cfg).eval(), tok
+
+
+def test_causal_perplexity_by_hand(tiny_gpt):
+    """Perplexity of a causal LM: exp(-1/N sum_t log P(w_t | w_<t)) over every token after the first,
+    computed here by running each prefix alone and reading the next token's log-probability."""
+    lm, tok = tiny_gpt
+    texts = ["metformin treats diabetes", "aspirin prevents heart attacks in adults", "pain"]
+    got = ppl.causal_perplexity(lm, tok, texts, batch_size=2)
+    for i, text in enumerate(texts):
+        ids = tok(text)["input_ids"]  # bert tokenizer: [CLS] ... [SEP], no separate BOS
+        lps = []
+        for t in range(1, len(ids)):
+            with torch.no_grad():
+                logits = lm(input_ids=torch.tensor([ids[:t]])).logits[0, -1]
+            lps.append(float(torch.log_softmax(logits, -1)[ids[t]]))
+        assert got.n_tokens[i] == len(ids) - 1
+        assert got.perplexity[i] == pytest.approx(math.exp(-sum(lps) / len(lps)), rel=1e-5)
+
+
+def test_prompt_text_and_bad_input(tiny_mlm):
+    q = Query("q", "Aspirin", "may_prevent", "[X] may help to prevent [Y] .", golds=("stroke",))
+    assert ppl.prompt_text(q) == "Aspirin may help to prevent stroke ."
+    assert ppl.prompt_text(q, fill="mask", mask_token="<mask>") == "Aspirin may help to prevent <mask> ."
+    with pytest.raises(ProbekitError, match="unknown fill 'gol'"):
+        ppl.prompt_text(q, fill="gol")
+    with pytest.raises(ProbekitError, match="no gold object"):
+        ppl.prompt_text(Query("q", "", "r", "[Y] x"))
+    with pytest.raises(ProbekitError, match="no text to score"):
+        ppl.pseudo_perplexity(tiny_mlm.mlm, tiny_mlm.tokenizer, [])
+    with pytest.raises(ProbekitError, match="text 1 is empty"):
+        ppl.pseudo_perplexity(tiny_mlm.mlm, tiny_mlm.tokenizer, ["a", " "])
+    with pytest.raises(ProbekitError, match="batch_size must be a positive integer"):
+        ppl.pseudo_perplexity(tiny_mlm.mlm, tiny_mlm.tokenizer, ["a"], batch_size=0)
