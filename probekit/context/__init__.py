@@ -20,7 +20,6 @@ from .dataset import (  # noqa: F401
     kb_context,
     run_dataset,
     sample_queries,
-    start_dataset,
     summarize,
     summary_frames,
 )
@@ -58,6 +57,7 @@ from .sources import (  # noqa: F401
     search_sentences,
     short_name,
 )
+from .store import start_dataset  # noqa: E402, F401 - saves what it computes
 from .variants import (  # noqa: F401
     DEFAULT_MAX_LENGTH,
     KNOWLEDGE_VARIANTS,

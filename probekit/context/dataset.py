@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from .. import metrics
 from ..errors import ProbekitError
-from ..jobs import Cancelled, Job, Progress
+from ..jobs import Cancelled, Progress
 from ..metrics import accuracy
 from ..types import Query, Ranking, normalize_name
 from .rank import pool_candidates, rank_inputs
@@ -310,20 +310,6 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
                 "n_queries": len(queries), "contexts": "kb" if kb else contexts.describe(), "coverage": cov,
                 "options": {k_: v for k_, v in probe_options.items() if v is not None}}
     return DatasetContextResult(rows=rows, summary=summarize(rows), settings=settings, seconds=seconds, coverage=cov)
-
-
-def start_dataset(model, dataset, *, save: bool = False, label: str | None = None, **options) -> Job:
-    """A started background :class:`~probekit.jobs.Job` running :func:`run_dataset`; ``result`` is the
-    :class:`DatasetContextResult`, with ``run_id`` in its settings when ``save`` stored it."""
-    from . import store
-
-    def work(progress, should_cancel):
-        res = run_dataset(model, dataset, progress=progress, should_cancel=should_cancel, **options)
-        if save and res.rows:
-            res.settings["run_id"] = store.save_run(res, model=model, label=label)
-        return res
-
-    return Job(work, label="context dataset").start()
 
 
 def summary_frames(summary: dict):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import metrics
 from ..errors import ProbekitError
+from ..jobs import Job
 from ..store import component_store
 from ..store.export import safe_target, write_table
 from . import dataset as context
@@ -145,3 +146,15 @@ def delete_run(run_id: str) -> None:
     with _store().transaction() as cur:
         cur.execute("DELETE FROM context_steps WHERE run_id = ?", [run_id])
         cur.execute("DELETE FROM context_runs WHERE run_id = ?", [run_id])
+
+
+def start_dataset(model, dataset, *, save: bool = False, label: str | None = None, **options) -> Job:
+    """A started background :class:`~probekit.jobs.Job` running :func:`run_dataset`; ``result`` is the
+    :class:`DatasetContextResult`, with ``run_id`` in its settings when ``save`` stored it."""
+    def work(progress, should_cancel):
+        res = context.run_dataset(model, dataset, progress=progress, should_cancel=should_cancel, **options)
+        if save and res.rows:
+            res.settings["run_id"] = save_run(res, model=model, label=label)
+        return res
+
+    return Job(work, label="context dataset").start()

@@ -122,6 +122,9 @@ class Dataset:
         if vocab == "relation" and relation is None:
             raise ProbekitError("vocabulary 'relation' needs a relation")
         key = (vocab, relation if vocab == "relation" else None)
+        if key not in self._cands and vocab == "heads+tails" and "vocab_names" in self.meta:
+            # a set that names its own vocabulary (template-free: the objects, never the subjects)
+            self._cands[key] = CandidateSet.from_names(self.meta["vocab_names"])
         if key not in self._cands:
             names: list[str] = []
             source = self._vocab_queries
