@@ -23,6 +23,7 @@ def _isolated_paths(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("PROBEKIT_DB", str(base / "probekit.duckdb"))
     monkeypatch.setenv("PROBEKIT_MODELS_DIR", str(base / "models"))
     monkeypatch.setenv("PROBEKIT_OFFLINE", "1")
+    monkeypatch.delenv("PROBEKIT_ORGANISER_TOKEN", raising=False)  # tests that need it set it
     yield base
     from probekit import index, store
 
