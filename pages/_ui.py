@@ -420,7 +420,8 @@ def _option_widget(where, option, default, key: str):
 def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None) -> dict:
     """Widgets for every option of ``probe``, generated from its :class:`~probekit.probes.Option`s: a selectbox
     for choices, a number input for numbers, a checkbox for flags, a text input otherwise; ``advanced`` options
-    go in an expander. Widget keys are ``f"{key}_{option name}"``; ``defaults`` overrides an option's default
+    go in an expander. Widget keys are ``f"{key}_{option name}"`` (advanced ones ``f"{key}_{probe}_{option name}"``);
+    ``defaults`` overrides an option's default
     on this page. Returns ``{option name: value}`` for ``probe.rank(..., **values)``.
 
     A new probe's options therefore appear on every page with no page change.
@@ -435,5 +436,7 @@ def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, conta
     if advanced:
         with where.expander("Advanced options"):
             for o in advanced:
-                values[o.name] = _option_widget(st, o, defaults.get(o.name, o.default), f"{key}_{o.name}")
+                # advanced options (batch size, length limits) differ between probes: one widget per probe, so
+                # switching probe never carries retrieval's 50-token limit over to a generative probe
+                values[o.name] = _option_widget(st, o, defaults.get(o.name, o.default), f"{key}_{probe.name}_{o.name}")
     return values

@@ -190,7 +190,7 @@ def test_new_probe_widgets_render_on_the_pages(toy_probe, tiny_encoder_dir):
     assert at.checkbox(key="pk_opt_longest").value is False
     assert at.selectbox(key="pk_opt_letter").options == ["a", "p", "s"]
     assert at.number_input(key="pk_opt_bonus").value == 3
-    assert at.number_input(key="pk_opt_chunk").value == 7  # advanced: inside the expander
+    assert at.number_input(key="pk_opt_toy_chunk").value == 7  # advanced: inside the expander
     assert at.checkbox(key="pk_opt_exclude_subject").value is True  # the Probe page's default
     at.checkbox(key="pk_opt_longest").check().run()
     at.button[0].click().run()

@@ -23,9 +23,9 @@ def test_mask_predict_shows_decoding_per_step(toy_bert_dir):
     at.segmented_control(key="pk_source").set_value("Type a query").run()
     at.text_input(key="pk_text").set_value("metformin might treat [MASK].").run()
     at.text_input(key="pk_golds").set_value("no such answer").run()
-    at.selectbox(key="pk_mask_predict_decoding").set_value("confidence+order").run()
-    at.number_input(key="pk_mask_predict_beam").set_value(2).run()
-    at.number_input(key="pk_mask_predict_n_masks").set_value(3).run()
+    at.selectbox(key="pk_opt_decoding").set_value("confidence+order").run()
+    at.number_input(key="pk_opt_beam").set_value(2).run()
+    at.number_input(key="pk_opt_n_masks").set_value(3).run()
     at.slider(key="pk_k").set_value(4)
     at.button[0].click().run()
     assert errors(at) == []
@@ -48,7 +48,7 @@ def test_generative_on_t5(tiny_t5_dir):
     at = open_app(model=str(tiny_t5_dir))
     assert set(at.selectbox(key="pk_probe").options) == {"retrieval", "generative"}
     at.selectbox(key="pk_probe").set_value("generative").run()
-    at.number_input(key="pk_generative_max_new_tokens").set_value(5).run()
+    at.number_input(key="pk_opt_max_new_tokens").set_value(5).run()
     at.slider(key="pk_k").set_value(3)
     at.button[0].click().run()
     assert errors(at) == []

@@ -61,10 +61,10 @@ def test_preset_ranks_as_the_reference_recipe(tiny_encoder, tiny_dataset, layer)
     dist = _reference_ranks(tiny_encoder, queries, cands.names, layer=layer)
     for r, row in zip(got, dist):
         np.testing.assert_allclose(-np.array(r.scores), row[list(r.ids)], rtol=1e-4, atol=1e-4)
-        assert np.all(np.diff(row[list(r.ids)]) >= -1e-5)  # nearest first (up to float rounding)
+        assert np.all(np.diff(row[list(r.ids)]) >= -1e-4)  # nearest first (up to the rounding of faiss's expanded L2)
         for g, rank in zip(r.query.golds, r.gold_ranks):
             d = row[cands.index_of(g)]  # the gold's rank: 1 + names nearer, up to float rounding
-            assert 1 + np.sum(row < d - 1e-5) <= rank <= 1 + np.sum(row < d + 1e-5)
+            assert 1 + np.sum(row < d - 1e-4) <= rank <= 1 + np.sum(row < d + 1e-4)
     plain = probe.rank(tiny_encoder, queries, cands, k=5, layer=layer, pooling="cls", similarity="l2")
     assert [r.ids for r in plain] == [r.ids[:5] for r in got]
 

@@ -20,7 +20,7 @@ that stopped (a crash, a killed driver) resumes by skipping the cells already st
 ...                            "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"]}}],
 ...                            "layers": [1, 2]})
 >>> [(c.options["pooling"], c.options["layer"]) for c in spec.cells()]
-[('cls', 1), ('cls', 2), ('mean', 1), ('mean', 2)]
+[('cls', 1), ('mean', 1), ('cls', 2), ('mean', 2)]
 >>> len({c.key for c in spec.cells()})
 4
 """

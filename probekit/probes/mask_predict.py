@@ -47,7 +47,7 @@ import torch
 
 from ..errors import ProbekitError
 from ..types import CandidateSet, Query, Ranking
-from .base import Option, Probe, check_inputs
+from .base import _EXCLUDE_SUBJECT, Option, Probe, check_inputs
 from .generated import ranking_from_predictions
 from .xfactr import DECODINGS, Hyp, Row, advance, expand, masked_slots, parse_decoding, select
 
@@ -307,9 +307,16 @@ class MaskPredictProbe(Probe):
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; available: {', '.join(known)}")
-        d = decode(model, [query], trace=True, progress=progress, **{**known, **options})[0]
-        return ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, k,
-                                        model.tokenizer), d
+        opts = {**known, **options}
+        exclude = bool(opts.pop("exclude_subject", False))  # a common option: applied as in Probe.rank
+        token = _EXCLUDE_SUBJECT.set(exclude)
+        try:
+            d = decode(model, [query], trace=True, progress=progress, **opts)[0]
+            ranking = ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, k,
+                                               model.tokenizer)
+        finally:
+            _EXCLUDE_SUBJECT.reset(token)
+        return ranking, d
 
 
 PROBE = MaskPredictProbe(
