@@ -9,6 +9,7 @@ only when no browser is installed.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -158,7 +159,9 @@ def test_context_draws_a_rank_change_curve(page, app_url):
     box.press("Control+Enter")
     page.get_by_text("segments; blue = O_t").wait_for()
     page.get_by_role("button", name="Run", exact=True).click()
-    page.get_by_text("O_cor steps").wait_for()
+    # the UCM sentence of the run (whichever way it reads), once the run is drawn
+    page.get_by_text(re.compile(r"Over \d+ steps? that added a correct object|No correct object \(O_cor\) was added"))\
+        .first.wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
     assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 4  # O_t, O_cor, O_incor, O_a
     _no_exception(page)
