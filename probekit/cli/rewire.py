@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from probekit.rewire import CPU_BATCH_SIZE, SUBSETS, RewireSettings, list_runs, sweep, sweep_curve, train
 
 
@@ -53,9 +51,9 @@ def _cmd_sweep(args) -> int:
     frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k, preset=args.preset,
                   include_base=not args.no_base, device=args.device, progress=report)
     if args.out:
-        from probekit.bench.runs import frame_bytes
+        from probekit.store.export import write_table
 
-        Path(args.out).write_bytes(frame_bytes(frame, "parquet" if args.out.endswith(".parquet") else "csv"))
+        write_table(frame, args.out, fmt="parquet" if args.out.endswith(".parquet") else "csv")  # atomic, safe
     ks = [k for k in (1, 5, 10) if k <= args.k]
     if args.format == "json":
         curves = {f"{s}:{a}:acc@{k}": sweep_curve(frame, k=k, relation=a, subset=s).to_dict(orient="records")
