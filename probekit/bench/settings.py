@@ -33,17 +33,7 @@ def get_probe(probe):
 def resolve_options(model, probe, options: dict | None = None) -> dict:
     """Every option of ``probe`` with defaults filled in (pooling/layer resolved for ``model``)."""
     probe = get_probe(probe)
-    options = dict(options or {})
-    known = {o.name: o for o in probe.options}
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise ProbekitError(f"unknown option {unknown[0]!r} for probe {probe.name!r}; "
-                            f"available: {', '.join(known) or 'none'}")
-    opts = {name: options.get(name, o.default) for name, o in known.items()}
-    for name, o in known.items():
-        if o.choices and opts[name] not in o.choices:
-            raise ProbekitError(f"option {name}={opts[name]!r} of probe {probe.name!r} must be one of "
-                                f"{', '.join(map(str, o.choices))}")
+    opts = probe.checked_options(options)
     resolve = getattr(probe, "resolve", None)  # a probe's own rules, e.g. retrieval's presets
     if resolve is not None:
         opts = resolve(opts)

@@ -73,15 +73,10 @@ class Probe:
         own = tuple(o for o in self.options if o.name not in {c.name for c in COMMON_OPTIONS})
         self.options = own + COMMON_OPTIONS
 
-    def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
-             progress: Progress | None = None, **options) -> list[Ranking]:
-        """Check the inputs and options, then rank. ``exclude_subject=True`` ranks each query as if its own
-        subject (every spelling of it) were not a candidate; probes honour it through :func:`excluded_ids`
-        (used by :func:`ranking_from_scores` and :func:`gold_indices`)."""
-        check_inputs(model, queries, candidates, k=k)
-        if self.requires_mlm and not model.has_mlm:
-            raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
-                                "(use 'retrieval', or a BERT-family model such as bert-base-uncased)")
+    def checked_options(self, options: dict | None = None) -> dict:
+        """Every option of this probe, defaults filled in; unknown names and values outside an option's
+        choices are refused with a message (the one check, used by :meth:`rank` and the benchmark runner)."""
+        options = dict(options or {})
         known = {o.name: o for o in self.options}
         unknown = sorted(set(options) - set(known))
         if unknown:
@@ -92,6 +87,18 @@ class Probe:
             if o.choices and opts[name] not in o.choices:
                 raise ProbekitError(f"option {name}={opts[name]!r} of probe {self.name!r} must be one of "
                                     f"{', '.join(map(str, o.choices))}")
+        return opts
+
+    def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
+             progress: Progress | None = None, **options) -> list[Ranking]:
+        """Check the inputs and options, then rank. ``exclude_subject=True`` ranks each query as if its own
+        subject (every spelling of it) were not a candidate; probes honour it through :func:`excluded_ids`
+        (used by :func:`ranking_from_scores` and :func:`gold_indices`)."""
+        check_inputs(model, queries, candidates, k=k)
+        if self.requires_mlm and not model.has_mlm:
+            raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
+                                "(use 'retrieval', or a BERT-family model such as bert-base-uncased)")
+        opts = self.checked_options(options)
         common = {o.name: opts.pop(o.name) for o in COMMON_OPTIONS}
         token = _EXCLUDE_SUBJECT.set(bool(common["exclude_subject"]))
         try:
