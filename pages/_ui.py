@@ -440,3 +440,61 @@ def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, conta
                 # switching probe never carries retrieval's 50-token limit over to a generative probe
                 values[o.name] = _option_widget(st, o, defaults.get(o.name, o.default), f"{key}_{probe.name}_{o.name}")
     return values
+
+
+# ---------------------------------------------------------------- results that match their inputs (issue 18)
+def _signature(inputs: dict) -> str:
+    return hashlib.sha1(repr(sorted((str(k), repr(v)) for k, v in inputs.items())).encode()).hexdigest()
+
+
+def keep(key: str, inputs: dict, value) -> None:
+    """Remember ``value`` (a page's result) together with the ``inputs`` that produced it.
+
+    Pair with :func:`kept`: a page draws a result only while the current inputs (model, dataset, probe, options,
+    query…) are the ones it was computed from, so switching any of them never leaves an old table under new
+    controls.
+    """
+    st.session_state[key] = (_signature(inputs), value)
+
+
+def kept(key: str, inputs: dict, *, note: bool = True):
+    """The value :func:`keep` stored under ``key`` if it was computed from exactly ``inputs``, else None.
+
+    When a result exists but its inputs differ, it is hidden and (``note``) one caption says so.
+    """
+    held = st.session_state.get(key)
+    if held is None:
+        return None
+    if held[0] == _signature(inputs):
+        return held[1]
+    if note:
+        st.caption("The settings changed since the last result; run again to see results for these settings.")
+    return None
+
+
+def forget(key: str) -> None:
+    """Drop a kept result (e.g. after an input error, so no stale result stays on screen)."""
+    st.session_state.pop(key, None)
+
+
+# ---------------------------------------------------------------- share links (issue 18)
+def share_link(params: dict, *, label: str = "Share this view") -> str:
+    """Make the page URL hold exactly ``params`` (values None/"" are dropped, and so is any stale parameter)
+    and show the full link with a copy button. Returns the link.
+
+    The sidebar's model and dataset are added unless ``params`` names them; an expert's token never is.
+    """
+    full = {"model": selected_model_id(), "dataset": st.session_state.get(DATASET_KEY, "demo")}
+    if st.session_state.get(CPU_KEY):
+        full["device"] = "cpu"
+    full.update(params)
+    clean = {str(k): str(v) for k, v in full.items() if v is not None and str(v) != ""}
+    if dict(st.query_params) != clean:
+        st.query_params.from_dict(clean)
+    from urllib.parse import urlencode
+
+    base = (st.context.url or "").split("?")[0] if hasattr(st, "context") else ""
+    link = f"{base}?{urlencode(clean)}"
+    st.caption(f"{label} (the link holds every setting of this view):")
+    st.code(link, language=None, wrap_lines=True)  # st.code has a copy button
+    return link
