@@ -5,11 +5,16 @@ Annotate page alone: no navigation, no sidebar, no model or dataset pickers); ev
 app, behind the organiser token when ``PROBEKIT_ORGANISER_TOKEN`` is set (pages/_ui.py, ``access``).
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from pages import _ui as ui
 
-st.set_page_config(page_title="probekit", page_icon=":material/biotech:", layout="wide")
+# The tab icon is a file shipped here: Streamlit sends an image as a data: URI, while a ":material/…:" icon is
+# fetched from fonts.gstatic.com by the browser (console errors offline) and an emoji needs an emoji font.
+ICON = str(Path(__file__).resolve().parent / "docs" / "icon.svg")
+st.set_page_config(page_title="probekit", page_icon=ICON, layout="wide")
 
 if ui.access() == "expert":
     # Streamlit serves the default page at "/" only, so the Annotate page is not the default (its link,
