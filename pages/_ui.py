@@ -327,6 +327,25 @@ def chart_text(text) -> str:
     return html.escape(str(text), quote=False)
 
 
+FONT_PX = 13
+"""Chart text size: legible on a projector at 1280×720 (issue 18: grey 10-px labels)."""
+
+
+def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | None = None):
+    """``fig`` laid out for a projector: fonts ≥ 12 px, the legend in a row above the plot (never over an axis
+    title), axis labels never cut (automargin). ``percent_axis`` (``"x"`` or ``"y"``) is an accuracy axis in
+    percent: it starts at zero, so a few points' difference does not look like a cliff."""
+    fig.update_layout(height=height, font=dict(size=FONT_PX), hoverlabel=dict(font_size=FONT_PX),
+                      margin=dict(l=10, r=10, t=48 if legend else 16, b=10), showlegend=legend,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                                  font=dict(size=FONT_PX), title_text=""))
+    fig.update_xaxes(automargin=True, tickfont_size=FONT_PX - 1, title_font_size=FONT_PX + 1)
+    fig.update_yaxes(automargin=True, tickfont_size=FONT_PX - 1, title_font_size=FONT_PX + 1)
+    if percent_axis:
+        fig.update_layout({f"{percent_axis}axis": dict(rangemode="tozero", ticksuffix="%")})
+    return fig
+
+
 # ---------------------------------------------------------------- access: expert links and the organiser (issue 18)
 # Who a browser session is decides which app it gets (app.py): an expert link's token opens the annotation-only
 # app; everyone else is the organiser, asked for PROBEKIT_ORGANISER_TOKEN when it is set. The token checks live

@@ -31,9 +31,8 @@ def loss_figure(log, checkpoints=(), height=300) -> go.Figure:
     if ck:
         fig.add_scatter(x=[c["step"] for c in ck], y=[c["loss"] for c in ck], mode="markers", name="checkpoint",
                         marker=dict(symbol="diamond", size=10, color="#c62828"))
-    fig.update_layout(height=height, margin=dict(l=0, r=0, t=10, b=0), xaxis_title="step", yaxis_title="InfoNCE loss",
-                      legend=dict(orientation="h", y=1.1))
-    return fig
+    fig.update_layout(xaxis_title="step", yaxis_title="InfoNCE loss")
+    return ui.legible(fig, height=height)
 
 
 job = st.session_state.get("rw_job")
@@ -43,7 +42,7 @@ with st.container(border=True):
     corpora = dict(rewire.list_corpora())
     names = {**{n: n for n in corpora}, UPLOAD: "Upload a text file (one sentence a line)…"}
     c1, c2, c3, c4 = st.columns(4)
-    c1.markdown(f"**{ui.model_label()}** ({model.num_layers} layers, {model.device})")
+    c1.markdown(f"**{ui.md(ui.model_label())}** ({model.num_layers} layers, {model.device})")
     corpus = c1.selectbox("Corpus", list(names), format_func=names.get, key="rw_corpus",
                           help="The MedLAMA elicit corpora (PROBEKIT_CORPORA_DIR): 10 × 10k PubMed and 10k Wikipedia "
                                "sentences" + ("" if corpora else ". None found here: upload one."))
@@ -74,7 +73,7 @@ with st.container(border=True):
                                       batch_size=batch, steps=steps, checkpoint_every=every, pooling=pooling,
                                       layer=None if layer == "last" else int(layer), seed=seed)
             st.session_state.rw_job = rewire.start_train(settings, device=ui.selected_device())
-            st.session_state.rw_sel = st.session_state.rw_job.run_id
+            st.session_state.rw_follow = st.session_state.rw_job.run_id  # selected once its folder exists
             st.rerun()
 
 
@@ -97,6 +96,9 @@ if listed is None or listed.empty:
     st.info("No rewiring runs yet: press Start training.")
     st.stop()
 labels = {r.run_id: f"{r.label} · {r.steps} steps · {r.status} [{r.run_id[-4:]}]" for r in listed.itertuples()}
+# the run just started is listed only once its model is loaded (not yet at the rerun after Start): select it then
+if st.session_state.get("rw_follow") in labels:
+    st.session_state.rw_sel = st.session_state.pop("rw_follow")
 if st.session_state.get("rw_sel") not in labels:
     st.session_state.rw_sel = listed.run_id[0]
 sel = st.selectbox("Run", list(labels), format_func=labels.get, key="rw_sel")
@@ -106,7 +108,7 @@ if not (running and sel == job.run_id):
     if len(log):
         st.plotly_chart(loss_figure(log, info["checkpoints"]), key="rw_curve")
 s = info["settings"]
-st.caption(f"{info['corpus_file']} · {info['n_pairs']:,} pairs · batch {info['batch_size']} · lr {s['lr']:g} · "
+st.caption(f"{ui.md(info['corpus_file'])} · {info['n_pairs']:,} pairs · batch {info['batch_size']} · lr {s['lr']:g} · "
            f"τ {s['tau']:g} · mask ratio {s['mask_ratio']} · {s['pooling']} of layer {info['layer']} · seed {s['seed']}"
            f" · {info['device']}" + (f" · {info['steps_per_s']:.2f} steps/s" if info.get("steps_per_s") else "")
            + ("" if info.get("span_rule") else " · :orange[trained before the span fix: its queries kept the last "

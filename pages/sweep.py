@@ -22,13 +22,32 @@ if listed is None or listed.empty:
     st.stop()
 listed = listed[listed.checkpoints > 0]
 labels = {r.run_id: f"{r.label} · {r.checkpoints} checkpoints [{r.run_id[-4:]}]" for r in listed.itertuples()}
+
+
+def stored_sweeps() -> None:
+    """Every stored sweep, its points grouped under it (the points are also benchmark runs)."""
+    points = None
+    with ui.guard("Listing stored sweeps"):
+        points = rewire.stored_sweeps()
+    if points is None or points.empty:
+        return
+    with st.expander(f"Stored sweeps ({points.sweep.nunique()})", icon=":material/history:"):
+        for n, (name, part) in enumerate(points.groupby("sweep", sort=False)):
+            st.markdown(f"**{ui.md(name)}**: {len(part)} points")
+            st.dataframe(part.drop(columns="sweep").assign(**{c: part[c] * 100 for c in ("macro acc@1",
+                         "macro acc@10")}), hide_index=True, key=f"sw_stored_{n}",
+                         column_config={c: st.column_config.NumberColumn(format="%.2f %%")
+                                        for c in ("macro acc@1", "macro acc@10")})
+
+
 st.session_state.sw_runs = [r for r in st.session_state.get("sw_runs", []) if r in labels] or list(labels)[:1]
 
 job = st.session_state.get("sw_job")
 running = job is not None and not job.finished
 with st.container(border=True):
-    st.markdown(f"Retrieval-probe each checkpoint on **{ds.name}** ({len(ds):,} queries) with the pooling and layer "
-                "it was trained with; step 0 is the base model. Points are stored runs: a repeat reads them back.")
+    st.markdown(f"Retrieval-probe each checkpoint on **{ui.md(ds.name)}** ({len(ds):,} queries) with the pooling "
+                "and layer it was trained with; step 0 is the base model. Points are stored runs: a repeat reads "
+                "them back.")
     chosen = st.multiselect("Rewiring runs (several: mean ± 1 std)", list(labels), format_func=labels.get,
                             key="sw_runs")
     c0, c1, c2, c3 = st.columns(4)
@@ -39,24 +58,30 @@ with st.container(border=True):
     similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity", disabled=bool(preset))
     vocab = c2.radio("Candidates", VOCABS, key="sw_vocab", horizontal=True)
     base = c3.checkbox("Include the base model (step 0)", value=True, key="sw_base")
+    # the result on screen is the one computed from exactly these settings (issue 18: no stale chart)
+    inputs = {"runs": tuple(chosen), "dataset": (ds.name, ds.version, len(ds)), "preset": preset,
+              "similarity": None if preset else similarity, "vocab": vocab, "base": base}
     if st.button("Run sweep", type="primary", icon=":material/play_arrow:", key="sw_start",
                  disabled=running or not chosen):
         with ui.guard("Starting the sweep"):
+            ui.forget("sw_result")
             st.session_state.sw_job = rewire.start_sweep(chosen, ds, similarity=similarity, vocab=vocab,
                                                          preset=preset, include_base=base,
                                                          device=ui.selected_device())
+            st.session_state.sw_job.inputs = inputs
             st.rerun()
 
 
 ui.job_panel("sw_job", stop_key="sw_cancel")
 if job is not None and job.finished:
     if job.status == "done":
-        st.session_state.sw_result = job.result
+        ui.keep("sw_result", getattr(job, "inputs", inputs), job.result)
     else:
         (st.warning if job.status == "cancelled" else st.error)(job.error or job.status)
-frame = st.session_state.get("sw_result")
+frame = ui.kept("sw_result", inputs)
 if frame is None:
     st.info("Press **Run sweep**.")
+    stored_sweeps()
     st.stop()
 
 c1, c2 = st.columns(2)
@@ -88,22 +113,25 @@ for avg, color in (("macro", "#1565c0"), ("micro", "#2e7d32")):
     fig.add_scatter(x=x, y=mean, mode="lines+markers", name=f"{avg} (mean of {n_runs})" if n_runs > 1 else avg,
                     line=dict(color=color, width=3), customdata=std,
                     hovertemplate="step %{x}: %{y:.2f}% ± %{customdata:.2f}<extra></extra>")
-fig.update_layout(height=380, margin=dict(l=0, r=0, t=10, b=0), xaxis_title="training step",
-                  yaxis_title=f"acc@{k} (%)", legend=dict(orientation="h", y=1.1))
-st.plotly_chart(fig, key="sw_macro")
+fig.update_layout(xaxis_title="training step", yaxis_title=f"acc@{k} (%)")
+st.plotly_chart(ui.legible(fig, height=380, percent_axis="y"), key="sw_macro")
 
 st.subheader(f"Per relation (acc@{k}, %)")
 per = frame[(frame.subset == subset) & ~frame.relation.isin(["macro", "micro"])]
 table = per.groupby(["relation", "step"])[f"acc@{k}"].mean().unstack("step") * 100
 lines = go.Figure()
 for rel, row in table.iterrows():
-    lines.add_scatter(x=list(row.index), y=list(row.values), mode="lines+markers", name=rel)
-lines.update_layout(height=460, margin=dict(l=0, r=0, t=10, b=0), xaxis_title="training step",
-                    yaxis_title=f"acc@{k} (%)")
-st.plotly_chart(lines, key="sw_relations")
+    lines.add_scatter(x=list(row.index), y=list(row.values), mode="lines+markers", name=ui.chart_text(rel),
+                      hovertemplate=f"{ui.chart_text(rel)}<br>step %{{x}}: %{{y:.2f}}%<extra></extra>")
+lines.update_layout(xaxis_title="training step", yaxis_title=f"acc@{k} (%)")
+st.plotly_chart(ui.legible(lines, height=460, percent_axis="y"), key="sw_relations")
 st.dataframe(table.round(2).rename(columns=lambda step: f"step {step}").reset_index(), hide_index=True, key="sw_table")
+points = tuple(sorted(set(frame.run_id)))  # stored runs never change: they name the file's content
 d1, d2 = st.columns(2)
-d1.download_button("Sweep (CSV)", runs.frame_bytes(frame, "csv"), file_name="sweep.csv", mime="text/csv",
-                   key="sw_csv")
-d2.download_button("Sweep (Parquet)", lambda: runs.frame_bytes(frame, "parquet"), file_name="sweep.parquet",
-                   key="sw_parquet")
+with d1:
+    ui.download("Sweep (CSV)", lambda: runs.frame_bytes(frame, "csv"), memo=("sweep", points, "csv"),
+                file_name="sweep.csv", mime="text/csv", key="sw_csv")
+with d2:
+    ui.download("Sweep (Parquet)", lambda: runs.frame_bytes(frame, "parquet"), memo=("sweep", points, "parquet"),
+                file_name="sweep.parquet", key="sw_parquet")
+stored_sweeps()

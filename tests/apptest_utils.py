@@ -30,3 +30,14 @@ def open_app(page: str | None = None, *, model: str | None = None, dataset: str 
 def errors(at: AppTest) -> list[str]:
     """Error messages and exceptions shown on the page (a test asserts this is empty on the happy path)."""
     return [e.value for e in at.error] + [str(e.value) for e in at.exception]
+
+
+def downloads(at: AppTest) -> dict[str, object]:
+    """The page's download buttons by label; each must carry its file when drawn (a deferred file, made on the
+    click, is dropped by the next rerun: "MediaFileStorageError: Deferred file … not found")."""
+    return {b.proto.label: b.proto for b in at.get("download_button")}
+
+
+def immediate(button) -> bool:
+    """True when a download button's file exists on the server as drawn (not a deferred callable)."""
+    return bool(button.url) and not button.deferred_file_id

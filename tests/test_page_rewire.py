@@ -3,10 +3,11 @@ checkpoints in the model picker, sweep them (stored, reused) with the macro curv
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
-from apptest_utils import errors, open_app
+from apptest_utils import downloads, errors, immediate, open_app
 
 from probekit import jobs, models, rewire
 from probekit.bench import runs
@@ -76,6 +77,31 @@ def test_rewire_stop_and_bad_upload(tiny_encoder_dir, corpora):
     assert errors(at) == []
 
 
+def test_runs_panel_shows_the_new_run_after_it_finishes(tiny_encoder_dir, corpora):
+    """Issue 18: "The Rewire runs panel keeps showing the previous run after a new one finishes". The new run's
+    folder appears only once its model is loaded, after the page's first rerun, so that rerun must not fall
+    back to the newest listed (previous) run for good."""
+    old = rewire.train(rewire.RewireSettings(model=str(tiny_encoder_dir), corpus="pubmed_0", batch_size=8, steps=1),
+                       device="cpu")
+    at = open_app("rewire", model=str(tiny_encoder_dir))
+    assert at.selectbox(key="rw_sel").value == old["run_id"]
+    at.number_input(key="rw_seed").set_value(7)
+    jobs._WORK.acquire()  # the job waits for the machine: its folder does not exist at the page's rerun
+    try:
+        at.number_input(key="rw_batch").set_value(8).run()
+        at.button(key="rw_start").click().run()
+        new = at.session_state["rw_job"].run_id
+        assert new not in set(rewire.list_runs().run_id)
+    finally:
+        jobs._WORK.release()
+    job = _wait(at, "rw_job")
+    assert job.status == "done", job.error
+    assert errors(at) == [] and at.selectbox(key="rw_sel").value == new
+    assert any("seed 7" in c.value for c in at.caption)  # the caption is the new run's
+    lay = layout(at.get("plotly_chart")[0])  # legible on a projector: legend above the plot, fonts >= 12 px
+    assert lay["legend"]["yanchor"] == "bottom" and lay["font"]["size"] >= 12 and lay["yaxis"]["automargin"]
+
+
 def test_sweep_page_macro_band_and_reuse(tiny_encoder_dir, corpora):
     at = open_app("sweep", model=str(tiny_encoder_dir))
     assert any("No rewiring runs yet" in i.value for i in at.info)
@@ -111,6 +137,38 @@ def test_sweep_page_macro_band_and_reuse(tiny_encoder_dir, corpora):
     ref = _wait(at, "sw_job").result
     assert errors(at) == [] and set(ref.run_id).isdisjoint(frame.run_id)
     assert {runs.get_run(r)["options"]["preset"] for r in set(ref.run_id)} == {"medlama-reference"}
+
+
+def layout(chart) -> dict:
+    return json.loads(chart.proto.spec)["layout"]
+
+
+def test_sweep_result_matches_inputs_exports_legible_chart_and_stored_sweeps(tiny_encoder_dir, corpora):
+    """Issue 18: the result is shown only while it matches the inputs; every export works on every click;
+    the accuracy axis starts at zero, in percent; fonts ≥ 12 px, legend above the plot, labels not cut;
+    sweep points grouped under their sweep."""
+    info = rewire.train(rewire.RewireSettings(model=str(tiny_encoder_dir), corpus="pubmed_0", batch_size=8, steps=2,
+                                              checkpoint_every=1, lr=1e-3), device="cpu")
+    at = open_app("sweep", model=str(tiny_encoder_dir))
+    at.button(key="sw_start").click().run()
+    assert _wait(at, "sw_job").status == "done" and errors(at) == []
+    files = downloads(at)
+    assert set(files) == {"Sweep (CSV)", "Sweep (Parquet)"} and all(immediate(b) for b in files.values())
+    for chart in at.get("plotly_chart"):
+        lay = layout(chart)
+        assert lay["yaxis"]["rangemode"] == "tozero" and lay["yaxis"]["ticksuffix"] == "%"
+        assert lay["font"]["size"] >= 12 and lay["xaxis"]["tickfont"]["size"] >= 12
+        assert lay["legend"]["yanchor"] == "bottom" and lay["legend"]["y"] >= 1  # above the plot, not on a title
+        assert lay["xaxis"]["automargin"] and lay["yaxis"]["automargin"]
+    stored = [d.value for d in at.dataframe if "macro acc@10" in d.value.columns]
+    assert len(stored) == 1 and stored[0].step.tolist() == [0, 1, 2]
+    assert any(info["label"] in m.value.replace("\\", "") for m in at.markdown)
+    # other settings: the old chart goes, with one line saying why; back to the old settings: it returns
+    at.radio(key="sw_vocab").set_value("tails").run()
+    assert at.get("plotly_chart") == [] and not downloads(at)
+    assert any("settings changed" in c.value for c in at.caption)
+    at.radio(key="sw_vocab").set_value("heads+tails").run()
+    assert len(at.get("plotly_chart")) == 2 and errors(at) == []
 
 
 def test_checkpoint_opens_on_probe_page(tiny_encoder_dir, corpora):

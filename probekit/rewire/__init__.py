@@ -19,7 +19,16 @@ from .data import (
     save_corpus,
     span_pair,
 )
-from .sweep import HARD_IN_FULL, SUBSETS, SWEEP_COLUMNS, best_checkpoint, start_sweep, sweep, sweep_curve
+from .sweep import (
+    HARD_IN_FULL,
+    SUBSETS,
+    SWEEP_COLUMNS,
+    best_checkpoint,
+    start_sweep,
+    stored_sweeps,
+    sweep,
+    sweep_curve,
+)
 from .train import (
     CPU_BATCH_SIZE,
     LOG_FILE,
@@ -42,5 +51,6 @@ __all__ = [
     "CORPUS_FILES", "CPU_BATCH_SIZE", "HARD_IN_FULL", "LOG_FILE", "RUN_FILE", "RewireSettings", "SPAN_RULE",
     "STALE_AFTER_S", "SUBSETS", "SWEEP_COLUMNS", "StepReport", "best_checkpoint", "checkpoints", "delete_run",
     "info_nce", "list_corpora", "list_runs", "load_log", "make_pairs", "read_sentences", "resolve_corpus", "run_info",
-    "runs_dir", "save_corpus", "span_pair", "start_sweep", "start_train", "sweep", "sweep_curve", "train",
+    "runs_dir", "save_corpus", "span_pair", "start_sweep", "start_train", "stored_sweeps", "sweep", "sweep_curve",
+    "train",
 ]

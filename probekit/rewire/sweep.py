@@ -11,7 +11,9 @@ among the hard files' own 17,532 names, as the paper's Table 4 and Fig. 4 hard p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -22,7 +24,8 @@ from .train import run_info
 
 SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
                  "acc@1", "acc@5", "acc@10"]
-__all__ = ["HARD_IN_FULL", "SUBSETS", "SWEEP_COLUMNS", "best_checkpoint", "start_sweep", "sweep", "sweep_curve"]
+__all__ = ["HARD_IN_FULL", "SUBSETS", "SWEEP_COLUMNS", "best_checkpoint", "start_sweep", "stored_sweeps", "sweep",
+           "sweep_curve"]
 
 
 def _rows(summary: dict, base: dict, *, hard_set: bool = False) -> list[dict]:
@@ -148,3 +151,59 @@ def best_checkpoint(frame: pd.DataFrame, *, k: int = 10, subset: str = "full") -
     base = curve[curve["step"] == 0]
     return {"step": None if best is None else int(best["step"]), "acc": None if best is None else float(best["mean"]),
             "base": float(base["mean"].iloc[0]) if not base.empty else None}
+
+
+
+def stored_sweeps() -> pd.DataFrame:
+    """The stored sweep points grouped under their sweep: one row per point, i.e. a finished benchmark run of a
+    rewiring run's checkpoint, and as step 0 the base model's run with the same dataset, options and
+    candidates. ``sweep`` labels the group (rewiring run, dataset, options, candidates); newest sweep first,
+    then by step. The Benchmark pages list these runs too; here they are grouped, not mixed with other runs.
+    """
+    from ..bench import runs
+    from .train import runs_dir
+
+    cols = ["sweep", "step", "model", "run_id", "macro acc@1", "macro acc@10", "created_at"]
+    done = runs.list_runs(status="done").to_dict("records")
+    key = ("dataset", "options", "vocab", "k")
+    groups: dict[tuple, list[dict]] = {}
+    for r in done:
+        folder = Path(str(r["model"]))
+        if not folder.name.startswith("step-") or not (runs_dir() / folder.parent.name / "run.json").is_file():
+            continue
+        groups.setdefault((folder.parent.name, *(r[c] for c in key)), []).append(
+            {**r, "step": int(folder.name.split("-")[-1])})
+    rows = []
+    for (rid, *settings), points in groups.items():
+        try:
+            info = run_info(rid)
+        except ProbekitError:
+            continue
+        base = [{**r, "step": 0} for r in done if r["model"] == info["base_model"]
+                and tuple(r[c] for c in key) == tuple(settings)][:1]
+        dataset, options, vocab, k = settings
+        label = f"{info['label']} [{rid[-4:]}] · {dataset} · {_options_text(options)} · {vocab} · k={k}"
+        newest = max(str(p["created_at"]) for p in points)
+        for p in sorted({p["step"]: p for p in base + points}.values(), key=lambda p: p["step"]):
+            rows.append({"sweep": label, "step": p["step"], "model": p["model"], "run_id": p["run_id"],
+                         "macro acc@1": p["macro acc@1"], "macro acc@10": p["macro acc@10"],
+                         "created_at": newest, "_newest": newest})
+    frame = pd.DataFrame(rows, columns=[*cols, "_newest"])
+    frame = frame.sort_values(["_newest", "sweep", "step"], ascending=[False, True, True], ignore_index=True)
+    return frame.drop(columns=["_newest", "created_at"])
+
+
+def _options_text(options) -> str:
+    """``{"pooling": "cls", "similarity": "cosine", …}`` (stored as JSON) as ``pooling cls, similarity cosine``.
+
+    >>> _options_text('{"pooling": "cls", "layer": 6, "similarity": "cosine"}')
+    'pooling cls, layer 6, similarity cosine'
+    """
+    try:
+        opts = json.loads(options) if isinstance(options, str) else dict(options or {})
+    except ValueError:
+        return str(options)
+    return ", ".join(f"{k} {v}" for k, v in opts.items() if v is not None and k in _SHOWN_OPTIONS)
+
+
+_SHOWN_OPTIONS = ("preset", "pooling", "layer", "similarity")
