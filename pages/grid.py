@@ -9,6 +9,7 @@ import yaml
 
 from pages import _ui as ui
 from probekit import grid, models
+from probekit.bench import runs
 from probekit.datasets import VOCABS, available_datasets
 from probekit.probes import PROBES
 
@@ -63,7 +64,7 @@ with st.container(border=True):
         with ui.guard("Starting the grid"):
             options = {"address": address or None, "workers": int(workers)} if backend == "ray" else {}
             st.session_state.gr_job = grid.start_grid(spec, backend=backend, **options)
-            st.session_state.gr_sel = grid.grid_id_of(spec)
+            st.session_state.gr_follow = grid.grid_id_of(spec)  # selected once the job has stored it
             st.rerun()
 
 ui.job_panel("gr_job", stop_key="gr_cancel")
@@ -77,6 +78,8 @@ if listed is None or listed.empty:
     st.info("No grids yet: declare one above and press Run grid.")
     st.stop()
 names = {r.grid_id: f"{r.name} · {r.n_done}/{r.n_cells} cells [{r.grid_id}]" for r in listed.itertuples()}
+if st.session_state.get("gr_follow") in names:  # the grid just started (not yet stored at the rerun after Run)
+    st.session_state.gr_sel = st.session_state.pop("gr_follow")
 if st.session_state.get("gr_sel") not in names:
     st.session_state.gr_sel = listed.grid_id[0]
 sel = st.selectbox("Grid", list(names), key="gr_sel", format_func=names.get)
@@ -92,9 +95,12 @@ st.dataframe(shown, hide_index=True, key="gr_cells",
                             "seconds": st.column_config.NumberColumn(format="%.1f")})
 done = shown.dropna(subset=["macro acc@10"])
 if not done.empty:
-    fig = px.bar(done, x="macro acc@10", y="label", orientation="h", labels={"label": "", "macro acc@10":
+    bars = done.assign(label=done["label"].map(ui.chart_text))  # model paths and names are data, not markup
+    fig = px.bar(bars, x="macro acc@10", y="label", orientation="h", labels={"label": "", "macro acc@10":
                  "macro acc@10 (%)"})
-    fig.update_layout(height=max(240, 30 * len(done)), margin=dict(l=0, r=0, t=10, b=0),
-                      xaxis=dict(rangemode="tozero"))
-    st.plotly_chart(fig, key="gr_chart")
+    st.plotly_chart(ui.legible(fig, height=max(260, 34 * len(done) + 80), legend=False, percent_axis="x"),
+                    key="gr_chart")
     st.caption("Each cell is a stored benchmark run: open it on the Benchmark or Compare page.")
+ui.download("Cells (CSV)", lambda: runs.frame_bytes(shown, "csv"),
+            memo=("grid", sel, tuple(sorted(counts.items())), len(done)), file_name=f"grid_{sel}.csv",
+            mime="text/csv", key="gr_csv")

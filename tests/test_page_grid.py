@@ -1,8 +1,11 @@
 """AppTest of the Grid page: a grid declared in YAML runs in the background, its cells land as stored runs,
 and running it again skips them."""
 
-from apptest_utils import errors, open_app
+import json
 
+from apptest_utils import downloads, errors, immediate, open_app
+
+from probekit import jobs
 from probekit.bench import runs
 
 YAML = """name: page-test
@@ -48,3 +51,31 @@ def test_bad_yaml_is_a_message(tiny_encoder_dir):
     at.text_area(key="gr_yaml").set_value("models: [x]\ndatasets: []\n").run()
     assert any("no datasets" in e for e in errors(at))
     assert at.button(key="gr_run").disabled
+
+
+def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir, tmp_path):
+    """Issue 18: the grid just run is the one shown when it finishes (its cells are stored by the job, after the
+    page's rerun), its chart is legible (fonts >= 12 px, labels not cut, zero-based % axis) and its export
+    works on every click; issue 19: a model path like ``…/<i>m`` is a label, not markup."""
+    odd = tmp_path / "<i>m"
+    odd.symlink_to(tiny_encoder_dir, target_is_directory=True)
+    at = open_app("grid", model=str(tiny_encoder_dir))
+    at.segmented_control(key="gr_how").set_value("YAML").run()
+    at.text_area(key="gr_yaml").set_value(YAML.format(model=tiny_encoder_dir)).run()
+    at.button(key="gr_run").click().run()
+    assert _finish(at).status == "done"
+    first = at.selectbox(key="gr_sel").value
+    at.text_area(key="gr_yaml").set_value(YAML.format(model=json.dumps(str(odd))).replace("page-test", "odd")).run()
+    jobs._WORK.acquire()  # the job waits: nothing of the new grid is stored at the page's rerun
+    try:
+        at.button(key="gr_run").click().run()
+    finally:
+        jobs._WORK.release()
+    assert _finish(at).status == "done" and errors(at) == []
+    assert at.selectbox(key="gr_sel").value not in (first, None)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    labels = spec["data"][0]["y"]
+    assert all("&lt;i&gt;m" in y and "<i>" not in y for y in labels), labels
+    lay = spec["layout"]
+    assert lay["font"]["size"] >= 12 and lay["yaxis"]["automargin"] and lay["xaxis"]["rangemode"] == "tozero"
+    assert immediate(downloads(at)["Cells (CSV)"])
