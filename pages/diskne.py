@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from probekit import models
+from probekit.bench.results import frame_bytes
 from probekit.diskne import build, data, results, runs, splits
 
 ui.title("DisKnE: disease knowledge by fine-tuning")
@@ -85,6 +86,9 @@ if listed is None or listed.empty:
     st.stop()
 labels = {r.run_id: f"{r.label} · {r.set_name} · {r.cells_done}/{r.n_cells} cells · {r.status} [{r.run_id[-6:]}]"
           for r in listed.itertuples()}
+if job is not None and job.status == "done" and st.session_state.get("dk_shown") is not job:
+    st.session_state.dk_shown = job  # a run that just finished is shown once (then the picker is the user's)
+    st.session_state.dk_sel = [r for r in job.result if r in labels]
 if not st.session_state.get("dk_sel") or not set(st.session_state.dk_sel) <= set(labels):
     st.session_state.dk_sel = [listed.run_id[0]]
 sel = st.multiselect("Runs (pick several to compare models)", list(labels), format_func=labels.get, key="dk_sel")
@@ -99,15 +103,16 @@ for col in ("macro", "macro_std", "weighted", "weighted_std"):
 st.dataframe(table.rename(columns={"macro": "macro F1 %", "macro_std": "± std", "weighted": "weighted F1 %",
                                    "weighted_std": "± std "}), hide_index=True, key="dk_summary")
 for cat in summary["category"].unique():
-    st.markdown(f"#### {data.category_label(cat)}")
+    st.markdown(f"#### {ui.md(data.category_label(cat))}")
     wide = results.by_model(diseases, cat)
     fig = go.Figure()
-    for model in [c for c in wide.columns if c != "disease"]:
-        fig.add_bar(x=wide["disease"], y=wide[model], name=model)
-    fig.update_layout(barmode="group", height=320, margin=dict(l=0, r=0, t=10, b=0), yaxis_title="F1 (%)",
-                      yaxis_range=[0, 100], legend=dict(orientation="h", y=1.15))
-    st.plotly_chart(fig, key=f"dk_chart_{cat}")
+    for model in [c for c in wide.columns if c != "disease"]:  # disease and run names are data, not markup
+        fig.add_bar(x=wide["disease"].map(ui.chart_text), y=wide[model], name=ui.chart_text(model))
+    fig.update_layout(barmode="group", yaxis_title="F1 (%)", yaxis_range=[0, 100], xaxis_tickangle=-35)
+    st.plotly_chart(ui.legible(fig, height=380, percent_axis="y"), key=f"dk_chart_{cat}")
     st.dataframe(wide, hide_index=True, key=f"dk_table_{cat}")
+ui.download("Results per disease (CSV)", lambda: frame_bytes(diseases, "csv"), memo=("diskne", tuple(sel), len(cells)),
+            file_name="diskne_per_disease.csv", mime="text/csv", key="dk_csv")
 if st.button("Delete the selected runs", icon=":material/delete:", key="dk_delete", disabled=running):
     with ui.guard("Deleting"):
         for r in sel:

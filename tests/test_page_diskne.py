@@ -3,7 +3,9 @@ runs (models) side by side, stop a run, and bad settings give a message, not a t
 
 from __future__ import annotations
 
-from apptest_utils import errors, open_app
+import json
+
+from apptest_utils import downloads, errors, immediate, open_app
 
 from probekit import jobs
 from probekit.diskne import build, data, runs, splits
@@ -46,6 +48,10 @@ def test_diskne_page_runs_shows_and_compares(tiny_encoder_dir):
     job = _start(at, hyp_only=True)
     assert job.status == "done", job.error
     [second] = job.result
+    assert at.multiselect(key="dk_sel").value == [second]  # issue 18: the run just finished is the one shown
+    assert immediate(downloads(at)["Results per disease (CSV)"])  # every click gets its file
+    lay = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]  # legible at 1280×720 on a projector
+    assert lay["font"]["size"] >= 12 and lay["xaxis"]["automargin"] and lay["legend"]["yanchor"] == "bottom"
     at.multiselect(key="dk_sel").set_value([first, second]).run()
     assert errors(at) == []
     wide = _table(at, "disease")
