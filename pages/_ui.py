@@ -68,7 +68,7 @@ def guard(what: str = "That"):
     try:
         yield
     except ProbekitError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(message(str(e)), icon=":material/error:")
     except torch.cuda.OutOfMemoryError:
         torch.cuda.empty_cache()
         st.error("The GPU ran out of memory. Lower the batch size, or tick 'Force CPU' in the sidebar.")
@@ -320,6 +320,16 @@ def md(text) -> str:
     ``![x](http://…)`` shows as written instead of fetching an image, and ``<a href>`` stays text.
     """
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("/", "\\/")
+
+
+_MARKUP = re.compile(r"!\[|\]\(|<[A-Za-z/!]|https?:|www\.")
+
+
+def message(text) -> str:
+    """A message for st.error/st.warning that may quote data (a name typed, a session name): shown as text when it
+    holds link, image or HTML syntax (the browser would fetch an image named in an error), else unchanged (so
+    messages keep their `code` marks)."""
+    return md(text) if _MARKUP.search(str(text)) else str(text)
 
 
 def chart_text(text) -> str:

@@ -6,52 +6,21 @@ this page alone; a reload or a later visit resumes exactly where the expert stop
 Enter goes to the next query. Only the expert's own ratings are ever shown. Without a link (the organiser's
 side) the page lets the organiser start annotating under a new name.
 
-Keys are read by a small ``st.components.v2`` listener that numbers every key press and sends the queue of
-unprocessed presses as component *state*: st.button's ``shortcut`` triggers lost presses typed faster than a
-rerun (measured in a browser: of 5, 3, S typed at once only two arrived), a queue of state keeps all, in order."""
+Keys are read by the listener in ``pages/_rating_keys.py`` (every press once, in order)."""
 
 import logging
-import threading
 import time
 import traceback
-from dataclasses import dataclass, field
 
 import streamlit as st
 
 from pages import _ui as ui
+from pages._annotate_start import organiser_start
+from pages._rating_keys import Desk, key_listener
 from probekit import annotations as ann
 from probekit.errors import ProbekitError
 
 log = logging.getLogger("probekit.app")
-KEYS_JS = """
-export default function (component) {
-  const { setStateValue, data } = component;
-  const box = (window.__probekitKeys = window.__probekitKeys || { seq: 0, queue: [] });
-  const ack = (data && data.ack) || 0;
-  box.queue = box.queue.filter((e) => e[0] > ack);
-  const names = { 1: "1", 2: "2", 3: "3", 4: "4", 5: "5", s: "s", S: "s", u: "u", U: "u", Enter: "enter" };
-  const onKey = (e) => {
-    const key = names[e.key];
-    const t = e.target, tag = t && t.tagName;
-    if (!key || e.repeat || e.ctrlKey || e.metaKey || e.altKey) return;
-    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) return;
-    e.preventDefault();
-    box.seq += 1;
-    box.queue.push([box.seq, key]);
-    setStateValue("presses", { queue: box.queue.slice() });
-  };
-  if (box.listener) document.removeEventListener("keydown", box.listener, true);
-  box.listener = onKey;
-  document.addEventListener("keydown", onKey, true);
-  return () => document.removeEventListener("keydown", onKey, true);
-}
-"""
-
-
-@st.cache_resource
-def key_listener():
-    """Registered once per server (a page script reruns on every interaction)."""
-    return st.components.v2.component("probekit.rating_keys", js=KEYS_JS)
 SHORT = {5: "perfect", 4: "similar", 3: "related", 2: "same domain", 1: "unrelated"}
 ui.title("Annotate")
 qp = st.query_params
@@ -59,62 +28,10 @@ qp = st.query_params
 KEEP: dict = st.session_state.setdefault("an_keep", {})  # mutated in place (see Desk): session and name typed
 
 
-def organiser_start() -> None:
-    """The organiser's side of this page (no expert link): choose a session and start annotating under a NEW
-    name, which issues a personal link and opens it (this tab becomes the annotation-only app). The session
-    and the name typed are kept when the organiser leaves the page and comes back."""
-    if qp.get("annotator"):
-        st.warning("Links with a name no longer open a session: each expert has a personal link, created on the "
-                   "Annotation results page.", icon=":material/link_off:")
-    sid = qp.get("session") or KEEP.get("session")
-    if not sid:
-        sessions = None
-        with ui.guard("Listing sessions"):
-            sessions = ann.list_sessions()
-        if sessions is None or sessions.empty:
-            st.info("No annotation session yet: create one on the Annotation results page, then send each expert "
-                    "their personal link.")
-            st.stop()
-        names = dict(zip(sessions.session_id, sessions.name))
-        pick = st.selectbox("Session", list(names), index=None, key="an_pick", placeholder="Choose a session…",
-                            format_func=lambda s: f"{names[s]} [{s}]")
-        if pick:
-            KEEP["session"] = qp["session"] = pick
-            st.rerun()
-        st.stop()
-    meta = None
-    with ui.guard("Opening the session"):
-        meta = ann.get_session(sid)
-    if meta is None:
-        if st.button("Choose another session", key="an_other"):
-            KEEP.pop("session", None)
-            qp.pop("session", None)
-            st.rerun()
-        st.stop()
-    KEEP["session"] = qp["session"] = sid
-    st.caption(f"Session **{ui.md(meta['name'])}** · {meta['n_queries']} queries × top-{meta['k']} answers"
-               + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
-    st.caption("Experts annotate through the personal link the organiser sends them (Annotation results → "
-               "Experts). To annotate yourself, start under a new name: this tab then opens your own link.")
-    typed = st.text_input("Your name", KEEP.get("name", ""), key="an_name", max_chars=ann.MAX_NAME,
-                          help="Shown as typed in the results; it must not be an expert's name already.")
-    KEEP["name"] = typed
-    if st.button("Start annotating", type="primary", key="an_start"):
-        with ui.guard("Starting"):
-            token = ann.issue_token(sid, typed, new_only=True)
-            qp.from_dict({"session": sid, "token": token})
-            st.rerun()
-    if st.button("Choose another session", key="an_other", type="tertiary"):
-        KEEP.pop("session", None)
-        qp.pop("session", None)
-        st.rerun()
-    st.stop()
-
-
 # ---- who: an expert link's token only (app.py checked it); the organiser's side starts one
 expert = ui.expert()
 if expert is None:
-    organiser_start()
+    organiser_start(qp, KEEP)
 sid, who, name = expert.session_id, expert.annotator, expert.name
 meta = None
 with ui.guard("Opening the session"):
@@ -124,22 +41,6 @@ if meta is None:
 st.caption(f"Session **{ui.md(meta['name'])}** · {meta['n_queries']} queries × top-{meta['k']} answers"
            + (" · blind" if meta["blind"] else " · gold answers and model scores shown"))
 QKEY = (sid, who)
-
-
-@dataclass
-class Desk:
-    """This browser session's place in the work: last key press handled, current query per (session, expert),
-    a message to show, the timer. One object kept in session state and only ever mutated in place, under its
-    lock. Why: Streamlit starts a new run before an interrupted one has finished, and a value the old run
-    *assigns* to ``st.session_state`` can be dropped when the new run compacts the state (seen in two browsers
-    at once: an Enter handled, its new query lost, the next ten ratings refused); nor may two runs handle the
-    same key press (one answer rated twice)."""
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    seq: int = 0
-    query: dict = field(default_factory=dict)
-    flash: str | None = None
-    t0: float = field(default_factory=time.time)
 
 
 DESK: Desk = st.session_state.setdefault("an_desk", Desk())
@@ -191,7 +92,7 @@ with main:
                 text=f"{progress['done']}/{progress['total']} answers · {progress['queries_done']}/"
                      f"{progress['queries_total']} queries" + (f" · {per:.1f} s per answer" if per is not None else ""))
     if flash:
-        st.warning(flash)
+        st.warning(ui.message(flash))
     qi = DESK.query.get(QKEY)
     if qi is None:
         st.success("All done, thank you! Your ratings are saved; U undoes the last one.")

@@ -1,11 +1,10 @@
 """Annotation results (organiser): create a session from a fresh probe or a stored run, share its link, and read
 the experts' ratings: MedLAMA Table 5, expert-adjusted acc@k, agreement and candidate missing facts."""
 
-import re
-
 import streamlit as st
 
 from pages import _ui as ui
+from pages._experts import experts_panel
 from probekit import annotations as ann
 from probekit.bench import runs
 from probekit.metrics import agreement
@@ -18,45 +17,6 @@ with ui.guard("Listing sessions"):
     sessions = ann.list_sessions()
 if sessions is None:
     st.stop()
-
-
-def app_base() -> str:
-    """The app's address as the organiser's browser sees it (what the experts' links start with)."""
-    return re.sub(r"/results/?$", "", (st.context.url or "http://localhost:8501").rstrip("/"))
-
-
-def experts_panel(sid: str) -> None:
-    """Personal links: one per expert and session (only a hash is stored, so a link is shown once), revocable."""
-    st.subheader("Experts and their links")
-    c1, c2 = st.columns(2, vertical_alignment="bottom")
-    new = c1.text_input("Expert name", key="rs_expert", max_chars=ann.MAX_NAME,
-                        help="As the expert should appear in the results. A name that has a link gets a new one "
-                             "(the old link stops working).")
-    if c2.button("Create link", key="rs_link", icon=":material/link:"):
-        with ui.guard("Creating the link"):
-            token = ann.issue_token(sid, new)
-            LINKS[sid] = (" ".join(new.split()), ann.expert_link(app_base(), sid, token))
-    if sid in LINKS:
-        who, link = LINKS[sid]
-        st.success(f"Personal link for **{ui.md(who)}**: send it to them only. It is shown once (only its hash is "
-                   "stored); create a new one if it is lost.", icon=":material/link:")
-        st.code(link, language=None)
-    team = ann.experts(sid)
-    if team.empty:
-        st.caption("No expert yet: create a link for each expert.")
-        return
-    st.dataframe(team, hide_index=True, key="rs_experts")
-    active = team.loc[team["link active"], "expert"].tolist()
-    c1, c2 = st.columns(2, vertical_alignment="bottom")
-    gone = c1.selectbox("Revoke the link of", active, index=None, key="rs_revoke_who",
-                        placeholder="Expert…" if active else "No active links")
-    if c2.button("Revoke link", key="rs_revoke", icon=":material/link_off:", disabled=not gone):
-        with ui.guard("Revoking"):
-            ann.revoke_tokens(sid, gone)
-            LINKS.pop(sid, None)
-            st.rerun()
-    st.caption("A revoked link stops working at once; the expert's ratings stay. Experts see only the Annotate "
-               "page and their own ratings.")
 
 
 LINKS: dict = st.session_state.setdefault("rs_links", {})  # the link just created, per session (shown once)
@@ -123,11 +83,11 @@ meta = ann.get_session(sid)
 per_query = f"{meta['raters_per_item']} annotators per query" if meta["raters_per_item"] else "everyone rates all"
 st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta['blind'] else 'not blind'} · {per_query}"
            f" · {meta['source']}: {ui.md(meta['model'] or '–')} on {ui.md(meta['dataset'] or '–')} "
-           f"({meta['probe'] or '–'})"
+           f"({ui.md(meta['probe'] or '–')})"
            + {True: " · the query's own subject left out", False: " · the query's own subject kept",
               None: ""}[meta["exclude_subject"]])
 st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
-experts_panel(sid)
+experts_panel(sid, LINKS)
 
 c1, c2 = st.columns(2)
 threshold = c1.segmented_control("Expert hit: score ≥", [5, 4], default=5, key="rs_threshold") or 5
@@ -180,8 +140,9 @@ st.caption("Krippendorff's alpha (ordinal) over all annotators; Cohen's kappa (q
 st.subheader(f"Candidate missing facts: rated ≥ {threshold}, not gold")
 facts = result["missing_facts"]
 st.dataframe(facts, hide_index=True, key="rs_facts")
-st.download_button("Missing facts (CSV)", ann.frame_bytes(facts, "csv"), file_name=f"{sid}_missing_facts.csv",
-                   mime="text/csv", key="rs_facts_dl", disabled=facts.empty)
+ui.download("Missing facts (CSV)", lambda: ann.frame_bytes(facts, "csv"), file_name=f"{sid}_missing_facts.csv",
+            memo=("annotations", sid, ann.data_version(sid), "facts", threshold, consensus), mime="text/csv",
+            key="rs_facts_dl")
 
 st.subheader("Exports")
 table = st.segmented_control("Table", ann.EXPORT_TABLES, default="ratings", key="rs_export_table") or "ratings"

@@ -41,3 +41,21 @@ def downloads(at: AppTest) -> dict[str, object]:
 def immediate(button) -> bool:
     """True when a download button's file exists on the server as drawn (not a deferred callable)."""
     return bool(button.url) and not button.deferred_file_id
+
+
+def rendered(at: AppTest) -> list[str]:
+    """Every Markdown text on the page (markdown, captions, headers, alerts) rendered to HTML as CommonMark does,
+    so a test can check that data shows as text: no ``<img``, no ``<a``, and the data readable as typed."""
+    import markdown_it  # a dependency of rich, which streamlit requires
+
+    md = markdown_it.MarkdownIt("commonmark")
+    kinds = ("markdown", "caption", "subheader", "title", "error", "warning", "success", "info")
+    return [md.render(str(e.value)) for kind in kinds for e in at.get(kind)]
+
+
+def as_text(html_text: str) -> str:
+    """The text a reader sees in rendered HTML."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from apptest_utils import errors, open_app
+from apptest_utils import as_text, downloads, errors, immediate, open_app, rendered
 
 from probekit import annotations as ann
 from probekit.errors import ProbekitError
@@ -273,6 +273,55 @@ def test_session_names_and_answers_show_as_text_not_markup():
     at = annotate(sid, link(sid, "Gus"))
     caption = next(c.value for c in at.caption if c.value.startswith("Session"))
     assert "![x](http" not in caption and "<b>" not in caption and r"\!\[x\]" in caption
+
+
+IMAGE, LINK = "![x](http://example.invalid/x.png)", '<a href="http://e.invalid">y</a>'
+
+
+def markup_free(at) -> str:
+    """The page's Markdown as a reader sees it; fails when any of it renders an image or a link."""
+    html = rendered(at)
+    assert not [h for h in html if "<img" in h or "<a " in h], [h for h in html if "<img" in h or "<a " in h]
+    return "\n".join(as_text(h) for h in html)
+
+
+def test_answers_show_as_literal_text_to_the_expert():
+    """Issue 19 item 5: an answer like ``![x](http://…)`` or ``<a href>`` must read as written on the expert's
+    page (no image fetched, no link), in the answer rows, the query and the gold list."""
+    from dataclasses import replace
+
+    from test_annotations import rankings
+
+    r = rankings(1, k=2)[0]
+    ranked = [replace(r, query=replace(r.query, subject=IMAGE, golds=(LINK,)), names=(IMAGE, LINK))]
+    sid = ann.from_rankings(ranked, name=LINK, k=2, blind=False)
+    at = annotate(sid, link(sid, "Hal"))
+    shown = markup_free(at)
+    assert errors(at) == [] and IMAGE in shown and LINK in shown
+    rows = [" ".join(as_text(h).split()) for h in rendered(at) if "x.png" in h or "e.invalid" in h]
+    assert any(f"{IMAGE} · rank 1 · 1.000" in row for row in rows), rows  # the answer rows read as typed
+    assert any(f"gold: {LINK}" in row for row in rows) and any(f"subject {IMAGE}" in row for row in rows)
+    # a bad name echoed in an error message is text too (organiser side: "use a plain name … got '![x](…)'")
+    org = annotate(sid)
+    org.text_input(key="an_name").set_value(IMAGE).run()
+    org.button(key="an_start").click().run()
+    assert org.error and IMAGE in markup_free(org)
+
+
+def test_results_page_shows_names_as_text_and_exports_on_every_click():
+    """Issue 19 item 5 on the organiser's Results page: names from data (session, model, dataset, an expert name
+    typed, echoed in an error) read as text; issue 18: every export is made when drawn (no deferred file)."""
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(2, k=2), name=IMAGE, k=2)
+    rated_by(sid, "Carol", 2)
+    res = open_app("results", query_params={"session": sid})
+    assert errors(res) == []
+    res.text_input(key="rs_expert").set_value(LINK).run()
+    res.button(key="rs_link").click().run()
+    assert res.error and LINK in markup_free(res)
+    files = downloads(res)
+    assert "Missing facts (CSV)" in files and all(immediate(b) for b in files.values()), list(files)
 
 
 def test_results_page_creates_and_revokes_links():
