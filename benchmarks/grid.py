@@ -7,6 +7,7 @@ database and embedding cache, so neither reuses the other's work.
 
     python benchmarks/grid.py                                   # demo + 3 MedLAMA relations x 3 layers x 2 poolings
     python benchmarks/grid.py --datasets demo --layers 2 4 6    # a quick check
+    python benchmarks/grid.py --local-threads 1                 # local on one thread (the per-cell baseline)
 
 Run it alone: two torch processes timed at once on 2 cores slow each other down.
 """
@@ -50,6 +51,9 @@ def main() -> int:
     ap.add_argument("--layers", nargs="+", type=int, default=[2, 4, 6])
     ap.add_argument("--poolings", nargs="+", default=["cls", "mean"])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--local-threads", type=int, default=None,
+                    help="torch threads of the local backend (default: torch's own, all cores); each Ray worker "
+                         "uses cores/workers threads")
     args = ap.parse_args()
 
     from probekit.grid import GridSpec, run_grid
@@ -71,6 +75,12 @@ def main() -> int:
     for backend in ("local", "ray"):
         _fresh_paths(backend)
         options = {"workers": args.workers} if backend == "ray" else {}
+        import torch
+
+        if backend == "local":
+            default_threads = torch.get_num_threads()
+            torch.set_num_threads(args.local_threads or default_threads)
+            print(f"local: {torch.get_num_threads()} torch threads")
         if backend == "ray":
             import ray
 
@@ -93,6 +103,8 @@ def main() -> int:
               f"{cells.seconds.median():.1f} s median per cell")
         if backend == "ray":
             ray.shutdown()
+        else:
+            torch.set_num_threads(default_threads)
     ratio = walls["local"] / walls["ray"]
     ideal = cell_seconds["ray"] / args.workers
     overhead = max(0.0, walls["ray"] - ideal) / n_cells

@@ -11,10 +11,16 @@ leaves no half file; an unreadable or misshapen file is rebuilt.
 The memo holds at most :data:`MEMO_BYTES`; an array larger than that is not memoised (the disk cache
 still has it). Callers that keep the vectors elsewhere (the entity index keeps them inside faiss) pass
 ``memo=False`` so no second copy stays in memory.
+
+Inside ``with sharing_layers([2, 4, 6]):`` a pass that encodes any layer also pools and stores the other
+listed layers that are not cached yet: one forward pass yields every layer's hidden states, so a grid
+over layers (or a layer-wise run split into cells) pays for one pass instead of one per layer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
@@ -34,6 +40,24 @@ MEMO_BYTES = 512 * 2**20
 
 _MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
 _LOCK = threading.Lock()
+_SHARED_LAYERS: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("shared_layers", default=())
+
+
+@contextlib.contextmanager
+def sharing_layers(layers: Sequence[int]):
+    """Within the block, an encoding pass also computes and caches these layers (see the module doc).
+
+    >>> with sharing_layers([4, 2, 2]):
+    ...     _SHARED_LAYERS.get()
+    (2, 4)
+    >>> _SHARED_LAYERS.get()
+    ()
+    """
+    token = _SHARED_LAYERS.set(tuple(sorted({int(x) for x in layers})))
+    try:
+        yield
+    finally:
+        _SHARED_LAYERS.reset(token)
 
 
 def texts_key(texts: Sequence[str]) -> str:
@@ -131,13 +155,21 @@ def embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pooling: s
         else:
             out[layer] = vec
     if missing:
-        vecs = encode_layers(model, texts, layers=missing, pooling=pooling, batch_size=batch_size,
-                             max_length=max_length, progress=progress, fast=fast)  # (n_missing, n_texts, dim)
-        for layer, vec in zip(missing, vecs):
-            out[layer] = vec
+        # siblings: other layers of the current grid, computed in the same pass and only written to disk
+        def cached(layer: int) -> bool:
+            k = embedding_key(model, texts=tkey, layer=layer, pooling=pooling, max_length=max_length, fast=fast)
+            return (folder() / f"{k}.npy").exists()
+
+        siblings = [x for x in _SHARED_LAYERS.get()
+                    if use_cache and x not in layers and 0 <= x <= model.num_layers and not cached(x)]
+        vecs = encode_layers(model, texts, layers=missing + siblings, pooling=pooling, batch_size=batch_size,
+                             max_length=max_length, progress=progress, fast=fast)  # (n_pass_layers, n_texts, dim)
+        for layer, vec in zip(missing + siblings, vecs):
+            if layer in missing:
+                out[layer] = vec
             if use_cache:
                 k = embedding_key(model, texts=tkey, layer=layer, pooling=pooling, max_length=max_length, fast=fast)
                 save_npy(vec, folder() / f"{k}.npy")
-                if memo:
+                if memo and layer in missing:
                     _memo_put(k, vec)
     return {layer: out[layer] for layer in layers}

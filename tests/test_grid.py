@@ -193,3 +193,60 @@ def test_cli_grid_run_list_show(tiny_encoder_dir, facts, tmp_path, capsys):
     assert len(shown["cells"]) == 4 and {c["status"] for c in shown["cells"]} == {"done"}
     assert main(["grid", "list"]) == 0 and gid in capsys.readouterr().out
     assert main(["grid", "show", "grid-nope"]) == 2 and "unknown grid" in capsys.readouterr().err
+
+
+def test_one_encoding_pass_serves_every_layer_of_the_grid(tiny_encoder, facts, monkeypatch):
+    """Cells that differ only in layer (or relation) share one encoding pass: each hidden_states[L] comes from
+    the same forward, so the first cell pools its siblings' layers too and they find them in the cache; the
+    vectors are the ones a separate pass gives."""
+    from probekit import cache
+
+    calls = []
+    real = cache.encode_layers
+
+    def counting(model, texts, *, layers, **kw):
+        calls.append(tuple(layers))
+        return real(model, texts, layers=layers, **kw)
+
+    texts = ["type 2 diabetes", "pain", "stroke"]
+    alone = {layer: real(tiny_encoder, texts, layers=[layer], pooling="mean", max_length=25)[0] for layer in (1, 2)}
+    monkeypatch.setattr(cache, "encode_layers", counting)
+    with cache.sharing_layers([1, 2]):
+        first = cache.embeddings(tiny_encoder, texts, layers=[1], pooling="mean", max_length=25, memo=False)
+        second = cache.embeddings(tiny_encoder, texts, layers=[2], pooling="mean", max_length=25, memo=False)
+    assert calls == [(1, 2)]  # one pass computed both; the layer-2 call read the cache
+    for layer, vec in ((1, first[1]), (2, second[2])):
+        assert abs(vec - alone[layer]).max() < 1e-5
+    cache.embeddings(tiny_encoder, ["fever"], layers=[1], pooling="mean", max_length=25)  # outside: no siblings
+    assert calls[-1] == (1,)
+
+
+def test_local_grid_encodes_the_names_once_per_pooling(tiny_encoder_dir, facts, monkeypatch):
+    from probekit import cache
+
+    calls = []
+    real = cache.encode_layers
+    monkeypatch.setattr(cache, "encode_layers",
+                        lambda model, texts, *, layers, **kw: calls.append((len(texts), tuple(layers)))
+                        or real(model, texts, layers=layers, **kw))
+    res = run_grid(spec_for(str(tiny_encoder_dir), facts), backend="local")
+    assert (res.cells.status == "done").all() and len(res.cells) == 4  # 2 poolings x 2 layers
+    names = [c for c in calls if c[0] > 8]  # the candidate names (queries are the 8 facts)
+    assert sorted(layers for _, layers in names) == [(1, 2), (1, 2)]  # one pass per pooling, both layers
+
+
+def test_ray_scheduler_never_encodes_the_same_thing_twice_at_once():
+    """An idle worker skips cells whose encodings another worker is computing right now."""
+    from probekit.grid.backends import next_cell
+
+    spec = GridSpec.from_dict({"models": ["m"], "datasets": ["d"], "relations": ["r1", "r2"],
+                               "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"]}}],
+                               "layers": [2, 4]})
+    cells = spec.cells()
+    pending = list(cells)
+    first = pending.pop(next_cell(pending, busy=set(), last=None, waiting_ok=False))
+    j = next_cell(pending, busy={first.share_key}, last=None, waiting_ok=True)
+    assert pending[j].share_key != first.share_key
+    only_same = [c for c in pending if c.share_key == first.share_key]
+    assert next_cell(only_same, busy={first.share_key}, last=None, waiting_ok=True) is None
+    assert next_cell(only_same, busy={first.share_key}, last=None, waiting_ok=False) == 0

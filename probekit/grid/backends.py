@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import ProbekitError
-from .spec import Cell
+from .spec import Cell, sibling_layers
 from .work import CellResult, run_cell
 
 BACKENDS = ("local", "ray")
@@ -69,6 +69,7 @@ class LocalBackend:
     def run(self, cells: Sequence[Cell], *, should_cancel: Callable[[], bool] = lambda: False,
             on_start: Callable[[Cell], None] | None = None) -> Iterator[Outcome]:
         slot = _ModelSlot(self.device)
+        siblings = sibling_layers(cells)
         try:
             for cell in cells:
                 if should_cancel():
@@ -76,11 +77,45 @@ class LocalBackend:
                 if on_start:
                     on_start(cell)
                 try:
-                    yield cell, run_cell(cell, model=slot.get(cell.model), worker="local"), None
+                    yield cell, run_cell(cell, model=slot.get(cell.model), worker="local",
+                                         share_layers=siblings.get(cell.share_key, ())), None
                 except Exception as e:  # noqa: BLE001 - one cell's failure is reported, the grid goes on
                     yield cell, None, _message(e)
         finally:
             slot.release()
+
+
+def next_cell(pending: Sequence[Cell], *, busy: set[str], last: Cell | None, waiting_ok: bool) -> int | None:
+    """Which pending cell an idle worker takes (its index), or None to wait for a running one.
+
+    First a cell sharing the worker's last cell's encodings (in its memory already), then one of the same
+    model (no reload) whose encodings no other worker is computing now, then any such cell. When every
+    pending cell shares encodings with a running one, the worker waits (``waiting_ok``): that cell will
+    find them in the cache instead of computing them a second time.
+
+    >>> a2, a4 = Cell("m", "d", "retrieval", {"layer": 2}), Cell("m", "d", "retrieval", {"layer": 4})
+    >>> b2 = Cell("m", "d", "retrieval", {"layer": 2, "pooling": "cls"})
+    >>> next_cell([a4, b2], busy={a2.share_key}, last=None, waiting_ok=True)
+    1
+    >>> next_cell([a4], busy={a2.share_key}, last=None, waiting_ok=True) is None
+    True
+    >>> next_cell([a4, b2], busy={b2.share_key}, last=a2, waiting_ok=True)
+    0
+    """
+    if not pending:
+        return None
+    if last is not None:
+        same = [n for n, c in enumerate(pending) if c.share_key == last.share_key]
+        if same:
+            return same[0]
+    free = [n for n, c in enumerate(pending) if c.share_key not in busy]
+    if last is not None:
+        for n in free:
+            if pending[n].model == last.model:
+                return n
+    if free:
+        return free[0]
+    return None if waiting_ok else 0
 
 
 def _worker_class(ray):
@@ -95,10 +130,11 @@ def _worker_class(ray):
             self.slot = _ModelSlot(device)
             self.name = f"ray:{os.getpid()}"
 
-        def run(self, settings: dict):
+        def run(self, settings: dict, share_layers: tuple[int, ...] = ()):
             cell = Cell.from_settings(settings)
             try:
-                return run_cell(cell, model=self.slot.get(cell.model), worker=self.name), None
+                return run_cell(cell, model=self.slot.get(cell.model), worker=self.name,
+                                share_layers=tuple(share_layers)), None
             except Exception as e:  # noqa: BLE001 - reported to the driver as the cell's error
                 return None, _message(e)
 
@@ -180,21 +216,27 @@ class RayBackend:
         ray = self._ray()
         actors = self.start()
         pending = list(cells)
-        current: dict[int, str | None] = {i: None for i in range(len(actors))}
+        siblings = sibling_layers(cells)
+        last: dict[int, Cell | None] = {i: None for i in range(len(actors))}
         running: dict = {}  # object ref -> (cell, actor index)
+        idle = list(range(len(actors)))
 
-        def submit(i: int) -> None:
-            # prefer a cell of the model this worker already holds
-            j = next((n for n, c in enumerate(pending) if c.model == current[i]), 0)
-            cell = pending.pop(j)
-            current[i] = cell.model
-            if on_start:
-                on_start(cell)
-            running[actors[i].run.remote(cell.settings())] = (cell, i)
+        def fill() -> None:
+            # give idle workers a cell; a worker waits rather than encode what another is encoding now
+            for i in list(idle):
+                busy = {c.share_key for c, _ in running.values()}
+                j = next_cell(pending, busy=busy, last=last[i], waiting_ok=bool(running))
+                if j is None:
+                    continue
+                cell = pending.pop(j)
+                last[i] = cell
+                idle.remove(i)
+                if on_start:
+                    on_start(cell)
+                ref = actors[i].run.remote(cell.settings(), siblings.get(cell.share_key, ()))
+                running[ref] = (cell, i)
 
-        for i in range(len(actors)):
-            if pending:
-                submit(i)
+        fill()
         while running:
             if should_cancel():
                 for ref in running:
@@ -207,9 +249,9 @@ class RayBackend:
                     result, error = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - the actor died more often than max_retries
                     result, error = None, f"worker lost: {_message(e)}"
+                idle.append(i)
                 yield cell, result, error
-                if pending:
-                    submit(i)
+            fill()
 
     def shutdown(self) -> None:
         try:

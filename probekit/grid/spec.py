@@ -65,6 +65,26 @@ class Cell:
         return "c" + hashlib.sha1(text.encode()).hexdigest()[:16]
 
     @property
+    def share_key(self) -> str:
+        """What decides the cell's encodings but its layer and relations: cells with the same share key
+        encode the same names (and queries) and differ only in which layer they read or which queries they keep.
+
+        >>> a = Cell("m", "d", "retrieval", {"layer": 2, "pooling": "cls"}, relations=("r1",))
+        >>> b = Cell("m", "d", "retrieval", {"layer": 4, "pooling": "cls"}, relations=("r2",))
+        >>> a.share_key == b.share_key, a.key == b.key
+        (True, False)
+        """
+        s = self.settings()
+        s["options"] = {k: v for k, v in s["options"].items() if k != "layer"}
+        s.pop("relations")
+        return "s" + hashlib.sha1(json.dumps(s, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    @property
+    def layer(self) -> int | None:
+        value = self.options.get("layer")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    @property
     def label(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
         return f"{self.model} · {self.dataset} · {self.probe}" + (f" ({opts})" if opts else "")
@@ -74,6 +94,21 @@ class Cell:
         return cls(model=s["model"], dataset=s["dataset"], probe=s["probe"], options=dict(s.get("options") or {}),
                    relations=tuple(s.get("relations") or ()), vocab=s.get("vocab", "heads+tails"),
                    k=int(s.get("k", 10)), seed=s.get("seed"))
+
+
+def sibling_layers(cells) -> dict[str, tuple[int, ...]]:
+    """{share key: the layers its cells read}: what one encoding pass should compute for them all.
+
+    >>> cells = GridSpec.from_dict({"models": ["m"], "datasets": ["d"], "probes": [{"name": "retrieval",
+    ...     "options": {"pooling": ["cls", "mean"]}}], "layers": [2, 4]}).cells()
+    >>> sorted(sibling_layers(cells).values())
+    [(2, 4), (2, 4)]
+    """
+    out: dict[str, set[int]] = {}
+    for cell in cells:
+        if cell.layer is not None:
+            out.setdefault(cell.share_key, set()).add(cell.layer)
+    return {key: tuple(sorted(layers)) for key, layers in out.items()}
 
 
 def _as_list(value, what: str) -> list:

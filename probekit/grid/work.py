@@ -76,13 +76,15 @@ def load_cell_dataset(cell: Cell):
     return dataset
 
 
-def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str = "local") -> CellResult:
+def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str = "local",
+             share_layers: tuple[int, ...] = ()) -> CellResult:
     """Compute one cell: the benchmark runner over the cell's dataset, nothing stored.
 
     ``model`` is a loaded model to reuse (a worker keeps one per model id); otherwise the cell's model
-    is loaded here and released after.
+    is loaded here and released after. ``share_layers`` are the layers of the cell's siblings in the grid
+    (:func:`probekit.grid.spec.sibling_layers`): the encoding pass computes and caches them too.
     """
-    from .. import models
+    from .. import cache, models
     from ..bench import runs
 
     own = model is None
@@ -91,8 +93,9 @@ def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str =
     try:
         dataset = load_cell_dataset(cell)
         t0 = time.perf_counter()
-        run = runs.run_benchmark(model, dataset, probe=cell.probe, options=cell.options, vocab=cell.vocab, k=cell.k,
-                                 save=False, reuse=False)
+        with cache.sharing_layers(share_layers):
+            run = runs.run_benchmark(model, dataset, probe=cell.probe, options=cell.options, vocab=cell.vocab,
+                                     k=cell.k, save=False, reuse=False)
         seconds = time.perf_counter() - t0
         return CellResult(cell=cell, model=ModelInfo.of(model), rankings=run.rankings(), seconds=seconds,
                           timings=dict(run.meta.get("timings") or {}), worker=worker)
