@@ -342,11 +342,20 @@ def delete_run(run_id: str) -> None:
 
 
 def export_frame(run: str | Run) -> pd.DataFrame:
-    """A run's results with its model, dataset and probe: the export table (JSON text columns)."""
+    """A run's results with its model, dataset and probe: the export table (JSON text columns).
+
+    ``subset`` labels each row by the experiment it belongs to (issue 12): ``full`` or ``hard-in-full`` (a hard
+    query of a full-set run, ranked among the full set's names) for a full-set run, ``hard`` for a hard-set run;
+    ``hard`` stays the query's MedLAMA hardness flag.
+    """
     run = load_run(run) if isinstance(run, str) else run
     data = _json_frame(run.frame, run.run_id)
-    for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "probe", "vocab")):
-        data.insert(1 + i, c, run.meta[c])
+    for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "dataset_set", "probe",
+                           "vocab")):
+        data.insert(1 + i, c, run.meta.get(c))
+    flag = run.frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    data.insert(data.columns.get_loc("relation"), "subset",
+                "hard" if run.hard_set else [HARD_IN_FULL if h else "full" for h in flag])
     return data
 
 
