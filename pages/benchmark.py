@@ -74,6 +74,7 @@ selected = st.multiselect("Runs to show", list(names), key="bm_sel", format_func
 with st.expander(f"All stored runs ({len(listed)})"):
     st.dataframe(listed, hide_index=True, key="bm_list")
 if not selected:
+    st.info("Pick the runs to show.")
     st.stop()
 loaded = {}
 with ui.guard("Loading runs"):
