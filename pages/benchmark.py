@@ -71,8 +71,9 @@ st.session_state.bm_sel = views.keep_known(st.session_state.get("bm_sel"), names
                                                                                                         sweeps)
 selected = st.multiselect("Runs to show", list(names), key="bm_sel", format_func=names.get,
                           help="Checkpoint-sweep points are listed after the other runs, as 'sweep … › step N'.")
-with st.expander(f"All stored runs ({len(listed)})"):
-    st.dataframe(listed, hide_index=True, key="bm_list")
+with st.expander(f"All stored runs ({len(listed)}; accuracy in %)"):
+    accs = [c for c in listed.columns if "acc@" in c]
+    st.dataframe(views.styled(views.percent(listed, accs), numbers=accs), hide_index=True, key="bm_list")
 if not selected:
     st.info("Pick the runs to show.")
     st.stop()
