@@ -21,6 +21,7 @@ import streamlit as st
 import torch
 
 from probekit import config, models
+from probekit.bench.views import option_text
 from probekit.datasets import Dataset, available_datasets, freetext, load_spec, triples
 from probekit.errors import ProbekitError
 
@@ -435,12 +436,12 @@ def _option_widget(where, option, default, key: str):
             del st.session_state[key]
             preset = False
         start = {} if preset else {"index": choices.index(default) if default in choices else 0}
-        return where.selectbox(label, choices, key=key, help=help_, format_func=lambda v: "default" if v is None
-                               else str(v), **start)
+        return where.selectbox(label, choices, key=key, help=help_, **start,
+                               format_func=lambda v: option_text(option.name, v))  # one vocabulary (issue 18)
     if kind in (int, float):
         start = {} if preset else {"value": None if default is None else kind(default)}
         return where.number_input(label, min_value=kind(0), step=kind(1), key=key, help=help_,
-                                  placeholder="default", **start)
+                                  placeholder=option_text(option.name, None), **start)
     start = {} if preset else {"value": "" if default is None else str(default)}
     value = where.text_input(label, key=key, help=help_, placeholder="default", **start)
     return value or (None if default is None else value)

@@ -4,9 +4,10 @@ as MedLAMA does (Table 4: full vs hard; Fig. 5: per relation; Fig. 3: by gold-an
 import plotly.express as px
 import streamlit as st
 
+from pages import _bench
 from pages import _ui as ui
-from probekit import models
-from probekit.bench import runs
+from probekit import rewire
+from probekit.bench import runs, views
 from probekit.datasets import VOCABS
 from probekit.metrics import compare as rm
 from probekit.probes import get_probe, probes_for
@@ -14,26 +15,10 @@ from probekit.probes import get_probe, probes_for
 ui.title("Benchmark")
 if goto := st.session_state.pop("bm_goto", None):
     st.switch_page("pages/probe.py", query_params=goto)
+_bench.restore_link()  # a shared link opens on its runs and view
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
     st.stop()
-
-
-def open_on_probe(meta: dict, relation: str, query_id: str) -> None:
-    """Callback: point the sidebar and the Probe page at this query, then switch pages (in the script)."""
-    known = [m for m, _ in models.available_models()]
-    st.session_state[ui.MODEL_KEY] = meta["model"] if meta["model"] in known else ui.CUSTOM
-    if meta["model"] not in known:
-        st.session_state[ui.CUSTOM_KEY] = meta["model"]
-    st.session_state[ui.DATASET_KEY] = meta["dataset_spec"]
-    st.session_state.update(pk_source="From the dataset", pk_rel=relation, pk_qid=query_id, pk_autorun=True,
-                            pk_probe=meta["probe"], pk_vocab=meta["vocab"])
-    # the Probe page opens with the run's own options, so it shows what the run stored
-    opts = dict(meta.get("options") or {})
-    opts.setdefault("exclude_subject", False)
-    st.session_state.update({f"pk_opt_{name}": value for name, value in opts.items()})
-    st.session_state.bm_goto = {"model": meta["model"], "dataset": meta["dataset_spec"], "relation": relation,
-                                "query": query_id}
 
 
 # ---- settings and start
@@ -41,7 +26,8 @@ job = st.session_state.get("bm_job")
 running = job is not None and not job.finished
 with st.container(border=True):
     c1, c2, c3 = st.columns([3, 2, 2])
-    c1.markdown(f"**{ui.model_label()}** on **{ds.name}** ({len(ds):,} queries, {len(ds.relations)} relations)")
+    c1.markdown(f"**{ui.md(ui.model_label())}** on **{ui.md(ds.name)}** ({len(ds):,} queries, "
+                f"{len(ds.relations)} relations)")
     extra = c1.text_input("Also benchmark (model ids or folders, comma-separated)", key="bm_extra",
                           placeholder="bert-base-uncased, dmis-lab/biobert-v1.1")
     probe = get_probe(c2.selectbox("Probe", probes_for(model), key="bm_probe"))
@@ -49,38 +35,47 @@ with st.container(border=True):
                      help="heads+tails of the dataset (MedLAMA's reference), all tails, or each relation's tails")
     k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k"))
     opts = ui.probe_option_widgets(probe, key="bm", container=c3)
+    ids = [m.strip() for m in extra.split(",") if m.strip()]
+    inputs = {"models": (model.id, *ids), "dataset": (ds.name, ds.version, len(ds)), "probe": probe.name,
+              "options": opts, "vocab": vocab, "k": k}
     if st.button("Start", type="primary", icon=":material/play_arrow:", key="bm_start", disabled=running):
+        ui.forget("bm_result")
         with ui.guard("Starting the benchmark"):
-            ids = [m.strip() for m in extra.split(",") if m.strip()]
             st.session_state.bm_job = runs.start_benchmark([model, *ids], ds, probe=probe, options=opts, vocab=vocab,
                                                            k=k, device=ui.selected_device())
+            st.session_state.bm_job.inputs = inputs
             st.rerun()
-
 
 ui.job_panel("bm_job", stop_key="bm_cancel")
 if job is not None and job.finished and st.session_state.get("bm_seen") is not job:
     st.session_state.bm_seen = job
+    ui.keep("bm_result", getattr(job, "inputs", inputs), job)
     if job.status == "done":
-        st.session_state.bm_sel = list(dict.fromkeys(job.result))
+        st.session_state.bm_sel = list(dict.fromkeys(job.result))  # the runs just finished are the ones shown
         st.toast(f"Benchmark finished in {job.elapsed:.0f} s", icon=":material/check:")
-if job is not None and job.finished and job.status != "done":
-    (st.warning if job.status == "cancelled" else st.error)(job.error or job.status)
+finished = ui.kept("bm_result", inputs, note=False)  # its message only while the settings are the job's
+if finished is not None and finished.status != "done":
+    (st.warning if finished.status == "cancelled" else st.error)(ui.message(finished.error or finished.status))
 
 # ---- stored runs
-listed = None
+listed = sweeps = None
 with ui.guard("Stored runs"):
     listed = runs.list_runs()
+    sweeps = rewire.stored_sweeps()
 if listed is None or listed.empty:
     st.info("No stored runs yet: choose the settings above and press Start.")
     st.stop()
 info = listed.set_index("run_id")
-names = {r: f"{info.label[r]} · k={info.k[r]} · {info.vocab[r]} · {info.status[r]} [{r[-6:]}]" for r in info.index}
-done = [r for r in listed.run_id if info.status[r] == "done"]
-st.session_state.bm_sel = [r for r in st.session_state.get("bm_sel", []) if r in names] or (done or list(names))[:1]
-selected = st.multiselect("Runs to show", list(names), key="bm_sel", format_func=names.get)
-with st.expander(f"All stored runs ({len(listed)})"):
-    st.dataframe(listed, hide_index=True, key="bm_list")
+names = views.run_names(listed, sweeps)
+st.session_state.bm_sel = views.keep_known(st.session_state.get("bm_sel"), names) or views.default_runs(listed,
+                                                                                                        sweeps)
+selected = st.multiselect("Runs to show", list(names), key="bm_sel", format_func=names.get,
+                          help="Checkpoint-sweep points are listed after the other runs, as 'sweep … › step N'.")
+with st.expander(f"All stored runs ({len(listed)}; accuracy in %)"):
+    accs = [c for c in listed.columns if "acc@" in c]
+    st.dataframe(views.styled(views.percent(listed, accs), numbers=accs), hide_index=True, key="bm_list")
 if not selected:
+    st.info("Pick the runs to show.")
     st.stop()
 loaded = {}
 with ui.guard("Loading runs"):
@@ -91,30 +86,34 @@ if len(loaded) < len(selected):
 if not loaded:
     st.stop()
 frames = {label: run.frame for label, run in loaded.items()}
+hard_set = {label for label, run in loaded.items() if run.hard_set}
 
 st.subheader("Accuracy (%): full set vs its hard subset")
-table = rm.full_hard_table(frames)
+table = rm.full_hard_table(frames, hard_set=hard_set)
 pct = [c for c in table.columns if "acc@" in c]
-table[pct] = table[pct] * 100
-st.dataframe(table, hide_index=True, key="bm_table",
-             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in pct})
-st.caption("Hard: MedLAMA's hard queries (avg_match and avg_rouge_l < 0.1) within the run; macro = mean over "
-           "relations, micro = over queries.")
+table = views.percent(table, pct)
+st.dataframe(views.styled(table, numbers=pct), hide_index=True, key="bm_table")
+present = views.subsets_of(run.hard_set for run in loaded.values())
+st.caption("Macro = mean over relations, micro = over queries. " + " ".join(views.subset_note(s) for s in present))
 
 c1, c2 = st.columns(2)
-kk = c1.segmented_control("acc@", [1, 5, 10], default=10, key="bm_show_k") or 10
-which = c2.segmented_control("Queries", ["full", "hard"], default="full", key="bm_show_set") or "full"
-per = rm.relation_accuracy(frames, k=kk, which=which).assign(acc=lambda d: d.acc * 100)
+st.session_state.setdefault("bm_show_k", 10)
+kk = c1.segmented_control("acc@", [1, 5, 10], key="bm_show_k") or 10
+if st.session_state.get("bm_show_set") not in present:
+    st.session_state.bm_show_set = present[0]
+which = c2.segmented_control("Queries", present, key="bm_show_set") or present[0]
+per = rm.relation_accuracy(frames, k=kk, which=which, hard_set=hard_set).assign(
+    acc=lambda d: d.acc * 100, relation=lambda d: d.relation.map(ui.chart_text), run=lambda d: d.run.map(ui.chart_text))
 fig = px.bar(per, x="relation", y="acc", color="run", barmode="group", hover_data=["n"],
-             labels={"acc": f"acc@{kk} (%)"})
-fig.update_layout(height=420, margin=dict(l=0, r=0, t=30, b=0), legend=dict(orientation="h", y=-0.45))
-st.plotly_chart(fig, key="bm_rel_chart")
-by_len = rm.accuracy_by_length({lab: rm.subset(f, which) for lab, f in frames.items()}, ks=[kk])
+             labels={"acc": f"acc@{kk} (%), {which}"})
+st.plotly_chart(ui.legible(fig, height=440, percent_axis="y"), key="bm_rel_chart")
+by_len = rm.accuracy_by_length({ui.chart_text(lab): rm.subset(f, which, hard_set=lab in hard_set)
+                                for lab, f in frames.items()}, ks=[kk])
 by_len[f"acc@{kk}"] *= 100
 fig = px.bar(by_len, x="bin", y=f"acc@{kk}", color="run", barmode="group", hover_data=["n"],
-             labels={"bin": "gold answer length (characters, mean over a query's golds)", f"acc@{kk}": f"acc@{kk} (%)"})
-fig.update_layout(height=340, margin=dict(l=0, r=0, t=30, b=0), showlegend=False)
-st.plotly_chart(fig, key="bm_len_chart")
+             labels={"bin": "gold answer length (characters, mean over a query's golds)",
+                     f"acc@{kk}": f"acc@{kk} (%), {which}"})
+st.plotly_chart(ui.legible(fig, height=340, legend=False, percent_axis="y"), key="bm_len_chart")
 
 # ---- drill down: one relation's queries
 st.subheader("Queries of a relation")
@@ -123,22 +122,27 @@ run_label = c1.selectbox("Run", list(loaded), key="bm_drill_run")
 run = loaded[run_label]
 rel = c2.selectbox("Relation", sorted(run.frame.relation.unique()), key="bm_drill_rel")
 queries = rm.relation_queries(run.frame, rel, k=kk)
-picked = st.dataframe(queries, hide_index=True, key="bm_queries", on_select="rerun", selection_mode="single-row")
+picked = st.dataframe(views.styled(queries, ranks=["best rank"]), hide_index=True, key="bm_queries",
+                      on_select="rerun", selection_mode="single-row")
 rows = picked.selection.rows if picked is not None else []
 if rows and run.meta.get("dataset_spec"):
     qid = queries.query_id.iloc[rows[0]]
     st.button(f"Open {qid} on the Probe page", icon=":material/open_in_new:", key="bm_open",
-              on_click=open_on_probe, args=(run.meta, rel, qid))
+              on_click=_bench.open_on_probe, args=(run.meta, rel, qid))
 elif not run.meta.get("dataset_spec"):
     st.caption("This run's dataset was uploaded; it cannot be reopened on the Probe page.")
 else:
     st.caption("Select a row to open that query on the Probe page.")
 
 st.subheader("Export")
-c1, c2, c3 = st.columns(3)
-c1.download_button("Run results (CSV)", lambda: runs.frame_bytes(runs.export_frame(run), "csv"),
-                   file_name=f"{run.run_id}.csv", mime="text/csv", key="bm_csv")
-c2.download_button("Run results (Parquet)", lambda: runs.frame_bytes(runs.export_frame(run), "parquet"),
-                   file_name=f"{run.run_id}.parquet", key="bm_parquet")
-c3.download_button("Accuracy table (CSV)", runs.frame_bytes(table, "csv"), file_name="accuracy.csv",
-                   mime="text/csv", key="bm_table_csv")
+done = tuple((r, int(info.n_done[r])) for r in selected if info.n_done[r])  # a run's file changes only as it grows
+cols = st.columns(3)
+for col, fmt in zip(cols, ("csv", "parquet")):
+    with col:
+        ui.download(f"Run results ({'CSV' if fmt == 'csv' else 'Parquet'})", key=f"bm_{fmt}",
+                    make=lambda fmt=fmt: runs.frame_bytes(runs.export_frame(run), fmt),
+                    memo=("run", run.run_id, len(run.frame), fmt), file_name=f"{run.run_id}.{fmt}")
+with cols[2]:
+    ui.download("Accuracy table (CSV)", lambda: runs.frame_bytes(table, "csv"), memo=("bm_table", done),
+                file_name="accuracy.csv", mime="text/csv", key="bm_table_csv")
+ui.share_link({"runs": ",".join(selected), "k": kk, "set": which})

@@ -5,73 +5,100 @@ import plotly.express as px
 import streamlit as st
 
 from pages import _ui as ui
-from probekit.bench import runs
+from probekit import rewire
+from probekit.bench import runs, views
 from probekit.metrics import compare as rm
 
 ui.title("Compare runs")
-listed = None
+if not st.session_state.get("_cmp_link"):  # a shared link opens on its runs and view
+    st.session_state._cmp_link = True
+    qp = st.query_params
+    if qp.get("runs"):
+        st.session_state.cmp_sel = qp["runs"].split(",")
+    if qp.get("set") in rm.SUBSETS:
+        st.session_state.cmp_set = qp["set"]
+    if qp.get("k") in ("1", "5", "10"):
+        st.session_state.cmp_k = int(qp["k"])
+listed = sweeps = None
 with ui.guard("Stored runs"):
     listed = runs.list_runs(status="done")
+    sweeps = rewire.stored_sweeps()
 if listed is None or len(listed) < 2:
     st.info("Comparing needs at least two finished runs: start them on the Benchmark page "
             "(or `python -m probekit bench --save`).")
     st.stop()
-info = listed.set_index("run_id")
-names = {r: f"{info.label[r]} · k={info.k[r]} · {info.vocab[r]} [{r[-6:]}]" for r in info.index}
-st.session_state.cmp_sel = [r for r in st.session_state.get("cmp_sel", []) if r in names] or list(listed.run_id[:2])
+names = views.run_names(listed, sweeps)
+st.session_state.cmp_sel = views.keep_known(st.session_state.get("cmp_sel"), names) or views.default_runs(
+    listed, sweeps, n=2)
 selected = st.multiselect("Runs (the first is the baseline)", list(names), key="cmp_sel", format_func=names.get,
-                          max_selections=8)
+                          max_selections=8, help="Checkpoint-sweep points are listed last, as 'sweep … › step N'.")
 if len(selected) < 2:
     st.info("Pick at least two runs.")
     st.stop()
-frames = {}
+loaded = {}
 short = rm.short_labels({r: names[r] for r in selected})
 with ui.guard("Loading runs"):
-    frames = {short[r]: runs.load_run(r).frame for r in selected}
-if len(frames) < len(selected):
+    loaded = {short[r]: runs.load_run(r) for r in selected}
+if len(loaded) < len(selected):
     st.stop()
+frames = {label: run.frame for label, run in loaded.items()}
+hard_set = {label for label, run in loaded.items() if run.hard_set}
 labels = list(frames)
+present = views.subsets_of(run.hard_set for run in loaded.values())
 c1, c2 = st.columns(2)
-k = c1.segmented_control("acc@", [1, 5, 10], default=10, key="cmp_k") or 10
-which = c2.segmented_control("Queries", ["full", "hard"], default="full", key="cmp_set") or "full"
+st.session_state.setdefault("cmp_k", 10)
+k = c1.segmented_control("acc@", [1, 5, 10], key="cmp_k") or 10
+if st.session_state.get("cmp_set") not in present:
+    st.session_state.cmp_set = present[0]
+which = c2.segmented_control("Queries", present, key="cmp_set") or present[0]
+lacking = [lab for lab in labels if which not in rm.run_subsets(lab in hard_set)]
+st.caption(views.subset_note(which) + (f" Runs without {which} queries are empty: {ui.md(', '.join(lacking))}."
+                                         if lacking else ""))
 
 # ---- per relation
 st.subheader(f"acc@{k} per relation and difference to the baseline")
-diff = rm.relation_differences(frames, k=k, which=which)
+diff = rm.relation_differences(frames, k=k, which=which, hard_set=hard_set)
 deltas = [c for c in diff.columns if c.startswith("Δ ")]
 long = (diff.drop(index="macro")[deltas] * 100).reset_index().melt(id_vars="relation", var_name="run",
                                                                    value_name="points")
-long["run"] = long["run"].str[2:]
+long = long.assign(run=long["run"].str[2:].map(ui.chart_text), relation=long["relation"].map(ui.chart_text))
 fig = px.bar(long, x="relation", y="points", color="run", barmode="group",
-             labels={"points": f"acc@{k} − baseline (points)"})
-fig.update_layout(height=420, margin=dict(l=0, r=0, t=30, b=0), legend=dict(orientation="h", y=-0.45))
-st.plotly_chart(fig, key="cmp_diff_chart")
+             labels={"points": f"acc@{k} − baseline (points of %), {which}"})
+st.plotly_chart(ui.legible(fig, height=440), key="cmp_diff_chart")
 shown = (diff * 100).reset_index()
-st.dataframe(shown, hide_index=True, key="cmp_diff",
-             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in shown.columns[1:]})
-st.caption(f"Baseline: {labels[0]}. Relations missing from a run are empty; 'macro' is the mean over its relations.")
+st.dataframe(views.styled(shown, numbers=shown.columns[1:]), hide_index=True, key="cmp_diff")
+st.caption(f"Baseline: {ui.md(labels[0])}. Accuracy in %, differences in points; \"–\": a relation a run lacks. "
+           "'macro' is the mean over a run's relations.")
 
 # ---- hit / miss
 st.subheader("Queries one run gets and the other misses")
 c1, c2 = st.columns(2)
-a = c1.selectbox("Run A", labels, index=0, key="cmp_a")
-b = c2.selectbox("Run B", labels, index=1, key="cmp_b")
-only_a = rm.hit_miss(frames[a], frames[b], k=k, which=which)
-only_b = rm.hit_miss(frames[b], frames[a], k=k, which=which)
+for key, default in (("cmp_a", 0), ("cmp_b", 1)):  # a run dropped from the selection is no longer offered
+    if st.session_state.get(key) not in labels:
+        st.session_state[key] = labels[default]
+a = c1.selectbox("Run A", labels, key="cmp_a")
+b = c2.selectbox("Run B", labels, key="cmp_b")
+pair = (a in hard_set, b in hard_set)
+only_a = rm.hit_miss(frames[a], frames[b], k=k, which=which, hard_set=pair)
+only_b = rm.hit_miss(frames[b], frames[a], k=k, which=which, hard_set=pair[::-1])
 t1, t2 = st.tabs([f"A gets, B misses ({len(only_a)})", f"B gets, A misses ({len(only_b)})"])
-t1.dataframe(only_a, hide_index=True, key="cmp_only_a")
-t2.dataframe(only_b, hide_index=True, key="cmp_only_b")
+t1.dataframe(views.styled(only_a, ranks=["rank a", "rank b"]), hide_index=True, key="cmp_only_a")
+t2.dataframe(views.styled(only_b, ranks=["rank a", "rank b"]), hide_index=True, key="cmp_only_b")
 
 # ---- agreement
 st.subheader("Rank agreement")
-agree = rm.agreement_table(frames, k=k, which=which)
-st.dataframe(agree, hide_index=True, key="cmp_agree", column_config={
-    c: st.column_config.NumberColumn(format="%.3f") for c in ("spearman", "kendall", "top1_agreement", "jaccard")})
+agree = rm.agreement_table(frames, k=k, which=which, hard_set=hard_set)
+st.dataframe(views.styled(agree, numbers=["spearman", "kendall", "top1_agreement", "jaccard"], digits=3),
+             hide_index=True, key="cmp_agree")
 st.caption(f"Over the queries both runs hold: hit@{k} counts (both / only a / only b / neither); Spearman and "
            f"Kendall τ-b of the best gold ranks (where both rank a gold); share with the same top-1; mean Jaccard "
-           f"overlap of the top-{k} names.")
+           f"overlap of the top-{k} names; \"–\": undefined (too few shared queries ranked).")
+memo = ("cmp", tuple(selected), k, which)  # stored finished runs never change
 c1, c2 = st.columns(2)
-c1.download_button("Per-relation table (CSV)", runs.frame_bytes(shown, "csv"), file_name="compare_relations.csv",
-                   mime="text/csv", key="cmp_dl_diff")
-c2.download_button("Agreement (CSV)", runs.frame_bytes(agree, "csv"), file_name="compare_agreement.csv",
-                   mime="text/csv", key="cmp_dl_agree")
+with c1:
+    ui.download("Per-relation table (CSV)", lambda: runs.frame_bytes(shown, "csv"), memo=(*memo, "diff"),
+                file_name="compare_relations.csv", mime="text/csv", key="cmp_dl_diff")
+with c2:
+    ui.download("Agreement (CSV)", lambda: runs.frame_bytes(agree, "csv"), memo=(*memo, "agree"),
+                file_name="compare_agreement.csv", mime="text/csv", key="cmp_dl_agree")
+ui.share_link({"runs": ",".join(selected), "k": k, "set": which})

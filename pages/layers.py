@@ -6,99 +6,124 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
-from probekit.bench import layers, runs
+from probekit.bench import layers, runs, views
 from probekit.datasets import VOCABS
+from probekit.index import SIMILARITIES
 
 ui.title("Layer-wise probing")
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
     st.stop()
+if not st.session_state.get("_ly_link"):  # a shared link opens on its sweep, options and view
+    st.session_state._ly_link = True
+    qp = st.query_params
+    lo, _, hi = (qp.get("layers") or "").partition("-")
+    ok = {"ly_sel": qp.get("sweep"), "ly_pooling": qp.get("pooling") in ("cls", "mean"), "ly_set": qp.get("set"),
+          "ly_similarity": qp.get("similarity") in SIMILARITIES, "ly_vocab": qp.get("vocab") in VOCABS,
+          "ly_k": qp.get("k") in ("1", "5", "10"),
+          "ly_range": lo.isdigit() and hi.isdigit() and int(lo) <= int(hi) <= model.num_layers}
+    st.session_state.update({key: int(qp["k"]) if key == "ly_k" else (int(lo), int(hi)) if key == "ly_range" else
+                             qp[{"ly_sel": "sweep"}.get(key, key[3:])] for key, good in ok.items() if good})
+if not 0 <= min(st.session_state.get("ly_range", (0, 99))) <= max(st.session_state.get("ly_range", (0, 99))) \
+        <= model.num_layers:  # first visit, or a model with fewer layers
+    st.session_state.ly_range = (1, model.num_layers)
 
 job = st.session_state.get("ly_job")
 running = job is not None and not job.finished
 with st.container(border=True):
-    st.markdown(f"**{ui.model_label()}** ({model.num_layers} layers) on **{ds.name}** ({len(ds):,} queries); "
-                "candidates and queries are encoded once for all layers.")
+    st.markdown(f"**{ui.md(ui.model_label())}** ({model.num_layers} layers) on **{ui.md(ds.name)}** ({len(ds):,} "
+                "queries); candidates and queries are encoded once for all layers.")
     c1, c2, c3 = st.columns(3)
-    pooling = c1.selectbox("Pooling", ["model default", "cls", "mean"], key="ly_pooling")
-    similarity = c2.selectbox("Similarity", ["cosine", "l2", "dot"], key="ly_similarity")
+    pooling = c1.selectbox("Pooling", [None, "cls", "mean"], key="ly_pooling",
+                           format_func=lambda v: views.option_text("pooling", v))
+    similarity = c2.selectbox("Similarity", list(SIMILARITIES), key="ly_similarity")
     vocab = c3.radio("Candidates", VOCABS, key="ly_vocab", horizontal=True)
-    lo, hi = c1.slider("Layers", 0, model.num_layers, (1, model.num_layers), key="ly_range",
+    lo, hi = c1.slider("Layers", 0, model.num_layers, key="ly_range",
                        help="0 = the embedding output")
+    choice = {"layers": list(range(lo, hi + 1)), "pooling": pooling, "similarity": similarity, "vocab": vocab}
+    inputs = {"model": (model.id, model.revision), "dataset": (ds.name, ds.version, len(ds)), **choice}
     if st.button("Run", type="primary", icon=":material/play_arrow:", key="ly_run", disabled=running):
+        ui.forget("ly_result")
         with ui.guard("Starting the layer sweep"):
-            st.session_state.ly_job = layers.start_layers(
-                model, ds, layers=list(range(lo, hi + 1)), pooling=None if pooling == "model default" else pooling,
-                similarity=similarity, vocab=vocab)
+            st.session_state.ly_job = layers.start_layers(model, ds, **choice)
+            st.session_state.ly_job.inputs = inputs
             st.rerun()
-
 
 ui.job_panel("ly_job", stop_key="ly_cancel")
 if job is not None and job.finished and st.session_state.get("ly_seen") is not job:
     st.session_state.ly_seen = job
+    ui.keep("ly_result", getattr(job, "inputs", inputs), job)
     if job.status == "done":
         st.session_state.ly_sel = job.result.run_id
-if job is not None and job.finished and job.status != "done":
-    (st.warning if job.status == "cancelled" else st.error)(job.error or job.status)
+finished = ui.kept("ly_result", inputs, note=False)  # its message only while the settings are the job's
+if finished is not None and finished.status != "done":
+    (st.warning if finished.status == "cancelled" else st.error)(ui.message(finished.error or finished.status))
 
-listed = None
+listed = matching = None
 with ui.guard("Stored sweeps"):
     listed = layers.list_layer_runs()
+    matching = layers.find_layer_run(layers.layer_settings(model, ds, **choice))  # the sweep of these settings
 if listed is None or listed.empty:
     st.info("No stored layer sweeps yet: press Run.")
     st.stop()
 names = {r.run_id: f"{r.label} · layers {r.layers} [{r.run_id[-6:]}]" for r in listed.itertuples()}
+if matching and st.session_state.get("_ly_inputs") != inputs:  # settings changed: show their sweep if stored
+    st.session_state.ly_sel = matching
+st.session_state._ly_inputs = inputs
 if st.session_state.get("ly_sel") not in names:
-    st.session_state.ly_sel = listed.run_id[0]
+    st.session_state.ly_sel = matching or listed.run_id[0]
 sel = st.selectbox("Sweep", list(names), key="ly_sel", format_func=names.get)
 result = layers.load_layer_run(sel)
+if sel != matching:
+    st.warning("This stored sweep was made with other settings than those above (its own are in the caption "
+               "below); press **Run** for these settings.", icon=":material/history:")
+present = result.subsets
 c1, c2 = st.columns(2)
-k = c1.segmented_control("acc@", [1, 5, 10], default=1, key="ly_k") or 1
-which = c2.segmented_control("Queries", ["full", "hard"], default="full", key="ly_set") or "full"
+st.session_state.setdefault("ly_k", 1)
+k = c1.segmented_control("acc@", [1, 5, 10], key="ly_k") or 1
+if st.session_state.get("ly_set") not in present:
+    st.session_state.ly_set = present[0]
+which = c2.segmented_control("Queries", present, key="ly_set") or present[0]
+st.caption(views.subset_note(which))
 acc = result.accuracy(k=k, subset=which) * 100
-if acc.empty:
-    st.info(f"No {which} queries in this sweep.")
-    st.stop()
 best = result.best_layers(k=k, subset=which)
 marked = best.dropna(subset=["best layer"]).astype({"best layer": int})  # relations with at least one hit
+rel_text = {rel: ui.chart_text(rel) for rel in acc.index}
 
-st.subheader(f"acc@{k} (%) per relation and layer")
-fig = px.imshow(acc, aspect="auto", text_auto=".1f", color_continuous_scale="Blues",
-                labels={"x": "layer", "y": "relation", "color": f"acc@{k}"})
-fig.add_scatter(x=marked["best layer"], y=marked["relation"], mode="markers", name="best layer",
+st.subheader(f"acc@{k} (%) per relation and layer, {which}")
+fig = px.imshow(acc.rename(index=rel_text), aspect="auto", text_auto=".1f", color_continuous_scale="Blues",
+                zmin=0, labels={"x": "layer", "y": "relation", "color": f"acc@{k} (%)"})
+fig.add_scatter(x=marked["best layer"], y=marked["relation"].map(rel_text), mode="markers", name="best layer",
                 marker=dict(symbol="star", size=14, color="#c62828", line=dict(width=1, color="white")),
                 hovertemplate="%{y}: best layer %{x}<extra></extra>")
-fig.update_layout(height=max(320, 28 * len(acc)), margin=dict(l=0, r=0, t=30, b=0), xaxis=dict(dtick=1),
-                  legend=dict(orientation="h", y=-0.15))
-st.plotly_chart(fig, key="ly_heatmap")
+fig.update_layout(xaxis=dict(dtick=1), coloraxis_colorbar=dict(ticksuffix="%"))
+st.plotly_chart(ui.legible(fig, height=max(340, 28 * len(acc) + 80)), key="ly_heatmap")
 
 lines = go.Figure()
 for rel, row in acc.iterrows():
-    lines.add_scatter(x=list(row.index), y=list(row.values), mode="lines+markers", name=rel)
+    lines.add_scatter(x=list(row.index), y=list(row.values), mode="lines+markers", name=rel_text[rel])
 lines.add_scatter(x=marked["best layer"], y=marked["best acc"] * 100, mode="markers", name="best layer",
-                  marker=dict(symbol="star", size=13, color="#c62828"), text=marked["relation"],
-                  hovertemplate="%{text}: best layer %{x} (%{y:.1f})<extra></extra>")
+                  marker=dict(symbol="star", size=13, color="#c62828"), text=marked["relation"].map(rel_text),
+                  hovertemplate="%{text}: best layer %{x} (%{y:.1f}%)<extra></extra>")
 avg = result.averages(subset=which)
 lines.add_scatter(x=list(avg.index), y=list(avg[f"macro acc@{k}"] * 100), mode="lines", name="macro average",
                   line=dict(color="black", width=3, dash="dash"))
-lines.update_layout(height=460, margin=dict(l=0, r=0, t=30, b=0), xaxis=dict(title="layer", dtick=1),
-                    yaxis_title=f"acc@{k} (%)")
-st.plotly_chart(lines, key="ly_lines")
+lines.update_layout(xaxis=dict(title="layer", dtick=1), yaxis_title=f"acc@{k} (%), {which}")
+st.plotly_chart(ui.legible(lines, height=480, percent_axis="y"), key="ly_lines")
 
 c1, c2 = st.columns(2)
-shown = best.assign(**{c: best[c] * 100 for c in ("best acc", "last layer acc", "gain")})
-c1.markdown("**Best layer per relation**")
-c1.dataframe(shown, hide_index=True, key="ly_best",
-             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in ("best acc", "last layer acc",
-                                                                                       "gain")})
+c1.markdown("**Best layer per relation** (%; \"–\": no layer ranks a gold answer)")
+c1.dataframe(views.styled(views.percent(best, ["best acc", "last layer acc", "gain"]),
+                          numbers=["best acc", "last layer acc", "gain"]), hide_index=True, key="ly_best")
 c2.markdown("**Per layer (%)**")
-pct = avg.drop(columns="n") * 100
-c2.dataframe(pct.reset_index(), hide_index=True, key="ly_avg",
-             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in pct.columns})
-st.caption(f"{result.meta.get('model')} · {result.meta.get('dataset')} · {result.meta.get('options')} · "
-           f"vocab {result.meta.get('vocab')} · {result.meta.get('seconds') or 0:.1f} s")
+pct = (avg.drop(columns="n") * 100).reset_index()
+c2.dataframe(views.styled(pct, numbers=pct.columns[1:]), hide_index=True, key="ly_avg")
+st.caption(ui.md(views.layer_caption(result.meta)))
 d1, d2 = st.columns(2)
-d1.download_button("Layer table (CSV)", runs.frame_bytes(result.table, "csv"), file_name=f"{sel}.csv",
-                   mime="text/csv", key="ly_csv")
-d2.download_button("Layer table (Parquet)", lambda: runs.frame_bytes(result.table, "parquet"),
-                   file_name=f"{sel}.parquet", key="ly_parquet")
+for col, fmt in ((d1, "csv"), (d2, "parquet")):
+    with col:  # a stored sweep never changes
+        ui.download(f"Layer table ({'CSV' if fmt == 'csv' else 'Parquet'})", key=f"ly_{fmt}",
+                    make=lambda fmt=fmt: runs.frame_bytes(result.table, fmt), memo=("layers", sel, fmt),
+                    file_name=f"{sel}.{fmt}", mime="text/csv" if fmt == "csv" else None)
+ui.share_link({"sweep": sel, "k": k, "set": which, "pooling": pooling, "similarity": similarity, "vocab": vocab,
+               "layers": f"{lo}-{hi}"})

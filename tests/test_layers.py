@@ -53,7 +53,7 @@ def test_each_layer_equals_the_probe_at_that_layer(tiny_encoder, tiny_dataset, m
                                                                                             average="micro"))
             assert result.averages().loc[L, f"macro acc@{k}"] == pytest.approx(metrics.acc_at_k(rankings, k=k))
         hard = [r for r in rankings if hardness.is_hard(r.query.subject, list(r.query.golds))]
-        hard_acc = result.averages(subset="hard").loc[L, "micro acc@10"]
+        hard_acc = result.averages(subset="hard-in-full").loc[L, "micro acc@10"]
         assert hard_acc == pytest.approx(metrics.acc_at_k(hard, k=10, average="micro"))
 
 
@@ -98,13 +98,13 @@ def test_bad_inputs(tiny_encoder, tiny_dataset):
 HAND = pd.DataFrame(
     [(1, "a", "full", 4, 1, 2, 3), (2, "a", "full", 4, 3, 3, 4), (3, "a", "full", 4, 3, 4, 4),
      (1, "b", "full", 2, 2, 2, 2), (2, "b", "full", 2, 0, 1, 2), (3, "b", "full", 2, 1, 2, 2),
-     (1, "a", "hard", 2, 0, 1, 1), (2, "a", "hard", 2, 1, 1, 2), (3, "a", "hard", 2, 1, 2, 2),
-     (1, "c", "hard", 3, 0, 0, 1), (2, "c", "hard", 3, 0, 0, 0), (3, "c", "hard", 3, 0, 1, 1)],
+     (1, "a", "hard-in-full", 2, 0, 1, 1), (2, "a", "hard-in-full", 2, 1, 1, 2), (3, "a", "hard-in-full", 2, 1, 2, 2),
+     (1, "c", "hard-in-full", 3, 0, 0, 1), (2, "c", "hard-in-full", 3, 0, 0, 0), (3, "c", "hard-in-full", 3, 0, 1, 1)],
     columns=layers.TABLE_COLUMNS)
 
 
 def test_tables_against_naive_loops():
-    for subset in ("full", "hard"):
+    for subset in ("full", "hard-in-full"):
         rows = [r for r in HAND.itertuples(index=False) if r.subset == subset]
         for k in (1, 5, 10):
             acc = layers.layer_accuracy(HAND, k=k, subset=subset)
@@ -149,3 +149,37 @@ def test_job_and_cli(capsys, tiny_encoder, tiny_encoder_dir, tiny_dataset, tmp_p
     assert "out of range" in capsys.readouterr().err
     assert cli.main(["layers", "--list"]) == 0
     assert data["run_id"] in capsys.readouterr().out
+
+
+def test_subsets_say_which_candidates_the_hard_queries_met(tiny_encoder):
+    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    vocabulary): keep it only if it is labelled so everywhere." A full-set sweep has ``full`` and
+    ``hard-in-full``; a hard-set sweep has ``hard`` alone (all its queries, among its own names)."""
+    from probekit.datasets import load_dataset
+
+    full = layers.run_layers(tiny_encoder, load_dataset("demo"), layers=[1], save=False)
+    hard = layers.run_layers(tiny_encoder, load_dataset("demo", which="hard"), layers=[1], save=False)
+    assert full.subsets == ["full", "hard-in-full"] and hard.subsets == ["hard"]
+    assert hard.averages(subset="hard").loc[1, "n"] == len(load_dataset("demo", which="hard"))
+    assert full.to_dict()["hard"] is None and hard.to_dict()["hard-in-full"] is None
+
+
+def test_migration_renames_old_hard_rows_of_full_set_sweeps(tmp_path):
+    """Stored sweeps from before issue 12 said ``hard`` for a full-set sweep's hard queries: the schema
+    migration relabels them ``hard-in-full``; a hard-set sweep keeps one block, ``hard`` (all its queries)."""
+    from probekit.store.db import Store
+    from probekit.store.schema import MIGRATIONS
+
+    db = Store(tmp_path / "old.duckdb")
+    db.ensure_schema("layers", MIGRATIONS["layers"][:1])
+    with db.transaction() as cur:
+        for run_id, which in (("old-full", "full"), ("old-hard", "hard"), ("old-upload", None)):
+            cur.execute("INSERT INTO layer_runs (run_id, created_at, settings_key, model, dataset, dataset_set) "
+                        "VALUES (?, now(), 'k', 'm', 'd', ?)", [run_id, which])
+            for subset, n in (("full", 5), ("hard", 2)):
+                cur.execute("INSERT INTO layer_results VALUES (?, 1, 'r', ?, ?, 0, 0, 0)", [run_id, subset, n])
+    db._migrated.discard("layers")
+    db.ensure_schema("layers")
+    rows = set(db.fetch("SELECT run_id, subset, n FROM layer_results"))
+    assert rows == {("old-full", "full", 5), ("old-full", "hard-in-full", 2), ("old-upload", "full", 5),
+                    ("old-upload", "hard-in-full", 2), ("old-hard", "hard", 5)}

@@ -1,8 +1,12 @@
 """AppTest of the Benchmark page: background run with progress/cancel, tables, charts, drill-down, Probe link."""
 
-from apptest_utils import errors, open_app
+import json
 
-from probekit import jobs
+import pandas as pd
+from apptest_tables import shown, table_with
+from apptest_utils import downloads, errors, immediate, open_app
+
+from probekit import jobs, models, rewire
 from probekit.bench import runs
 from probekit.datasets import load_dataset
 
@@ -43,7 +47,8 @@ def test_run_tables_charts_and_second_run(tiny_encoder_dir):
     at.multiselect(key="bm_sel").set_value(job.result + second.result).run()
     assert errors(at) == []
     assert len(_frame(at, "full acc@1")) == 4
-    at.segmented_control(key="bm_show_set").set_value("hard").run()
+    assert at.segmented_control(key="bm_show_set").options == ["full", "hard-in-full"]  # no "hard": not the hard set
+    at.segmented_control(key="bm_show_set").set_value("hard-in-full").run()
     at.segmented_control(key="bm_show_k").set_value(1).run()
     assert errors(at) == [] and "hit@1" in _frame(at, "query_id").columns
     # the same settings again open the stored run instead of computing
@@ -95,3 +100,95 @@ def test_fast_toggle_stores_an_int8_run_of_its_own(tiny_encoder_dir):
     assert errors(at) == [] and fast != exact  # a separate stored run, not the fp32 one reopened
     meta = runs.get_run(fast[0])
     assert meta["options"]["fast"] is True and runs.get_run(exact[0])["options"].get("fast") in (None, False)
+
+
+def _spec(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def test_full_and_hard_set_runs_are_labelled_apart(tiny_encoder_dir):
+    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    vocabulary): keep it only if it is labelled so everywhere (tables, exports, charts)." A full-set run's hard
+    block is "hard-in-full"; a hard-set run's is "hard"; a table cell a run does not have reads "–"."""
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    full = runs.run_benchmark(model, load_dataset("demo"), k=10)
+    hard = runs.run_benchmark(model, load_dataset("demo", which="hard"), k=10)
+    at = open_app("benchmark", model=str(tiny_encoder_dir), state={"bm_sel": [full.run_id, hard.run_id]})
+    assert errors(at) == []
+    element = table_with(at, "hard-in-full acc@1")
+    table, text = element.value, shown(element)
+    assert {"full acc@1", "hard-in-full acc@1", "hard acc@1", "n hard-in-full", "n hard"} <= set(table.columns)
+    hard_row = table.index[table.run.str.contains("hard")][0]  # the hard-set run's row: no full-set columns
+    assert pd.isna(table["full acc@1"][hard_row]) and text["full acc@1"][hard_row] == "–"
+    assert text["n hard"][hard_row] == str(len(load_dataset("demo", which="hard")))
+    assert "None" not in text.to_string() and "nan" not in text.to_string()
+    assert at.segmented_control(key="bm_show_set").options == ["full", "hard-in-full", "hard"]
+    at.segmented_control(key="bm_show_set").set_value("hard-in-full").run()
+    assert errors(at) == []
+    rel_chart = _spec(at.get("plotly_chart")[0])
+    assert "hard-in-full" in rel_chart["layout"]["yaxis"]["title"]["text"]  # the chart says which experiment
+    assert rel_chart["layout"]["yaxis"]["rangemode"] == "tozero" and rel_chart["layout"]["yaxis"]["ticksuffix"] == "%"
+    assert any("among the full set's vocabulary" in c.value for c in at.caption)
+    # the export labels each row by its experiment
+    exported = runs.export_frame(full.run_id)
+    assert set(exported.subset) <= {"full", "hard-in-full"} and "hard-in-full" in set(exported.subset)
+    assert set(runs.export_frame(hard.run_id).subset) == {"hard"}
+
+
+def test_share_link_restores_the_view_and_exports_are_ready(tiny_encoder_dir):
+    """Issue 18 §4: the link holds the whole view (the runs, k, the subset); §5: every export works on every
+    click (its file exists when the button is drawn); a rank with no hit reads "no hit", not None."""
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    a = runs.run_benchmark(model, load_dataset("demo"), k=10)
+    b = runs.run_benchmark(model, load_dataset("demo"), k=10, options={"similarity": "dot"})
+    at = open_app("benchmark", model=str(tiny_encoder_dir),
+                  query_params={"runs": f"{b.run_id},{a.run_id},run-gone", "k": "1", "set": "hard-in-full"})
+    assert errors(at) == []
+    assert at.session_state["bm_sel"] == [b.run_id, a.run_id]  # an unknown run id is dropped
+    assert at.session_state["bm_show_k"] == 1 and at.session_state["bm_show_set"] == "hard-in-full"
+    link = at.code[-1].value
+    assert f"runs={b.run_id}%2C{a.run_id}" in link and "k=1" in link and "set=hard-in-full" in link
+    assert at.query_params["runs"] in (f"{b.run_id},{a.run_id}", [f"{b.run_id},{a.run_id}"])
+    buttons = downloads(at)
+    assert set(buttons) == {"Run results (CSV)", "Run results (Parquet)", "Accuracy table (CSV)"}
+    assert all(immediate(btn) for btn in buttons.values())
+    queries = table_with(at, "best rank")
+    text = shown(queries)
+    missing = queries.value["best rank"].isna()
+    assert (text["best rank"][missing] == "no hit").all() and "None" not in text["best rank"].tolist()
+
+
+def test_result_only_while_it_matches_the_settings(tiny_encoder_dir):
+    """Issue 18 §2: "A result is shown only while it matches the current inputs": a finished job's message
+    (here: cancelled) goes when a setting changes, and comes back with the settings it was computed from."""
+    at = open_app("benchmark", model=str(tiny_encoder_dir))
+    jobs._WORK.acquire()
+    try:
+        at.button(key="bm_start").click().run()
+        at.button(key="bm_cancel").click().run()
+    finally:
+        jobs._WORK.release()
+    assert _finish(at).status == "cancelled"
+    assert any("cancelled" in w.value for w in at.warning)
+    at.number_input(key="bm_k").set_value(5).run()
+    assert not any("cancelled" in w.value for w in at.warning)
+    at.number_input(key="bm_k").set_value(10).run()
+    assert any("cancelled" in w.value for w in at.warning)
+
+
+def test_sweep_points_are_grouped_and_never_the_default(tiny_encoder_dir, monkeypatch):
+    """Issue 18 §5: "sweep points appear as ordinary benchmark runs and become the Benchmark page's default
+    selection (keep them, but group them under their sweep)"."""
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    ordinary = runs.run_benchmark(model, load_dataset("demo"), k=10)
+    point = runs.run_benchmark(model, load_dataset("demo"), k=10, options={"similarity": "dot"})  # the newest run
+    assert point.run_id != ordinary.run_id
+    monkeypatch.setattr(rewire, "stored_sweeps", lambda: pd.DataFrame(
+        {"sweep": ["rw-demo [ab12] · demo"], "step": [3], "model": ["x/step-3"], "run_id": [point.run_id],
+         "macro acc@1": [0.0], "macro acc@10": [0.0]}))
+    at = open_app("benchmark", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    assert at.session_state["bm_sel"] == [ordinary.run_id]
+    picker = at.multiselect(key="bm_sel")
+    assert picker.options[-1].startswith("sweep rw-demo [ab12] · demo › step 3")
+    assert not any(o.startswith("sweep") for o in picker.options[:-1])

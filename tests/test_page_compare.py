@@ -1,9 +1,13 @@
 """AppTest of the Compare page: two stored runs -> per-relation differences, hit/miss lists, rank agreement."""
 
-import pytest
-from apptest_utils import errors, open_app
+import json
 
-from probekit import models
+import pandas as pd
+import pytest
+from apptest_tables import shown, table_with
+from apptest_utils import downloads, errors, immediate, open_app
+
+from probekit import models, rewire
 from probekit.bench import runs
 from probekit.datasets import load_dataset
 from probekit.metrics import compare as rm
@@ -44,8 +48,60 @@ def test_compare_two_runs(tiny_encoder_dir, two_runs):
     assert any(f"A gets, B misses ({len(only_a)})" in t.label for t in at.tabs)
     assert len(at.get("plotly_chart")) == 1
     at.segmented_control(key="cmp_k").set_value(1).run()
-    at.segmented_control(key="cmp_set").set_value("hard").run()
+    assert at.segmented_control(key="cmp_set").options == ["full", "hard-in-full"]
+    at.segmented_control(key="cmp_set").set_value("hard-in-full").run()
     assert errors(at) == []
     at.selectbox(key="cmp_a").set_value(at.selectbox(key="cmp_b").value).run()
     assert errors(at) == []  # a run against itself: nothing differs
     assert any("(0)" in t.label for t in at.tabs)
+
+
+def test_share_link_labels_and_exports(tiny_encoder_dir, two_runs):
+    """Issue 18 §4: the link holds the runs (in order: the first is the baseline), k and the subset, and the page
+    restores them; §5: exports are ready when drawn, the chart is legible and labels its subset."""
+    a, b = two_runs
+    at = open_app("compare", model=str(tiny_encoder_dir),
+                  query_params={"runs": f"{b.run_id},{a.run_id}", "k": "5", "set": "hard-in-full"})
+    assert errors(at) == []
+    assert at.session_state["cmp_sel"] == [b.run_id, a.run_id]
+    assert at.session_state["cmp_k"] == 5 and at.session_state["cmp_set"] == "hard-in-full"
+    link = at.code[-1].value
+    assert f"runs={b.run_id}%2C{a.run_id}" in link and "k=5" in link and "set=hard-in-full" in link
+    buttons = downloads(at)
+    assert set(buttons) == {"Per-relation table (CSV)", "Agreement (CSV)"} and all(map(immediate, buttons.values()))
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "hard-in-full" in spec["layout"]["yaxis"]["title"]["text"]
+    assert spec["layout"]["legend"]["orientation"] == "h" and spec["layout"]["font"]["size"] >= 12
+
+
+def test_hard_set_run_against_a_full_set_run(tiny_encoder_dir):
+    """Issue 12: the hard set's "hard" and a full-set run's "hard-in-full" are different experiments: the page
+    offers each where a run has it, and a run without the chosen subset reads "–", never None."""
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    full = runs.run_benchmark(model, load_dataset("demo"), k=10)
+    hard = runs.run_benchmark(model, load_dataset("demo", which="hard"), k=10)
+    at = open_app("compare", model=str(tiny_encoder_dir), state={"cmp_sel": [full.run_id, hard.run_id]})
+    assert errors(at) == []
+    assert at.segmented_control(key="cmp_set").options == ["full", "hard-in-full", "hard"]
+    at.segmented_control(key="cmp_set").set_value("hard").run()
+    assert errors(at) == []
+    assert any("Runs without hard queries are empty" in c.value for c in at.caption)
+    diff = table_with(at, "relation")
+    text = shown(diff)
+    base = diff.value.columns[1]  # the full-set run, the baseline: it has no "hard" block
+    assert diff.value[base].isna().all() and (text[base] == "–").all()
+    assert "None" not in text.to_string()
+
+
+def test_sweep_points_are_not_the_default_pair(tiny_encoder_dir, two_runs, monkeypatch):
+    """Issue 18 §5: sweep points are kept, grouped under their sweep, and never the default selection."""
+    a, b = two_runs
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    point = runs.run_benchmark(model, load_dataset("demo"), k=10, options={"similarity": "l2"})  # the newest
+    monkeypatch.setattr(rewire, "stored_sweeps", lambda: pd.DataFrame(
+        {"sweep": ["rw [ab12] · demo"], "step": [6], "model": ["x/step-6"], "run_id": [point.run_id],
+         "macro acc@1": [0.0], "macro acc@10": [0.0]}))
+    at = open_app("compare", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    assert set(at.session_state["cmp_sel"]) == {a.run_id, b.run_id}
+    assert at.multiselect(key="cmp_sel").options[-1].startswith("sweep rw [ab12] · demo › step 6")

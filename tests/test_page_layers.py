@@ -1,9 +1,11 @@
 """AppTest of the Layers page: a background sweep, heatmap + lines with best layers, stored sweep reused."""
 
-from apptest_utils import errors, open_app
+from apptest_tables import shown, table_with
+from apptest_utils import downloads, errors, immediate, open_app
 
-from probekit import jobs
+from probekit import jobs, models
 from probekit.bench import layers
+from probekit.datasets import load_dataset
 
 
 def _frame(at, column):
@@ -37,7 +39,8 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
     at.button(key="ly_run").click().run()
     assert _finish(at).result.run_id == result.run_id
     assert len(layers.list_layer_runs()) == 1
-    at.segmented_control(key="ly_set").set_value("hard").run()
+    assert at.segmented_control(key="ly_set").options == ["full", "hard-in-full"]  # a full-set sweep (issue 12)
+    at.segmented_control(key="ly_set").set_value("hard-in-full").run()
     at.segmented_control(key="ly_k").set_value(10).run()
     assert errors(at) == []
     # a sweep over other layers
@@ -60,3 +63,49 @@ def test_cancel_sweep(tiny_encoder_dir):
     assert _finish(at).status == "cancelled"
     assert any("cancelled" in w.value for w in at.warning) and not at.exception
     assert layers.list_layer_runs().empty
+
+
+def test_share_link_caption_and_missing_values(tiny_encoder_dir):
+    """Issue 18 §4: a Layers link holds its sweep, options and view, and the page restores them; §5: "the caption
+    prints a raw Python dict; tables show 'None'" no more; exports are ready when drawn; "model's default"."""
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    sweep = layers.run_layers(model, load_dataset("demo"), layers=[0, 1], pooling="mean", similarity="dot")
+    at = open_app("layers", model=str(tiny_encoder_dir), query_params={
+        "sweep": sweep.run_id, "pooling": "mean", "similarity": "dot", "layers": "0-1", "k": "10",
+        "set": "hard-in-full"})
+    assert errors(at) == []
+    assert at.session_state["ly_sel"] == sweep.run_id and at.session_state["ly_range"] == (0, 1)
+    assert at.session_state["ly_k"] == 10 and at.session_state["ly_set"] == "hard-in-full"
+    assert not at.warning  # the sweep shown is the one of these settings
+    link = at.code[-1].value
+    for part in (f"sweep={sweep.run_id}", "pooling=mean", "similarity=dot", "layers=0-1", "set=hard-in-full"):
+        assert part in link
+    caption = [c.value for c in at.caption if "candidates" in c.value][0]
+    assert "{" not in caption and "pooling mean" in caption and "similarity dot" in caption
+    best = table_with(at, "best layer")
+    text = shown(best)
+    assert "None" not in text.to_string() and "nan" not in text.to_string()
+    assert (text["best layer"][best.value["best layer"].isna()] == "–").all()
+    assert all(map(immediate, downloads(at).values())) and len(downloads(at)) == 2
+    assert at.selectbox(key="ly_pooling").format_func(None) == "model's default"
+
+
+def test_other_settings_are_marked_and_errors_do_not_linger(tiny_encoder_dir):
+    """Issue 18 §2: after a setting changes, the sweep on screen is the stored one of the new settings, or is
+    clearly marked as made with other settings; a cancelled job's message goes with its settings."""
+    at = open_app("layers", model=str(tiny_encoder_dir))
+    at.button(key="ly_run").click().run()
+    first = _finish(at).result
+    assert not at.warning
+    at.selectbox(key="ly_similarity").set_value("dot").run()
+    assert at.session_state["ly_sel"] == first.run_id  # nothing stored for dot: the old one, marked
+    assert any("other settings" in w.value for w in at.warning)
+    jobs._WORK.acquire()
+    try:
+        at.button(key="ly_run").click().run()
+        at.button(key="ly_cancel").click().run()
+    finally:
+        jobs._WORK.release()
+    assert _finish(at).status == "cancelled" and any("cancelled" in w.value for w in at.warning)
+    at.selectbox(key="ly_similarity").set_value("cosine").run()  # back to the stored sweep's settings
+    assert not at.warning and at.session_state["ly_sel"] == first.run_id

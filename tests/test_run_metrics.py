@@ -62,15 +62,35 @@ def test_accuracy_and_table4_shape(seed):
         for avg in ("macro", "micro"):
             assert same(rm.accuracy(frame, k=k, average=avg), naive_acc(rows, k, avg))
     table = rm.full_hard_table({"A": frame, "B": make_frame(seed + 10)})
-    assert list(table.columns) == ["run", "average", "full acc@1", "full acc@5", "full acc@10", "hard acc@1",
-                                   "hard acc@5", "hard acc@10", "n full", "n hard"]
+    assert list(table.columns) == ["run", "average", "full acc@1", "full acc@5", "full acc@10", "hard-in-full acc@1",
+                                   "hard-in-full acc@5", "hard-in-full acc@10", "n full", "n hard-in-full"]
     assert len(table) == 4
     row = table[(table.run == "A") & (table.average == "macro")].iloc[0]
     hard_rows = [r for r in rows if r["hard"]]
     for k in (1, 5, 10):
         assert same(row[f"full acc@{k}"], naive_acc(rows, k, "macro"))
-        assert same(row[f"hard acc@{k}"], naive_acc(hard_rows, k, "macro"))
-    assert row["n hard"] == len(hard_rows) and row["n full"] == len(rows)
+        assert same(row[f"hard-in-full acc@{k}"], naive_acc(hard_rows, k, "macro"))
+    assert row["n hard-in-full"] == len(hard_rows) and row["n full"] == len(rows)
+
+
+def test_subsets_label_the_experiment():
+    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    vocabulary): keep it only if it is labelled so everywhere (tables, exports, charts)." Full-set runs have
+    ``full`` and ``hard-in-full``; a hard-set run has ``hard`` only, and the two never share a column."""
+    full, hard = make_frame(4), make_frame(5)
+    assert rm.SUBSETS == ("full", "hard-in-full", "hard")
+    n_hard = int(full["hard"].sum())
+    assert len(rm.subset(full, "hard-in-full")) == n_hard and rm.subset(full, "hard").empty
+    assert len(rm.subset(hard, "hard", hard_set=True)) == len(hard)  # every query of the hard set
+    assert rm.subset(hard, "full", hard_set=True).empty and rm.subset(hard, "hard-in-full", hard_set=True).empty
+    table = rm.full_hard_table({"F": full, "H": hard}, hard_set={"H"}).set_index(["run", "average"])
+    assert table.loc[("F", "micro"), "n hard-in-full"] == n_hard and pd.isna(table.loc[("F", "micro"), "n hard"])
+    assert table.loc[("H", "micro"), "n hard"] == len(hard) and pd.isna(table.loc[("H", "micro"), "full acc@1"])
+    assert same(table.loc[("H", "macro"), "hard acc@10"], naive_acc(records(hard), 10, "macro"))
+    per = rm.relation_accuracy({"F": full, "H": hard}, k=10, which="hard", hard_set={"H"})
+    assert set(per.run) == {"H"}
+    with pytest.raises(ProbekitError, match="unknown subset"):
+        rm.subset(full, "hardest")
 
 
 def test_agrees_with_probekit_metrics():

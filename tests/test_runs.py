@@ -190,7 +190,28 @@ def test_hard_flag_and_hard_summary(tiny_encoder, tiny_dataset):
     for row in run.frame.itertuples():
         assert row.hard == hardness.is_hard(row.subject, row.golds)
     hard = [r for r in run.rankings() if hardness.is_hard(r.query.subject, list(r.query.golds))]
-    assert run.summary()["hard"]["micro"] == metrics.summary(hard)["micro"]
+    summary = run.summary()
+    assert summary["hard-in-full"]["micro"] == metrics.summary(hard)["micro"]
+    assert "hard" not in summary and summary["subsets"] == ["full", "hard-in-full"]
+
+
+def test_hard_block_is_labelled_by_the_set_it_was_ranked_in(tiny_encoder):
+    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    vocabulary): keep it only if it is labelled so everywhere (tables, exports, charts)." A full-set run's hard
+    queries are ``hard-in-full``; only a run on the hard set (among its own files' names) says ``hard``."""
+    from probekit.datasets import load_dataset
+
+    full = runs.run_benchmark(tiny_encoder, load_dataset("demo"), k=10, save=False)
+    hard = runs.run_benchmark(tiny_encoder, load_dataset("demo", which="hard"), k=10, save=False)
+    assert full.meta["dataset_set"] != "hard" and hard.meta["dataset_set"] == "hard"
+    s_full, s_hard = full.summary(), hard.summary()
+    assert runs.hard_block(s_full) == ("hard-in-full", s_full["hard-in-full"]) and "hard" not in s_full
+    assert s_hard["hard"]["macro"] == s_hard["macro"] and "hard-in-full" not in s_hard  # the whole hard-set run
+    assert runs.hard_block(s_hard) == ("hard", s_hard["hard"])
+    # a summary from before the label (it said "hard" for both) is still read, by the run's set
+    old = {k: v for k, v in s_full.items() if k not in ("hard-in-full", "subsets")} | {"hard": s_full["hard-in-full"]}
+    assert runs.hard_block(old, hard_set=False) == ("hard-in-full", s_full["hard-in-full"])
+    assert runs.hard_block({**old, "run": {"dataset_set": "hard"}})[0] == "hard"
 
 
 def test_export_and_delete(tiny_encoder, tiny_dataset, tmp_path):
@@ -251,9 +272,11 @@ def test_cli_bench_save_and_runs_commands(capsys, tiny_encoder_dir, tmp_path):
     assert run_id in capsys.readouterr().out
     assert cli.main(["runs", "show", run_id, "--format", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["run"]["run_id"] == run_id and shown["n_queries"] == 8 and "hard" in shown
+    assert shown["run"]["run_id"] == run_id and shown["n_queries"] == 8 and "hard-in-full" in shown
+    assert "hard" not in shown  # a full-set run's hard queries are not the hard set's experiment (issue 12)
     assert cli.main(["runs", "show", run_id]) == 0
-    assert "macro" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "macro" in text and "hard-in-full@1" in text and " hard@" not in text
     out = tmp_path / "run.parquet"
     assert cli.main(["runs", "export", run_id, "--format", "parquet", "--out", str(out)]) == 0
     assert len(pd.read_parquet(out)) == 8

@@ -7,7 +7,8 @@ and shared with benchmark runs); then each layer is an ordinary run of the one r
 probe finds every vector in the cache and only searches. Layers go one after another, so at most a
 few layers' faiss indexes are in memory at a time, never all layers' vectors twice
 (``benchmarks/layers_memory.py`` measures it). Results are hit counts per (layer, relation, subset)
-with ``subset`` = ``full`` (all queries) or ``hard`` (MedLAMA-hard queries), stored in DuckDB
+with ``subset`` as in :data:`probekit.metrics.compare.SUBSETS` (a full-set sweep: ``full`` and
+``hard-in-full``, its hard queries among the full set's names; a hard-set sweep: ``hard``), stored in DuckDB
 (component ``layers``) so a finished sweep with the same settings opens instantly.
 """
 
@@ -25,12 +26,12 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__, cache, index, jobs
-from ..datasets import Dataset
+from ..datasets import HARD_IN_FULL, Dataset
 from ..encode import POOLINGS, precision
 from ..errors import ProbekitError
 from ..index import SIMILARITIES
 from ..metrics.accuracy import counts_accuracy
-from ..metrics.compare import KS, SUBSETS
+from ..metrics.compare import KS, SUBSETS, run_subsets
 from ..probes.retrieval import QUERY_MAX_LENGTH
 from ..store import component_store
 from .runner import run_benchmark
@@ -132,6 +133,16 @@ class LayerRun:
     def layers(self) -> list[int]:
         return sorted(int(x) for x in self.table["layer"].unique())
 
+    @property
+    def hard_set(self) -> bool:
+        return self.meta.get("dataset_set") == "hard"
+
+    @property
+    def subsets(self) -> list[str]:
+        """The subsets this sweep has rows for, in :data:`SUBSETS` order."""
+        present = set(self.table["subset"])
+        return [s for s in SUBSETS if s in present]
+
     def accuracy(self, *, k: int = 1, subset: str = "full") -> pd.DataFrame:
         return layer_accuracy(self.table, k=k, subset=subset)
 
@@ -142,7 +153,8 @@ class LayerRun:
         return best_layers(self.accuracy(k=k, subset=subset))
 
     def to_dict(self) -> dict:
-        """JSON-able summary: per-layer averages and the best layer per relation, full and hard."""
+        """JSON-able summary: per-layer averages and the best layer per relation for each subset (None where the
+        sweep has none: ``hard`` on a full-set sweep, ``full``/``hard-in-full`` on a hard-set one)."""
         out = {"run_id": self.run_id, "label": self.label, "layers": self.layers,
                "settings": {k: self.meta.get(k) for k in ("model", "model_revision", "dataset", "dataset_version",
                                                           "options", "vocab", "device", "seconds", "timings")}}
@@ -208,13 +220,16 @@ def find_layer_run(settings: dict | str) -> str | None:
     return rows[0][0] if rows else None
 
 
-def _hit_counts(frame: pd.DataFrame) -> dict[str, tuple]:
-    """(n, hits@k...) of a relation's results frame, for all queries and for the hard ones."""
+def _hit_counts(frame: pd.DataFrame, *, hard_set: bool = False) -> dict[str, tuple]:
+    """(n, hits@k...) of a relation's results frame per subset: all queries (``full``) and the hard ones
+    (``hard-in-full``) of a full-set sweep; all queries (``hard``) of a hard-set sweep."""
     from ..metrics.accuracy import hits
 
     hard = frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    every = np.ones(len(frame), dtype=bool)
+    masks = {"full": every, "hard": every, HARD_IN_FULL: hard}
     out = {}
-    for subset, mask in (("full", np.ones(len(frame), dtype=bool)), ("hard", hard)):
+    for subset, mask in ((s, masks[s]) for s in run_subsets(hard_set)):
         if mask.any():
             ranks = frame["best_gold_rank"].to_numpy()[mask]
             out[subset] = (int(mask.sum()), *[int(hits(ranks, k).sum()) for k in KS])
@@ -293,7 +308,7 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
                             k=TOP_K, progress=layer_report, should_cancel=should_cancel, save=False)
         timings["scoring"] += time.perf_counter() - t
         for rel, part in run.frame.groupby("relation", sort=False):
-            for subset, counts in _hit_counts(part).items():
+            for subset, counts in _hit_counts(part, hard_set=dataset.meta.get("set") == "hard").items():
                 rows.append((L, rel, subset, *counts))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["layer", "relation", "subset"], ignore_index=True)
     seconds = time.perf_counter() - start

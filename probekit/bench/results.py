@@ -21,8 +21,9 @@ import pandas as pd
 
 from .. import __version__, metrics
 from ..datasets import Dataset
+from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError
-from ..metrics.compare import KS
+from ..metrics.compare import KS, run_subsets
 from ..store import component_store
 from ..store.export import safe_target, table_bytes, write_table
 from ..types import Query, Ranking
@@ -110,12 +111,44 @@ class Run:
             self._rankings = frame_rankings(self.frame)
         return self._rankings
 
+    @property
+    def hard_set(self) -> bool:
+        """True for a run on MedLAMA's hard set (its queries ranked among the hard files' own names)."""
+        return self.meta.get("dataset_set") == "hard"
+
     def summary(self, *, ks: Sequence[int] = KS) -> dict:
-        """:func:`probekit.metrics.summary` of the full set, plus the same for its hard subset."""
+        """:func:`probekit.metrics.summary` of the run, plus its hard block labelled by what it is (issue 12).
+
+        A full-set run (any set but MedLAMA's hard one) adds ``"hard-in-full"``: its hard queries, ranked among
+        the full set's vocabulary (None when it has none). A hard-set run adds ``"hard"``: the whole run, the
+        paper's hard-set experiment. ``subsets`` names the blocks (:func:`probekit.metrics.compare.run_subsets`).
+        Read a hard block with :func:`hard_block`, which also reads summaries made before the label existed.
+        """
         out = metrics.summary(self.rankings(), ks=ks)
-        hard = [r for r, h in zip(self.rankings(), self.frame["hard"].fillna(False)) if h]
-        out["hard"] = metrics.summary(hard, ks=ks) if hard else None
+        if self.hard_set:
+            out["hard"] = metrics.summary(self.rankings(), ks=ks)
+        else:
+            hard = [r for r, h in zip(self.rankings(), self.frame["hard"].fillna(False)) if h]
+            out[HARD_IN_FULL] = metrics.summary(hard, ks=ks) if hard else None
+        out["subsets"] = list(run_subsets(self.hard_set))
         return out
+
+
+def hard_block(summary: dict, *, hard_set: bool | None = None) -> tuple[str, dict | None]:
+    """``(label, block)`` of a summary's hard queries: ``hard-in-full`` for a full-set run, ``hard`` for a
+    hard-set run. Summaries stored before issue 12 (e.g. ``runs show --format json`` output) say ``"hard"``
+    for both: ``hard_set`` (or the summary's ``run.dataset_set``) tells which it was.
+
+    >>> hard_block({"hard": {"macro": {}}}, hard_set=False)
+    ('hard-in-full', {'macro': {}})
+    >>> hard_block({"hard": {"macro": {}}, "run": {"dataset_set": "hard"}})
+    ('hard', {'macro': {}})
+    """
+    if HARD_IN_FULL in summary:
+        return HARD_IN_FULL, summary[HARD_IN_FULL]
+    if hard_set is None:
+        hard_set = (summary.get("run") or {}).get("dataset_set") == "hard" or summary.get("subsets") == ["hard"]
+    return ("hard" if hard_set else HARD_IN_FULL), summary.get("hard")
 
 
 # ---------------------------------------------------------------- store
@@ -309,11 +342,20 @@ def delete_run(run_id: str) -> None:
 
 
 def export_frame(run: str | Run) -> pd.DataFrame:
-    """A run's results with its model, dataset and probe: the export table (JSON text columns)."""
+    """A run's results with its model, dataset and probe: the export table (JSON text columns).
+
+    ``subset`` labels each row by the experiment it belongs to (issue 12): ``full`` or ``hard-in-full`` (a hard
+    query of a full-set run, ranked among the full set's names) for a full-set run, ``hard`` for a hard-set run;
+    ``hard`` stays the query's MedLAMA hardness flag.
+    """
     run = load_run(run) if isinstance(run, str) else run
     data = _json_frame(run.frame, run.run_id)
-    for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "probe", "vocab")):
-        data.insert(1 + i, c, run.meta[c])
+    for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "dataset_set", "probe",
+                           "vocab")):
+        data.insert(1 + i, c, run.meta.get(c))
+    flag = run.frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    data.insert(data.columns.get_loc("relation"), "subset",
+                "hard" if run.hard_set else [HARD_IN_FULL if h else "full" for h in flag])
     return data
 
 

@@ -222,7 +222,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
         meta = {"run_id": None, "label": label or res.label_of(model, dataset, probe.name, opts), "model": model.id,
                 "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
                 "seconds": seconds, "timings": timings, "status": "done", "settings_key": key,
-                "dataset_spec": res.dataset_spec(dataset)}
+                "dataset_spec": res.dataset_spec(dataset), "dataset_set": dataset.meta.get("set")}
         return Run(None, meta, _concat(frames), collected)
     res.finish_run(run_id, "done", seconds=prev_seconds + seconds, timings=timings)
     if done_rels:  # resumed: part of the results came from the store

@@ -26,6 +26,7 @@ from .results import (  # noqa: F401
     frame_bytes,
     frame_rankings,
     get_run,
+    hard_block,
     list_runs,
     load_run,
     rankings_frame,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from probekit.bench.layers import LayerRun, list_layer_runs, run_layers
+from probekit.datasets import SUBSETS as SUBSET_TEXT
 from probekit.datasets import VOCABS
 from probekit.encode import POOLINGS
 from probekit.errors import ProbekitError
@@ -18,12 +19,12 @@ def _print_table(result: LayerRun) -> None:
         if not (result.table["subset"] == subset).any():
             continue
         avg = result.averages(subset=subset)
-        print(f"\n{subset} set: per layer (%)")
+        print(f"\n{subset} ({SUBSET_TEXT[subset]}): per layer (%)")
         print(f"{'layer':>5}" + "".join(f"{c:>16}" for c in avg.columns if c != "n"))
         for L, row in avg.iterrows():
             print(f"{L:>5}" + "".join(f"{100 * v:>16.2f}" for c, v in row.items() if c != "n"))
         best1, best10 = result.best_layers(k=1, subset=subset), result.best_layers(k=10, subset=subset)
-        print(f"\n{subset} set: best layer per relation (acc@1 | acc@10, %)")
+        print(f"\n{subset}: best layer per relation (acc@1 | acc@10, %)")
         for a, b in zip(best1.itertuples(index=False), best10.itertuples(index=False)):
             la, lb = ("-" if pd.isna(x[1]) else f"L{x[1]}" for x in (a, b))
             print(f"  {a.relation[:44]:<45} {la:<4} {100 * a[2]:>6.2f} (last {100 * a[3]:>6.2f})   |   "

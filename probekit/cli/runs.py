@@ -4,24 +4,40 @@ from __future__ import annotations
 
 import pandas as pd
 
-from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, list_runs, load_run
+from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_block, list_runs, load_run
+from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError
 
 
 def _print_summary(meta: dict, summary: dict) -> None:
+    """Per relation, macro and micro acc@k: the run's queries, then its hard block under its own label
+    (``hard-in-full`` for a full-set run: hard queries among the full set's names; issue 12)."""
     ks = [int(c.split("@")[1]) for c in summary["macro"]]
+    label, hard = hard_block(summary, hard_set=meta.get("dataset_set") == "hard")
+    first = "hard" if label == "hard" else "full"
     print(f"{meta['run_id']}  {meta['label']}  [{meta['status']}, {meta['n_queries']} queries, "
           f"{meta['device']}, {meta['seconds'] or 0:.1f} s]")
-    head = f"{'':<44}" + "".join(f"{'full@' + str(k):>9}" for k in ks) + "".join(f"{'hard@' + str(k):>9}" for k in ks)
+    if label == "hard":  # a hard-set run: one block, the whole run
+        hard = None
+    hard = hard or {}
+    head = f"{'':<44}" + "".join(f"{first + '@' + str(k):>9}" for k in ks)
+    if label != "hard":
+        head += "".join(f"{label + '@' + str(k):>{max(9, len(label) + 5)}}" for k in ks)
+    width = max(9, len(label) + 5)
     print(head)
-    hard = summary.get("hard") or {}
     for rel, row in summary["relations"].items():
         hrow = (hard.get("relations") or {}).get(rel, {})
-        print(f"{rel[:43]:<44}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks)
-              + "".join(f"{100 * hrow[f'acc@{k}']:>9.2f}" if hrow else f"{'-':>9}" for k in ks))
+        line = f"{rel[:43]:<44}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks)
+        if label != "hard":
+            line += "".join(f"{100 * hrow[f'acc@{k}']:>{width}.2f}" if hrow else f"{'-':>{width}}" for k in ks)
+        print(line)
     for avg in ("macro", "micro"):
-        print(f"{avg:<44}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks)
-              + "".join(f"{100 * hard[avg][f'acc@{k}']:>9.2f}" if hard else f"{'-':>9}" for k in ks))
+        line = f"{avg:<44}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks)
+        if label != "hard":
+            line += "".join(f"{100 * hard[avg][f'acc@{k}']:>{width}.2f}" if hard else f"{'-':>{width}}" for k in ks)
+        print(line)
+    if label != "hard":
+        print(f"{label}: {SUBSETS[label]}")
 
 
 def _cmd_runs(args) -> int:
@@ -30,7 +46,8 @@ def _cmd_runs(args) -> int:
     def line(r: dict) -> str:
         a1, a10 = r["macro acc@1"], r["macro acc@10"]
         acc = "" if pd.isna(a1) else f"macro acc@1 {100 * a1:.2f}  acc@10 {100 * a10:.2f}"
-        return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{r['n_done']}/{r['n_queries']}]  {acc}"
+        which = "hard set" if r.get("dataset_set") == "hard" else "full set"  # which experiment its numbers are
+        return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{which}, {r['n_done']}/{r['n_queries']}]  {acc}"
 
     if args.action == "list":
         print_listing(list_runs(), args.format, empty="no stored runs (run `python -m probekit bench --save`)",

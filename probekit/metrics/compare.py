@@ -25,12 +25,19 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError
 from .accuracy import AVERAGES, check_k, frame_accuracy
 from .accuracy import hits as rank_hits
 
 KS = (1, 5, 10)
-SUBSETS = ("full", "hard")
+SUBSETS = ("full", HARD_IN_FULL, "hard")
+"""Which queries met which candidates (MedLAMA, issue 12): ``full`` = every query of a run, ranked among its
+set's vocabulary; ``hard-in-full`` = a full-set run's MedLAMA-hard queries, still ranked among the FULL set's
+vocabulary (22,923 names); ``hard`` = a hard-set run, ranked among the hard files' own 17,532 names (the paper's
+Table 4 "Hard"). The last two are different experiments, so they never share a label. A run has
+:func:`run_subsets` of them: a full-set run (or any other set) ``full`` and ``hard-in-full``, a hard-set run
+``hard`` alone."""
 LENGTH_EDGES = (0, 10, 20, 30, 40, 50)
 """Bin edges (characters) for accuracy by gold-answer length; the last bin is open-ended."""
 
@@ -64,11 +71,35 @@ def hits(frame: pd.DataFrame, k: int) -> np.ndarray:
     return rank_hits(_check_frame(frame)["best_gold_rank"].to_numpy(), _check_k(k))
 
 
-def subset(frame: pd.DataFrame, which: str = "full") -> pd.DataFrame:
-    """All queries (``full``) or the MedLAMA-hard ones (``hard``; rows whose ``hard`` is True)."""
+def run_subsets(hard_set: bool) -> tuple[str, ...]:
+    """The subsets a run has: ``("hard",)`` for a run on MedLAMA's hard set (all its queries, among its own
+    vocabulary), else ``("full", "hard-in-full")``.
+
+    >>> run_subsets(False), run_subsets(True)
+    (('full', 'hard-in-full'), ('hard',))
+    """
+    return ("hard",) if hard_set else ("full", HARD_IN_FULL)
+
+
+def _hard_set_of(hard_set, label) -> bool:
+    """``hard_set`` for one run of a mapping: a bool for all runs, or the labels of the hard-set runs."""
+    if isinstance(hard_set, (bool, np.bool_)) or hard_set is None:
+        return bool(hard_set)
+    return label in hard_set
+
+
+def subset(frame: pd.DataFrame, which: str = "full", *, hard_set: bool = False) -> pd.DataFrame:
+    """The rows of ``which`` subset (:data:`SUBSETS`) of a run; ``hard_set``: the run is on MedLAMA's hard set.
+
+    A full-set run has ``full`` (all rows) and ``hard-in-full`` (rows whose ``hard`` is True); a hard-set run
+    has ``hard`` (all its rows: every query of the hard set, ranked among the hard set's own names). A subset a
+    run does not have is empty, so one run's "hard" block is never another experiment's.
+    """
     if which not in SUBSETS:
         raise ProbekitError(f"unknown subset {which!r}; available: {', '.join(SUBSETS)}")
-    if which == "full":
+    if which not in run_subsets(hard_set):
+        return frame.iloc[0:0]
+    if which in ("full", "hard"):
         return frame
     if "hard" not in frame.columns:
         return frame.iloc[0:0]
@@ -82,30 +113,40 @@ def accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro") -> float:
 
 
 # ---------------------------------------------------------------- tables of one or several runs
-def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS) -> pd.DataFrame:
-    """MedLAMA Table 4 shape: one row per (run, average), acc@k on the full set and on its hard subset.
+def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS, hard_set=False) -> pd.DataFrame:
+    """MedLAMA Table 4 shape: one row per (run, average), acc@k of each subset the runs have.
 
-    Columns: ``run``, ``average``, ``full acc@k``…, ``hard acc@k``…, ``n full``, ``n hard``.
+    Columns: ``run``, ``average``, then ``{subset} acc@k``… and ``n {subset}`` for each of :data:`SUBSETS` that
+    at least one run has (:func:`run_subsets`); NaN where a run lacks it. ``hard_set``: True when every run is
+    on the hard set, or the labels of those that are.
     """
     ks = [_check_k(k) for k in ks]
+    runs = _check_runs(runs)
+    present = [s for s in SUBSETS if any(s in run_subsets(_hard_set_of(hard_set, lab)) for lab in runs)]
     rows = []
-    for label, frame in _check_runs(runs).items():
-        parts = {s: subset(frame, s) for s in SUBSETS}
+    for label, frame in runs.items():
+        mine = run_subsets(_hard_set_of(hard_set, label))
+        parts = {s: subset(frame, s, hard_set=_hard_set_of(hard_set, label)) for s in present}
         for avg in AVERAGES:
             row = {"run": label, "average": avg}
             for s, part in parts.items():
-                row.update({f"{s} acc@{k}": accuracy(part, k=k, average=avg) for k in ks})
-            row.update({f"n {s}": len(part) for s, part in parts.items()})
+                row.update({f"{s} acc@{k}": accuracy(part, k=k, average=avg) if s in mine else np.nan for k in ks})
+            row.update({f"n {s}": len(part) if s in mine else pd.NA for s, part in parts.items()})
             rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    for s in present:
+        out[f"n {s}"] = out[f"n {s}"].astype("Int64")
+    return out
 
 
-def relation_accuracy(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full") -> pd.DataFrame:
-    """Long table ``run, relation, n, acc`` (MedLAMA Fig. 5 shape: grouped bars per relation)."""
+def relation_accuracy(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full",
+                      hard_set=False) -> pd.DataFrame:
+    """Long table ``run, relation, n, acc`` (MedLAMA Fig. 5 shape: grouped bars per relation) over the ``which``
+    subset of each run (``hard_set`` as in :func:`full_hard_table`; a run without that subset has no rows)."""
     k = _check_k(k)
     parts = []
     for label, frame in _check_runs(runs).items():
-        part = subset(frame, which)
+        part = subset(frame, which, hard_set=_hard_set_of(hard_set, label))
         acc = pd.DataFrame({"relation": part["relation"].to_numpy(), "hit": hits(part, k)})
         g = acc.groupby("relation", sort=True)["hit"].agg(["size", "mean"]).reset_index()
         g.columns = ["relation", "n", "acc"]
@@ -200,10 +241,12 @@ def align(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     return fa.merge(fb, on="key", suffixes=("_a", "_b"), how="inner")
 
 
-def hit_miss(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "full") -> pd.DataFrame:
-    """Shared queries (of ``which`` subset) that run ``a`` gets (gold in its top-k) and run ``b`` misses."""
+def hit_miss(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "full",
+             hard_set: tuple[bool, bool] = (False, False)) -> pd.DataFrame:
+    """Shared queries (of ``which`` subset) that run ``a`` gets (gold in its top-k) and run ``b`` misses;
+    ``hard_set``: whether a and b are hard-set runs."""
     k = _check_k(k)
-    m = align(subset(a, which), subset(b, which))
+    m = align(subset(a, which, hard_set=hard_set[0]), subset(b, which, hard_set=hard_set[1]))
     m = m[_rank_hits(m["best_gold_rank_a"].to_numpy(), k) & ~_rank_hits(m["best_gold_rank_b"].to_numpy(), k)]
     return pd.DataFrame({
         "relation": m["relation_a"].to_numpy(), "query_id": m["query_id_a"].to_numpy(),
@@ -220,7 +263,8 @@ def _jaccard(x, y) -> float:
     return len(x & y) / len(x | y) if (x or y) else float("nan")
 
 
-def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "full") -> dict:
+def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "full",
+                   hard_set: tuple[bool, bool] = (False, False)) -> dict:
     """How alike two runs rank the same queries.
 
     ``n`` shared queries; hit@k contingency (``both``, ``only_a``, ``only_b``, ``neither``); Spearman
@@ -231,7 +275,7 @@ def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "fu
     from scipy import stats
 
     k = _check_k(k)
-    m = align(subset(a, which), subset(b, which))
+    m = align(subset(a, which, hard_set=hard_set[0]), subset(b, which, hard_set=hard_set[1]))
     ha, hb = _rank_hits(m["best_gold_rank_a"].to_numpy(), k), _rank_hits(m["best_gold_rank_b"].to_numpy(), k)
     ra = pd.to_numeric(m["best_gold_rank_a"], errors="coerce").astype(float).to_numpy()
     rb = pd.to_numeric(m["best_gold_rank_b"], errors="coerce").astype(float).to_numpy()
@@ -255,27 +299,32 @@ def rank_agreement(a: pd.DataFrame, b: pd.DataFrame, *, k: int, which: str = "fu
     }
 
 
-def agreement_table(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full") -> pd.DataFrame:
+def agreement_table(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full",
+                    hard_set=False) -> pd.DataFrame:
     """:func:`rank_agreement` for every pair of runs (``a``, ``b`` in the mapping's order)."""
     runs = _check_runs(runs)
     labels = list(runs)
-    rows = [{"a": x, "b": y, **rank_agreement(runs[x], runs[y], k=k, which=which)}
+    hs = {lab: _hard_set_of(hard_set, lab) for lab in labels}
+    rows = [{"a": x, "b": y, **rank_agreement(runs[x], runs[y], k=k, which=which, hard_set=(hs[x], hs[y]))}
             for i, x in enumerate(labels) for y in labels[i + 1:]]
     cols = ["a", "b", "n", "both", "only_a", "only_b", "neither", "n_ranked", "spearman", "kendall",
             "top1_agreement", "jaccard"]
     return pd.DataFrame(rows, columns=cols)
 
 
-def relation_differences(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full") -> pd.DataFrame:
+def relation_differences(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full",
+                         hard_set=False) -> pd.DataFrame:
     """Per-relation acc@k of each run and its difference to the first run (``Δ label``).
 
-    Index: relation (union over runs; NaN where a run lacks it), plus a ``macro`` row.
+    Index: relation (union over runs; NaN where a run lacks it or lacks the ``which`` subset), plus a ``macro``
+    row.
     """
-    long = relation_accuracy(runs, k=k, which=which)
+    long = relation_accuracy(runs, k=k, which=which, hard_set=hard_set)
     wide = long.pivot(index="relation", columns="run", values="acc")
     labels = list(_check_runs(runs))
     wide = wide.reindex(columns=labels)
-    wide.loc["macro"] = [accuracy(subset(runs[label], which), k=k, average="macro") for label in labels]
+    wide.loc["macro"] = [accuracy(subset(runs[label], which, hard_set=_hard_set_of(hard_set, label)), k=k,
+                                  average="macro") for label in labels]
     base = labels[0]
     for label in labels[1:]:
         wide[f"Δ {label}"] = wide[label] - wide[base]

@@ -1,0 +1,37 @@
+"""Benchmark page pieces: opening a shared link, and opening a run's query on the Probe page."""
+
+import streamlit as st
+
+from pages import _ui as ui
+from probekit import models
+
+
+def restore_link() -> None:
+    """Once per browser session: a shared link (``?runs=…&k=…&set=…``) selects its runs and view."""
+    if st.session_state.get("_bm_link"):
+        return
+    st.session_state._bm_link = True
+    qp = st.query_params
+    if qp.get("runs"):
+        st.session_state.bm_sel = qp["runs"].split(",")
+    if qp.get("set"):
+        st.session_state.bm_show_set = qp["set"]
+    if qp.get("k") in ("1", "5", "10"):
+        st.session_state.bm_show_k = int(qp["k"])
+
+
+def open_on_probe(meta: dict, relation: str, query_id: str) -> None:
+    """Callback: point the sidebar and the Probe page at this query, then switch pages (in the script)."""
+    known = [m for m, _ in models.available_models()]
+    st.session_state[ui.MODEL_KEY] = meta["model"] if meta["model"] in known else ui.CUSTOM
+    if meta["model"] not in known:
+        st.session_state[ui.CUSTOM_KEY] = meta["model"]
+    st.session_state[ui.DATASET_KEY] = meta["dataset_spec"]
+    st.session_state.update(pk_source="From the dataset", pk_rel=relation, pk_qid=query_id, pk_autorun=True,
+                            pk_probe=meta["probe"], pk_vocab=meta["vocab"])
+    # the Probe page opens with the run's own options, so it shows what the run stored
+    opts = dict(meta.get("options") or {})
+    opts.setdefault("exclude_subject", False)
+    st.session_state.update({f"pk_opt_{name}": value for name, value in opts.items()})
+    st.session_state.bm_goto = {"model": meta["model"], "dataset": meta["dataset_spec"], "relation": relation,
+                                "query": query_id}
