@@ -20,7 +20,8 @@ with st.container(border=True):
     st.markdown(f"**{ui.model_label()}** ({model.num_layers} layers) on **{ds.name}** ({len(ds):,} queries); "
                 "candidates and queries are encoded once for all layers.")
     c1, c2, c3 = st.columns(3)
-    pooling = c1.selectbox("Pooling", ["model default", "cls", "mean"], key="ly_pooling")
+    pooling = c1.selectbox("Pooling", [None, "cls", "mean"], key="ly_pooling",
+                           format_func=lambda p: p or ui.none_label("pooling"))
     similarity = c2.selectbox("Similarity", ["cosine", "l2", "dot"], key="ly_similarity")
     vocab = c3.radio("Candidates", VOCABS, key="ly_vocab", horizontal=True)
     lo, hi = c1.slider("Layers", 0, model.num_layers, (1, model.num_layers), key="ly_range",
@@ -28,7 +29,7 @@ with st.container(border=True):
     if st.button("Run", type="primary", icon=":material/play_arrow:", key="ly_run", disabled=running):
         with ui.guard("Starting the layer sweep"):
             st.session_state.ly_job = layers.start_layers(
-                model, ds, layers=list(range(lo, hi + 1)), pooling=None if pooling == "model default" else pooling,
+                model, ds, layers=list(range(lo, hi + 1)), pooling=pooling,
                 similarity=similarity, vocab=vocab)
             st.rerun()
 

@@ -60,3 +60,9 @@ def test_cancel_sweep(tiny_encoder_dir):
     assert _finish(at).status == "cancelled"
     assert any("cancelled" in w.value for w in at.warning) and not at.exception
     assert layers.list_layer_runs().empty
+
+
+def test_pooling_speaks_the_probe_pages_words(tiny_encoder_dir):
+    at = open_app("layers", model=str(tiny_encoder_dir))
+    pooling = at.selectbox(key="ly_pooling")
+    assert pooling.value is None and pooling.options[0] == "model's default"  # as on Probe and Benchmark
