@@ -1,6 +1,6 @@
 """Context documents kept by content hash, so a share link can name the document instead of holding it.
 
-A document pasted or uploaded on the Context page is stored once under ``config.data_dir()/documents/<hash>.txt``
+A document pasted or uploaded on the Context page is stored once in ``documents/<hash>.txt`` next to the database
 when it is run; the link carries ``doc=<hash>``. The same server opens it again; another server (or a document
 deleted since) says so instead of guessing.
 """
@@ -20,7 +20,8 @@ _HASH = re.compile(r"^[0-9a-f]{20}$")
 
 
 def folder() -> Path:
-    return config.data_dir() / "documents"
+    """Next to the database (``PROBEKIT_DB``): the server's own data, and a test's temporary folder in tests."""
+    return config.db_path().parent / "documents"
 
 
 def document_hash(text: str) -> str:
