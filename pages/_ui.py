@@ -5,6 +5,7 @@ Pages stay thin by calling these; all real work happens in ``probekit`` (which n
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import logging
@@ -21,7 +22,7 @@ import streamlit as st
 import torch
 
 from probekit import config, models
-from probekit.bench.views import option_text
+from probekit.bench.views import DEFAULT_TEXT, option_text
 from probekit.datasets import Dataset, available_datasets, freetext, load_spec, triples
 from probekit.errors import ProbekitError
 
@@ -423,6 +424,15 @@ def _option_label(name: str) -> str:
     return name.replace("_", " ").capitalize()
 
 
+NONE_LABELS = DEFAULT_TEXT
+"""What an option left unset (None) means, in the same words on every page (issue 18: the Probe page said
+"mean / layer 6" where Benchmark said "model default / last layer")."""
+
+
+def none_label(name: str) -> str:
+    return option_text(name, None)
+
+
 def _option_widget(where, option, default, key: str):
     """One widget for one :class:`probekit.probes.Option`, chosen by its type and choices. A value already in the
     session state (set by another page, e.g. "open on the Probe page") wins over the default."""
@@ -443,18 +453,20 @@ def _option_widget(where, option, default, key: str):
         return where.number_input(label, min_value=kind(0), step=kind(1), key=key, help=help_,
                                   placeholder=option_text(option.name, None), **start)
     start = {} if preset else {"value": "" if default is None else str(default)}
-    value = where.text_input(label, key=key, help=help_, placeholder="default", **start)
+    value = where.text_input(label, key=key, help=help_, placeholder=none_label(option.name), **start)
     return value or (None if default is None else value)
 
 
-def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None) -> dict:
+def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None,
+                         nested: bool = False) -> dict:
     """Widgets for every option of ``probe``, generated from its :class:`~probekit.probes.Option`s: a selectbox
     for choices, a number input for numbers, a checkbox for flags, a text input otherwise; ``advanced`` options
     go in an expander. Widget keys are ``f"{key}_{option name}"`` (advanced ones ``f"{key}_{probe}_{option name}"``);
     ``defaults`` overrides an option's default
     on this page. Returns ``{option name: value}`` for ``probe.rank(..., **values)``.
 
-    A new probe's options therefore appear on every page with no page change.
+    A new probe's options therefore appear on every page with no page change. ``nested``: the container is
+    already an expander (Streamlit allows no expander in an expander), so advanced options follow under a caption.
     """
     defaults = defaults or {}
     where = container if container is not None else st
@@ -464,11 +476,14 @@ def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, conta
         if not o.advanced:
             values[o.name] = _option_widget(where, o, defaults.get(o.name, o.default), f"{key}_{o.name}")
     if advanced:
-        with where.expander("Advanced options"):
+        if nested:
+            where.caption("Advanced")
+        with (contextlib.nullcontext(where) if nested else where.expander("Advanced options")) as box:
             for o in advanced:
                 # advanced options (batch size, length limits) differ between probes: one widget per probe, so
                 # switching probe never carries retrieval's 50-token limit over to a generative probe
-                values[o.name] = _option_widget(st, o, defaults.get(o.name, o.default), f"{key}_{probe.name}_{o.name}")
+                values[o.name] = _option_widget(box if nested else st, o, defaults.get(o.name, o.default),
+                                                f"{key}_{probe.name}_{o.name}")
     return values
 
 
@@ -508,11 +523,12 @@ def forget(key: str) -> None:
 
 
 # ---------------------------------------------------------------- share links (issue 18)
-def share_link(params: dict, *, label: str = "Share this view") -> str:
+def share_link(params: dict, *, label: str = "Share this view", show: bool = True) -> str:
     """Make the page URL hold exactly ``params`` (values None/"" are dropped, and so is any stale parameter)
     and show the full link with a copy button. Returns the link.
 
     The sidebar's model and dataset are added unless ``params`` names them; an expert's token never is.
+    ``show=False`` only makes the URL follow the view (no link box).
     """
     full = {"model": selected_model_id(), "dataset": st.session_state.get(DATASET_KEY, "demo")}
     if st.session_state.get(CPU_KEY):
@@ -525,6 +541,8 @@ def share_link(params: dict, *, label: str = "Share this view") -> str:
 
     base = (st.context.url or "").split("?")[0] if hasattr(st, "context") else ""
     link = f"{base}?{urlencode(clean)}"
+    if not show:
+        return link
     st.caption(f"{label} (the link holds every setting of this view):")
     st.code(link, language=None, wrap_lines=True)  # st.code has a copy button
     return link

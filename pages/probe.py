@@ -1,72 +1,99 @@
 """Probe: pick a query, rank candidate entities live, see the top-k and where the gold answers rank."""
 
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
+from pages import _probe_result as shown
 from pages import _ui as ui
+from probekit import views
 from probekit.datasets import VOCABS
 from probekit.probes import get_probe, probes_for
-from probekit.probes import mask_predict as mp
 from probekit.types import parse_free_query
 
+DATASET, TYPED = "From the dataset", "Type a query"
+SOURCES = {views.DATASET: DATASET, views.TEXT: TYPED}
+
 ui.title("Probe")
+with st.expander("About probekit", expanded="pk_result" not in st.session_state, icon=":material/info:"):
+    st.markdown(shown.ABOUT)
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
     st.stop()
-qp = st.query_params
+names = probes_for(model)
 
-# ---- query: from the dataset or typed
+
+def restore(params) -> None:
+    """First visit: the view a shared link holds (views.probe_view) goes into the widgets' state."""
+    name = params.get("probe") if params.get("probe") in names else names[0]
+    ignored: list[str] = []
+    view = views.probe_view(params, spec=get_probe(name).options, ignored=ignored)
+    state = {"pk_source": SOURCES[view.source], "pk_probe": name, "pk_autorun": bool(view.query or view.text),
+             "pk_text": view.text or "Metformin might treat [MASK].", "pk_subject": view.subject or "",
+             "pk_golds": "; ".join(view.golds), "pk_k": view.k,
+             "pk_vocab": view.vocab if view.vocab in VOCABS else None,
+             "pk_rel": view.relation if view.relation in ds.relations else None,
+             "pk_qid": view.query if view.query in {q.id for q in ds.queries} else None}
+    if view.query and state["pk_qid"] and not state["pk_rel"]:
+        state["pk_rel"] = ds.query(view.query).relation
+    for option in get_probe(name).options:
+        if option.name in view.options:
+            state[f"pk_opt_{name}_{option.name}" if option.advanced else f"pk_opt_{option.name}"] = \
+                view.options[option.name]
+    st.session_state.update({k: v for k, v in state.items() if v is not None})
+    if ignored:
+        st.session_state.pk_ignored = ignored
+
+
 if "pk_source" not in st.session_state:
-    st.session_state.pk_source = "Type a query" if "text" in qp else "From the dataset"
-    if qp.get("relation") in ds.relations:
-        st.session_state.pk_rel = qp["relation"]
-    if "query" in qp and any(q.id == qp["query"] for q in ds.queries):
-        st.session_state.pk_qid = qp["query"]
-    st.session_state.pk_text = qp.get("text", "Metformin might treat [MASK].")
-    st.session_state.pk_autorun = "query" in qp or "text" in qp
-source = st.segmented_control("Query", ["From the dataset", "Type a query"], key="pk_source")
+    restore(st.query_params)
+if bad := st.session_state.pop("pk_ignored", None):
+    st.caption(f"The link's {', '.join(bad)} could not be read; the defaults are used there.")
+
+source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source") or DATASET
 left, right = st.columns([3, 2])
-with left:
-    if source == "Type a query":
-        text = st.text_input("Cloze query", key="pk_text", max_chars=1000,
-                             help="Write [MASK] where the answer goes, or a template with [X] and [Y].")
-        subject = st.text_input("Subject for [X]", key="pk_subject") if "[X]" in (text or "") else ""
-        golds = st.text_input("Gold answers to locate (optional, separated by ';')", key="pk_golds")
-        relation = None
-    else:
-        relation = st.selectbox("Relation", ds.relations, key="pk_rel")
-        qs = ds.queries_for(relation)
-        ids = [q.id for q in qs]
-        if st.session_state.get("pk_qid") not in ids:
-            st.session_state.pk_qid = ids[0]
-        by_id = {q.id: q for q in qs}
-        st.selectbox("Query", ids, key="pk_qid", format_func=lambda i: f"{by_id[i].subject}  ({i})")
 with right:
-    names = probes_for(model)
     probe = get_probe(st.selectbox("Probe", names, key="pk_probe", help="mask_average needs a model with an MLM head"))
     vocab = st.radio("Candidates", VOCABS, key="pk_vocab", horizontal=True,
                      help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this relation")
-    k = st.slider("k", 1, 50, 10, key="pk_k")
-    opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True})
+    k = st.slider("k", 1, views.MAX_K, 10, key="pk_k")
+    with st.expander("Probe options", icon=":material/tune:") as box:
+        opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,
+                                       nested=True)
     if opts.get("exclude_subject"):
         st.caption("The query's own subject is left out of the candidates: untuned encoders return it as answer "
                    "#1 (e.g. 'Nephrolithiasis → Nephrolithiasis'). Stored benchmark runs keep it, as the papers do.")
+with left:
+    if source == TYPED:  # a form: Enter in the query box runs the probe
+        with st.form("pk_form", border=False):
+            st.text_input("Cloze query", key="pk_text", max_chars=1000,
+                          help="Write [MASK] where the answer goes, or a template with [X] and [Y].")
+            st.text_input("Subject for [X] (templates only)", key="pk_subject")
+            st.text_input("Gold answers to locate (optional, separated by ';')", key="pk_golds")
+            clicked = st.form_submit_button("Probe", type="primary", icon=":material/play_arrow:", key="pk_submit")
+        text, subject = st.session_state.pk_text, st.session_state.pk_subject
+        golds = tuple(g.strip() for g in st.session_state.pk_golds.split(";") if g.strip())
+        view = views.ProbeView(source=views.TEXT, text=text, subject=subject, golds=golds)
+    else:
+        relation = st.selectbox("Relation", ds.relations, key="pk_rel")
+        qs = ds.queries_for(relation)
+        by_id = {q.id: q for q in qs}
+        if st.session_state.get("pk_qid") not in by_id:
+            st.session_state.pk_qid = qs[0].id
+        st.selectbox("Query", list(by_id), key="pk_qid", format_func=lambda i: f"{by_id[i].subject}  ({i})")
+        clicked = st.button("Probe", type="primary", icon=":material/play_arrow:", key="pk_run")
+        view = views.ProbeView(relation=relation, query=st.session_state.pk_qid)
 
-clicked = st.button("Probe", type="primary", icon=":material/play_arrow:", shortcut="Enter")
+view = views.ProbeView(**{**view.__dict__, "vocab": vocab, "k": k, "probe": probe.name, "options": opts})
+params = views.probe_params(view, probe.options)
+inputs = {**params, "model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device()}
 if clicked or st.session_state.pop("pk_autorun", False):
+    ui.forget("pk_result")  # an input error leaves no result of other inputs on screen
     with ui.guard("Probing"):
-        if source == "Type a query":
-            q = parse_free_query(text, subject=subject, golds=[g.strip() for g in golds.split(";") if g.strip()])
+        if view.source == views.TEXT:
+            q = parse_free_query(view.text, subject=view.subject or "", golds=view.golds)
             cands = ds.candidates(vocab if vocab != "relation" else "tails")
-            st.query_params.update({"text": text})
-            st.query_params.pop("query", None)
         else:
-            q = ds.query(st.session_state.pk_qid)
+            q = ds.query(view.query)
             cands = ds.candidates(vocab, q.relation)
-            st.query_params.update({"relation": q.relation, "query": q.id})
-            st.query_params.pop("text", None)
-        st.query_params.update({"model": ui.selected_model_id(), "dataset": st.session_state.get(ui.DATASET_KEY)})
         report = ui.progress("Preparing candidates")
         decoded = None
         if probe.name == "mask_predict":  # the same decoding, with its trace for the view below
@@ -74,40 +101,11 @@ if clicked or st.session_state.pop("pk_autorun", False):
         else:
             ranking = probe.rank(model, [q], cands, k=k, progress=report, **opts)[0]
         report.clear()
-        st.session_state.pk_result = (ranking, model.id, probe.name, len(cands))
-        st.session_state.pk_decoded = decoded
+        ui.keep("pk_result", inputs, (ranking, model.id, probe.name, len(cands), decoded))
 
-result = st.session_state.get("pk_result")
+result = ui.kept("pk_result", inputs)
 if result:
-    ranking, model_id, probe_name, n_cands = result
-    q = ranking.query
-    st.markdown(f"**{q.text(model.mask_token)}** — {model_id}, {probe_name}, {n_cands:,} candidates")
-    tok = model.tokenizer
-    top = pd.DataFrame({"rank": range(1, ranking.k + 1), "entity": ranking.names,
-                        "score": [round(s, 4) for s in ranking.scores],
-                        "gold": [ranking.is_gold(n) for n in ranking.names],
-                        "tokens": [len(tok.tokenize(n)) for n in ranking.names]})
-    t1, t2 = st.columns([3, 2])
-    t1.dataframe(top, hide_index=True, key="pk_top", column_config={
-        "gold": st.column_config.CheckboxColumn("gold"), "score": st.column_config.NumberColumn(format="%.4f")})
-    fig = go.Figure(go.Bar(x=top.score[::-1], y=top.entity[::-1], orientation="h",
-                           marker_color=["#2e7d32" if g else "#90a4ae" for g in top.gold[::-1]]))
-    fig.update_layout(height=max(250, 24 * ranking.k), margin=dict(l=0, r=0, t=10, b=0), xaxis_title="score")
-    t2.plotly_chart(fig, width="stretch")
-    if q.golds:
-        st.subheader("Gold answers")
-        missing = "not generated" if ranking.generated else "not a candidate"
-        st.dataframe(pd.DataFrame({"gold answer": q.golds, "rank": [r if r is not None else missing
-                                                                    for r in ranking.gold_ranks]}), hide_index=True)
-    # ---- mask_predict (issue 14): how the answer was built, each slot's top tokens per step
-    decoded = st.session_state.get("pk_decoded")
-    if probe_name == "mask_predict" and decoded is not None and decoded.predictions:
-        st.subheader("Decoding")
-        counts = sorted(decoded.traces)
-        n = st.segmented_control("Masks", counts, default=mp.best_n_masks(decoded), key="pk_trace_n",
-                                 help="the answers of every mask count are ranked together; the best one's is shown "
-                                      "first") or mp.best_n_masks(decoded)
-        st.dataframe(pd.DataFrame(mp.trace_rows(decoded, n)), hide_index=True, key="pk_trace")
-        st.caption("One row per step of the best hypothesis: a slot the step predicted shows its top tokens "
-                   "with probabilities, the others the token kept so far.")
-    st.caption("Share this view: copy the page URL (it holds model, dataset, relation and query).")
+    shown.draw(model, *result)
+    ui.share_link(params)
+else:
+    ui.share_link(params, show=False)  # the URL follows the inputs, with no stale parameter

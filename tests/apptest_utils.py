@@ -19,10 +19,11 @@ def open_app(page: str | None = None, *, model: str | None = None, dataset: str 
     at.session_state["pk_dataset"] = dataset
     for k, v in (state or {}).items():
         at.session_state[k] = v
-    for k, v in (query_params or {}).items():
-        at.query_params[k] = v
+    at.query_params.update(query_params or {})
     at.run()
-    if page:
+    if page:  # as a browser opening /<page>?…: the page gets the link's parameters, not the default page's URL
+        at.query_params.clear()
+        at.query_params.update(query_params or {})
         at.switch_page(f"pages/{page}.py").run()
     return at
 

@@ -1,6 +1,8 @@
 """AppTest of the Context page on tiny random models and the shipped demo set."""
 
-from apptest_utils import errors, open_app
+from apptest_utils import as_text, errors, open_app, rendered
+
+from probekit.context import documents
 
 NOTE = ("Mr B has hypertension and heart failure; he was started on lisinopril. Asthma was ruled out, "
         "and his gout is quiet.")
@@ -10,6 +12,11 @@ STATE = {"ctx_rel": "may_treat", "ctx_qid": "may_treat:0003"}
 def _frame(at, column):
     """The first table holding ``column`` (AppTest does not expose dataframe keys)."""
     return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _kept(at, key="ctx_result"):
+    """A result the page keeps with the inputs it was computed from (ui.keep)."""
+    return at.session_state[key][1]
 
 
 def _run_single(at):
@@ -28,9 +35,9 @@ def test_single_triple_curve_and_rc_table(tiny_encoder_dir):
     rc = _frame(at, "rc_target")
     assert list(rc.step) == [0, 1, 2, 3, 4] and rc.added[1] == "Hypertension"
     assert list(rc.added_role[1:]) == ["target", "cor", "incor", "incor"]
-    assert at.session_state["ctx_result"].target == "Hypertension"
+    assert _kept(at).target == "Hypertension"
     assert len(at.get("plotly_chart")) == 1  # the rank-change curves
-    u = at.session_state["ctx_result"].ucm()
+    u = _kept(at).ucm()
     assert u["n"] == 1  # one step adds an O_cor: UCM reads as a sentence with the shares
     assert any(f"Over 1 step that added a correct object (O_cor): Understand {100 * u['U']:.0f} %" in m.value
                for m in at.markdown)
@@ -44,11 +51,11 @@ def test_variants_and_mask_average(tiny_mlm_dir):
     at.number_input(key="ctx_perms").set_value(2).run()
     _run_single(at)
     assert errors(at) == []
-    assert len(at.session_state["ctx_result"].runs) == 2
+    assert len(_kept(at).runs) == 2
     at.selectbox(key="ctx_variant").set_value("negative-target").run()
     _run_single(at)
     assert errors(at) == []
-    assert at.session_state["ctx_result"].target == "Asthma"
+    assert _kept(at).target == "Asthma"
 
 
 def test_bad_document_is_a_message(tiny_encoder_dir):
@@ -75,7 +82,7 @@ def test_dataset_mode_runs_stores_and_compares(tiny_encoder_dir):
     at.button(key="ctx_d_run").click().run()
     assert _finish(at).status == "done"
     assert errors(at) == []
-    res = at.session_state["ctx_d_result"]
+    res = _kept(at, "ctx_d_result")
     assert set(res.summary) == {"target", "negative"} and res.settings["n_queries"] <= 6
     acc = _frame(at, "context")
     assert set(acc.context) == {"none", "full"}
@@ -83,7 +90,7 @@ def test_dataset_mode_runs_stores_and_compares(tiny_encoder_dir):
     want = 100 * res.summary["target"]["acc"]["full"]["macro"]["acc@10"]
     assert acc[(acc["mode"] == "target") & (acc.context == "full")]["acc@10"].iloc[0] == want
     assert len(at.get("plotly_chart")) == 2  # UCM_k bars of this run, UCM_m of the stored runs
-    assert at.session_state["ctx_d_saved"] in list(_frame(at, "run_id").run_id)
+    assert res.settings["run_id"] in list(_frame(at, "run_id").run_id)
 
 
 CORPUS = ("metformin is first line for type 2 diabetes mellitus and helps polycystic ovary syndrome\n"
@@ -104,13 +111,13 @@ def test_dataset_mode_on_real_corpus_contexts(tiny_encoder_dir, tmp_path, monkey
     at.button(key="ctx_d_run").click().run()
     assert _finish(at).status == "done"
     assert errors(at) == []
-    res = at.session_state["ctx_d_result"]
+    res = _kept(at, "ctx_d_result")
     assert res.settings["variant"] == "real" and res.coverage["with_context"] == 4  # 2 metformin, 2 lisinopril
     assert any("Coverage" in m.value and f"of {res.coverage['triples']:,} triples" in m.value for m in at.markdown)
     assert any("UCM_m, target:" in c.value for c in at.caption)
     at.selectbox(key="ctx_d_variant").set_value("knowledge-random").run()
     at.button(key="ctx_d_run").click().run()
-    assert _finish(at).status == "done" and at.session_state["ctx_d_result"].settings["permutations"] == 3
+    assert _finish(at).status == "done" and _kept(at, "ctx_d_result").settings["permutations"] == 3
     assert errors(at) == []
 
 
@@ -125,7 +132,7 @@ def test_real_note_one_summary_line_sentences_and_integer_axes(tiny_encoder_dir)
     at.text_area(key="ctx_doc").set_value(LONG_NOTE).run()
     _run_single(at)
     assert errors(at) == []
-    result = at.session_state["ctx_result"]
+    result = _kept(at)
     cut = [r for r in result.runs[0].results if r["cut"]]
     assert len(cut) > 1  # several inputs were cut ...
     warnings = [w.value for w in at.warning]
@@ -170,3 +177,68 @@ def test_dataset_job_cancel_and_no_corpus(tiny_encoder_dir, tmp_path, monkeypatc
         jobs._WORK.release()
     assert _finish(at).status == "cancelled"
     assert any("cancelled" in w.value for w in at.warning) and "ctx_d_result" not in at.session_state
+
+
+def test_result_shown_only_for_its_inputs(tiny_encoder_dir):
+    at = open_app("context", model=str(tiny_encoder_dir), state=STATE)
+    at.text_area(key="ctx_doc").set_value(NOTE).run()
+    _run_single(at)
+    assert len(at.get("plotly_chart")) == 1
+    at.selectbox(key="ctx_variant").set_value("knowledge-only").run()
+    assert len(at.get("plotly_chart")) == 0 and not any("rc_target" in d.value.columns for d in at.dataframe)
+    assert any("settings changed" in c.value for c in at.caption)
+    at.selectbox(key="ctx_variant").set_value("real").run()
+    assert len(at.get("plotly_chart")) == 1  # the inputs it was computed from: shown again
+    at.text_area(key="ctx_doc").set_value(NOTE + " Gout again.").run()  # another document
+    assert len(at.get("plotly_chart")) == 0
+    at.text_area(key="ctx_doc").set_value("Nothing relevant here.").run()  # an input error: no old curve
+    assert len(at.get("plotly_chart")) == 0 and any("does not occur" in e.value for e in at.error)
+
+
+def test_share_link_holds_triple_variant_and_document(tiny_encoder_dir):
+    at = open_app("context", model=str(tiny_encoder_dir), state=STATE)
+    at.selectbox(key="ctx_variant").set_value("knowledge-random").run()
+    at.number_input(key="ctx_perms").set_value(2).run()
+    at.text_area(key="ctx_doc").set_value(NOTE).run()
+    _run_single(at)
+    assert errors(at) == []
+    qp = {k: at.query_params[k] for k in at.query_params}
+    assert qp["query"] == "may_treat:0003" and qp["relation"] == "may_treat" and qp["target"] == "Hypertension"
+    assert qp["variant"] == "knowledge-random" and qp["permutations"] == "2" and qp["probe"] == "retrieval"
+    assert documents.load_document(qp["doc"]) == NOTE  # the document by its hash, stored on this server
+    assert any("Share this view" in c.value for c in at.caption) and len(at.code) == 1
+    again = open_app("context", model=str(tiny_encoder_dir), query_params={k: v for k, v in qp.items() if k != "model"})
+    assert errors(again) == []
+    assert again.text_area(key="ctx_doc").value == NOTE and again.selectbox(key="ctx_variant").value == \
+        "knowledge-random"
+    assert len(_kept(again).runs) == 2 and len(again.get("plotly_chart")) == 1  # run on opening
+    # a document this server does not hold: said, not guessed
+    gone = open_app("context", model=str(tiny_encoder_dir), query_params={**qp, "doc": "0" * 20})
+    assert errors(gone) == [] and any("does not hold that document" in c.value for c in gone.caption)
+    assert gone.text_area(key="ctx_doc").value == ""
+
+
+def test_document_data_renders_as_text(tiny_encoder_dir):
+    at = open_app("context", model=str(tiny_encoder_dir), state=STATE)
+    at.text_area(key="ctx_doc").set_value(NOTE + "\n\n![x](http://e) <a href='http://e'>link</a>\n\nend").run()
+    assert errors(at) == []
+    html = " ".join(m.value for m in at.markdown if "<mark" in m.value)
+    import markdown_it
+
+    out = markdown_it.MarkdownIt("commonmark").render(html)
+    assert "<img" not in out and "<a href" not in out and "![x](http://e)" in as_text(out)
+    assert all("<img" not in h for h in rendered(at))
+
+
+def test_dataset_result_hidden_when_settings_change(tiny_encoder_dir):
+    at = open_app("context", model=str(tiny_encoder_dir))
+    at.radio(key="ctx_d_kind").set_value("kb").run()
+    at.multiselect(key="ctx_d_rels").set_value(["may_treat"]).run()
+    at.number_input(key="ctx_d_limit").set_value(2).run()
+    at.button(key="ctx_d_run").click().run()
+    assert _finish(at).status == "done"
+    assert any("acc@10" in d.value.columns for d in at.dataframe)
+    at.number_input(key="ctx_d_limit").set_value(3).run()
+    assert not any("acc@10" in d.value.columns and "context" in d.value.columns for d in at.dataframe)
+    at.number_input(key="ctx_d_limit").set_value(2).run()
+    assert any("acc@10" in d.value.columns and "context" in d.value.columns for d in at.dataframe)

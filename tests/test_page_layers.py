@@ -109,3 +109,9 @@ def test_other_settings_are_marked_and_errors_do_not_linger(tiny_encoder_dir):
     assert _finish(at).status == "cancelled" and any("cancelled" in w.value for w in at.warning)
     at.selectbox(key="ly_similarity").set_value("cosine").run()  # back to the stored sweep's settings
     assert not at.warning and at.session_state["ly_sel"] == first.run_id
+
+
+def test_pooling_speaks_the_probe_pages_words(tiny_encoder_dir):
+    at = open_app("layers", model=str(tiny_encoder_dir))
+    pooling = at.selectbox(key="ly_pooling")
+    assert pooling.value is None and pooling.options[0] == "model's default"  # as on Probe and Benchmark

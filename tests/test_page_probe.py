@@ -1,42 +1,93 @@
-"""AppTest of the Probe page on a tiny random MLM and the shipped demo set."""
+"""AppTest of the Probe page on a tiny random MLM and the shipped demo set (issue 18: Enter runs a typed query,
+results only for the inputs shown, full share links, gold table, one option vocabulary, data as text)."""
 
-from apptest_utils import errors, open_app
+import json
+
+from apptest_utils import as_text, errors, open_app, rendered
+
+TYPED = "Type a query"
+
+
+def _typed(at, text, golds=""):
+    at.segmented_control(key="pk_source").set_value(TYPED).run()
+    at.text_input(key="pk_text").set_value(text)
+    at.text_input(key="pk_golds").set_value(golds)
+    return at.button(key="pk_submit").click().run()
+
+
+def _top(at):
+    return next(d.value for d in at.dataframe if "entity" in d.value.columns)
+
+
+def _golds(at):
+    return next(d.value for d in at.dataframe if "gold answer" in d.value.columns)
 
 
 def test_probe_dataset_query_shows_topk_and_golds(tiny_mlm_dir):
     at = open_app(model=str(tiny_mlm_dir))
     assert errors(at) == []
+    assert any("what to try first" in as_text(h).lower() for h in rendered(at))  # the first-visit paragraph
     at.slider(key="pk_k").set_value(5)
-    at.button[0].click().run()
+    at.button(key="pk_run").click().run()
     assert errors(at) == []
-    top = at.dataframe[0].value
+    top = _top(at)
     assert list(top.columns) == ["rank", "entity", "score", "gold", "tokens"]
     assert len(top) == 5 and list(top["rank"]) == [1, 2, 3, 4, 5]
     assert top["score"].is_monotonic_decreasing
-    assert "gold answer" in at.dataframe[1].value.columns
+    golds = _golds(at)
+    assert list(golds.columns) == ["gold answer", "rank", "status"]
+    assert str(golds["rank"].dtype) == "Int64"  # whole numbers only: no text in the rank column (Arrow error)
+    result = at.session_state["pk_result"][1][0]
+    for rank, status in zip(golds["rank"], golds["status"]):
+        assert (status == "not a candidate") if rank is None or str(rank) == "<NA>" else \
+            status.startswith("hit" if rank <= result.k else "no hit")
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [t["name"] for t in fig["data"]] == ["gold answer", "other candidate"] and fig["layout"]["showlegend"]
+    assert fig["data"][0]["marker"]["color"] == "#2e7d32"  # green = gold answer, said by the legend
     assert at.query_params["query"] and at.query_params["dataset"] == "demo"
+    assert any("Share this view" in c.value for c in at.caption) and len(at.code) == 1
 
 
-def test_mask_average_and_free_query(tiny_mlm_dir):
+def test_enter_in_the_query_box_runs_a_typed_query(tiny_mlm_dir):
     at = open_app(model=str(tiny_mlm_dir))
     at.selectbox(key="pk_probe").set_value("mask_average").run()
-    at.segmented_control(key="pk_source").set_value("Type a query").run()
-    at.text_input(key="pk_text").set_value("Aspirin might treat [MASK].").run()
-    at.button[0].click().run()
+    _typed(at, "Aspirin might treat [MASK].", golds="Headache; no such disease")
     assert errors(at) == []
-    assert len(at.dataframe[0].value) == 10
+    assert len(_top(at)) == 10
+    golds = _golds(at)
+    assert list(golds["gold answer"]) == ["Headache", "no such disease"]
+    assert golds["status"].iloc[1] == "not a candidate" and golds["rank"].isna().iloc[1]
+    # the link holds the typed query and its golds, and no stale relation= or query=
+    qp = at.query_params
+    assert qp["source"] == "text" and qp["text"] == "Aspirin might treat [MASK]."
+    assert qp["golds"] == "Headache;no such disease" and qp["probe"] == "mask_average"
+    assert "relation" not in qp and "query" not in qp
 
 
-def test_bad_inputs_give_messages_not_tracebacks(tiny_mlm_dir):
+def test_bad_inputs_give_messages_and_hide_the_previous_result(tiny_mlm_dir):
     at = open_app(model=str(tiny_mlm_dir))
-    at.segmented_control(key="pk_source").set_value("Type a query").run()
-    at.text_input(key="pk_text").set_value("no mask in this query").run()
-    at.button[0].click().run()
+    at.button(key="pk_run").click().run()
+    assert len(at.dataframe) >= 1
+    _typed(at, "no mask in this query")
     assert not at.exception
     assert any("[MASK]" in e.value for e in at.error)
-    at.text_input(key="pk_text").set_value("").run()
-    at.button[0].click().run()
+    assert not any("entity" in d.value.columns for d in at.dataframe)  # no old table under the new controls
+    _typed(at, "")
     assert not at.exception and any("empty" in e.value for e in at.error)
+
+
+def test_result_shown_only_while_it_matches_the_inputs(tiny_mlm_dir):
+    at = open_app(model=str(tiny_mlm_dir))
+    at.button(key="pk_run").click().run()
+    assert len(_top(at)) == 10
+    at.slider(key="pk_k").set_value(4).run()
+    assert not any("entity" in d.value.columns for d in at.dataframe)
+    assert any("settings changed" in c.value for c in at.caption)
+    at.slider(key="pk_k").set_value(10).run()  # back to the inputs it was computed from: shown again
+    assert len(_top(at)) == 10
+    rels = at.selectbox(key="pk_rel").options
+    at.selectbox(key="pk_rel").set_value(rels[-1]).run()
+    assert not any("entity" in d.value.columns for d in at.dataframe)
 
 
 def test_unknown_model_is_a_message(tmp_path):
@@ -51,4 +102,56 @@ def test_shared_url_opens_query_and_runs(tiny_mlm_dir):
     at = open_app(model=str(tiny_mlm_dir), query_params={"dataset": "demo", "query": qid})
     assert errors(at) == []
     assert at.session_state["pk_qid"] == qid
-    assert len(at.dataframe[0].value) == 10
+    assert len(_top(at)) == 10
+
+
+def test_share_link_holds_the_whole_view_and_reopens_it(tiny_mlm_dir):
+    at = open_app(model=str(tiny_mlm_dir))
+    rel = at.selectbox(key="pk_rel").options[-1]
+    at.selectbox(key="pk_rel").set_value(rel).run()
+    at.radio(key="pk_vocab").set_value("tails")
+    at.slider(key="pk_k").set_value(6)
+    at.selectbox(key="pk_opt_pooling").set_value("mean")
+    at.number_input(key="pk_opt_layer").set_value(1)
+    at.selectbox(key="pk_opt_similarity").set_value("dot")
+    at.checkbox(key="pk_opt_exclude_subject").uncheck()
+    at.button(key="pk_run").click().run()
+    assert errors(at) == []
+    link = dict(at.query_params.to_dict()) if hasattr(at.query_params, "to_dict") else \
+        {k: at.query_params[k] for k in at.query_params}
+    assert link["relation"] == rel and link["vocab"] == "tails" and link["k"] == "6" and link["probe"] == "retrieval"
+    assert link["pooling"] == "mean" and link["layer"] == "1" and link["similarity"] == "dot"
+    assert link["exclude_subject"] == "false" and "text" not in link
+    again = open_app(model=str(tiny_mlm_dir), query_params={k: v for k, v in link.items() if k != "model"})
+    assert errors(again) == []
+    state = again.session_state
+    assert state["pk_rel"] == rel and state["pk_vocab"] == "tails" and state["pk_k"] == 6
+    assert state["pk_opt_pooling"] == "mean" and state["pk_opt_layer"] == 1 and state["pk_opt_exclude_subject"] is False
+    assert list(_top(again).entity) == list(_top(at).entity)  # the same result, run on opening
+
+
+def test_bad_link_values_are_a_note_not_an_error(tiny_mlm_dir):
+    at = open_app(model=str(tiny_mlm_dir), query_params={"source": "text", "text": "A treats [MASK].", "k": "abc",
+                                                         "layer": "-3", "relation": "may_treat"})
+    assert errors(at) == []
+    assert any("could not be read" in c.value and "k" in c.value and "layer" in c.value for c in at.caption)
+    assert "relation" not in at.query_params and at.query_params["text"] == "A treats [MASK]."
+
+
+def test_one_option_vocabulary(tiny_mlm_dir):
+    at = open_app(model=str(tiny_mlm_dir))
+    pooling = at.selectbox(key="pk_opt_pooling")
+    assert pooling.value is None and "model's default" in pooling.options
+    options = next(e for e in at.expander if e.label == "Probe options")  # the options sit in one expander
+    assert {w.key for w in options.selectbox} >= {"pk_opt_pooling", "pk_opt_similarity", "pk_opt_preset"}
+    assert at.number_input(key="pk_opt_layer").proto.placeholder == "last layer"
+
+
+def test_data_renders_as_text(tiny_mlm_dir):
+    at = open_app(model=str(tiny_mlm_dir))
+    _typed(at, "![x](http://e) might treat [MASK].", golds="![y](http://e)")
+    assert errors(at) == []
+    html = " ".join(rendered(at))
+    assert "<img" not in html and "<a " not in html
+    assert any("![x](http://e) might treat" in as_text(h) for h in rendered(at))
+    assert "![y](http://e)" in list(_golds(at)["gold answer"])

@@ -18,7 +18,8 @@ MISSING = "–"
 """Shown for a value that does not exist (a relation a run lacks, a subset a run does not have)."""
 NO_HIT = "no hit"
 """Shown for a rank when no gold answer is among the candidates ranked."""
-DEFAULT_TEXT = {"pooling": "model's default", "layer": "last layer", "preset": "none"}
+DEFAULT_TEXT = {"pooling": "model's default", "layer": "last layer", "preset": "none", "beam": "k",
+                "max_length": "model's limit"}
 """How an option left at its default (None) reads on every page: one vocabulary (issue 18)."""
 
 
