@@ -4,6 +4,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from probekit import models
+from probekit.probes import get_probe
 
 
 def restore_link() -> None:
@@ -32,6 +33,6 @@ def open_on_probe(meta: dict, relation: str, query_id: str) -> None:
     # the Probe page opens with the run's own options, so it shows what the run stored
     opts = dict(meta.get("options") or {})
     opts.setdefault("exclude_subject", False)
-    st.session_state.update({f"pk_opt_{name}": value for name, value in opts.items()})
+    st.session_state.update(ui.option_state(get_probe(meta["probe"]), opts, key="pk_opt"))
     st.session_state.bm_goto = {"model": meta["model"], "dataset": meta["dataset_spec"], "relation": relation,
                                 "query": query_id}

@@ -457,6 +457,14 @@ def _option_widget(where, option, default, key: str):
     return value or (None if default is None else value)
 
 
+def option_state(probe, options: dict, *, key: str) -> dict:
+    """Session-state entries that make :func:`probe_option_widgets` open with ``options`` (other pages use it
+    to open the Probe page on a run's own options)."""
+    spec = {o.name: o for o in probe.options}
+    return {(f"{key}_{probe.name}_{name}" if spec[name].advanced else f"{key}_{name}"): value
+            for name, value in options.items() if name in spec}
+
+
 def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None,
                          nested: bool = False) -> dict:
     """Widgets for every option of ``probe``, generated from its :class:`~probekit.probes.Option`s: a selectbox

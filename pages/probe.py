@@ -34,10 +34,7 @@ def restore(params) -> None:
              "pk_qid": view.query if view.query in {q.id for q in ds.queries} else None}
     if view.query and state["pk_qid"] and not state["pk_rel"]:
         state["pk_rel"] = ds.query(view.query).relation
-    for option in get_probe(name).options:
-        if option.name in view.options:
-            state[f"pk_opt_{name}_{option.name}" if option.advanced else f"pk_opt_{option.name}"] = \
-                view.options[option.name]
+    state.update(ui.option_state(get_probe(name), view.options, key="pk_opt"))
     st.session_state.update({k: v for k, v in state.items() if v is not None})
     if ignored:
         st.session_state.pk_ignored = ignored

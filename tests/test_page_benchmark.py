@@ -58,6 +58,7 @@ def test_run_tables_charts_and_second_run(tiny_encoder_dir):
 
 def test_open_query_on_probe_page(tiny_encoder_dir):
     at = open_app("benchmark", model=str(tiny_encoder_dir))
+    at.number_input(key="bm_retrieval_max_length").set_value(32).run()  # an advanced option, not its default
     at.button(key="bm_start").click().run()
     _finish(at)
     qid = _frame(at, "hit@10").query_id[0]
@@ -68,6 +69,14 @@ def test_open_query_on_probe_page(tiny_encoder_dir):
     assert at.session_state["pk_qid"] == qid
     assert at.query_params["query"] == [qid] or at.query_params["query"] == qid
     assert len(at.dataframe[0].value) == 10  # the Probe page ran the query at once
+    # the run's own options, advanced ones included, are the ones the Probe page's widgets show
+    from probekit.bench import runs
+    from probekit.probes import get_probe
+
+    stored = runs.load_run(runs.list_runs().run_id.iloc[0]).meta["options"]
+    advanced = [o.name for o in get_probe("retrieval").options if o.advanced and o.name in stored]
+    assert stored["max_length"] == 32 and advanced
+    assert all(at.session_state[f"pk_opt_retrieval_{n}"] == stored[n] for n in advanced)
 
 
 def test_cancel_and_bad_extra_model(tiny_encoder_dir):
