@@ -26,7 +26,7 @@ import duckdb
 
 from .. import config
 from ..errors import ProbekitError
-from .schema import MIGRATIONS
+from .schema import CHILDREN, MIGRATIONS
 
 IDLE_CLOSE_S = float(os.environ.get("PROBEKIT_DB_IDLE_CLOSE_S", "1.0"))
 """Seconds without any reader or writer after which the file is closed (so another process can use it)."""
@@ -204,6 +204,30 @@ class Store:
                     cur.execute("INSERT OR REPLACE INTO schema_version (component, version) VALUES (?, ?)",
                                 [component, version])
             self._migrated.add(component)
+
+    def tables(self) -> set[str]:
+        return {t for (t,) in self.fetch("SELECT table_name FROM duckdb_tables()")}
+
+    def delete_with_children(self, parent: str, run_id: str, *, children: Sequence[str] | None = None) -> int:
+        """Delete the row ``run_id`` of ``parent`` and, first, its rows in every child table (by default
+        :data:`probekit.store.schema.CHILDREN`; tables absent from this database are skipped); returns how
+        many parent rows went (0 or 1).
+
+        DuckDB checks a foreign key against committed data, so the children go in one transaction and the
+        parent in the next: a process killed between the two leaves the run with no rows (still consistent;
+        deleting it again finishes the job)."""
+        children = CHILDREN.get(parent, ()) if children is None else children
+        known = set(CHILDREN) | {c for cs in CHILDREN.values() for c in cs}
+        for name in (parent, *children):
+            if name not in known:  # identifiers come from code, but never format an unknown one into SQL
+                raise ProbekitError(f"unknown table {name!r} for delete_with_children")
+        present = self.tables()
+        with self.transaction() as cur:
+            for child in children:
+                if child in present:
+                    cur.execute(f"DELETE FROM {child} WHERE run_id = ?", [run_id])
+        with self.transaction() as cur:
+            return cur.execute(f"DELETE FROM {parent} WHERE run_id = ?", [run_id]).fetchone()[0]
 
     def fetch(self, sql: str, params: Sequence | None = None) -> list[tuple]:
         cur = self.cursor()
