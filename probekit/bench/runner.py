@@ -116,6 +116,11 @@ def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict
     probe = get_probe(probe)
     settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
     opts = resolve_options(model, probe, options)
+    seen: set[str] = set()
+    for q in dataset.queries:  # stored results are keyed (run, query id): a repeated id could not be saved
+        if q.id in seen:
+            raise ProbekitError(f"query id {q.id!r} appears twice in dataset {dataset.name!r}; ids must be unique")
+        seen.add(q.id)
     if probe.requires_mlm and not model.has_mlm:
         raise ProbekitError(f"probe {probe.name!r} needs a model with an MLM head; {model.id!r} has none")
     if vocab == "relation":

@@ -186,7 +186,8 @@ class Store:
     def ensure_schema(self, component: str, migrations: Sequence[str] | None = None) -> None:
         """Apply the migrations of ``component`` not yet applied (each a block of SQL statements);
         by default the component's list in :data:`probekit.store.schema.MIGRATIONS`."""
-        if component in self._migrated:
+        full = migrations is None  # only the component's whole list marks it migrated for this process
+        if full and component in self._migrated:
             return
         if migrations is None:
             if component not in MIGRATIONS:
@@ -203,7 +204,8 @@ class Store:
                             cur.execute(stmt)
                     cur.execute("INSERT OR REPLACE INTO schema_version (component, version) VALUES (?, ?)",
                                 [component, version])
-            self._migrated.add(component)
+            if full:
+                self._migrated.add(component)
 
     def tables(self) -> set[str]:
         return {t for (t,) in self.fetch("SELECT table_name FROM duckdb_tables()")}
