@@ -295,3 +295,14 @@ def test_annotations_refuse_an_unfinished_run_unless_allowed(tiny_encoder, tiny_
     runs.run_benchmark(tiny_encoder, tiny_dataset, k=5)  # resumed to the end: now accepted
     sid = ann.from_run(run.run_id, name="whole", n_queries=4, k=5)
     assert ann.get_session(sid)["source_run"] == run.run_id
+
+
+def test_benchmark_page_lists_a_killed_run_as_interrupted(tiny_encoder, tiny_encoder_dir, tiny_dataset):
+    from apptest_utils import errors, open_app
+
+    run = _run(tiny_encoder, tiny_dataset)
+    _as_killed(run.run_id, pid=_dead_pid())
+    at = open_app("benchmark", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    listing = next(d.value for d in at.dataframe if "status" in d.value.columns)
+    assert listing.set_index("run_id").status[run.run_id] == "interrupted"
