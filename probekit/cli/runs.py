@@ -6,7 +6,7 @@ import sys
 
 import pandas as pd
 
-from probekit.bench.results import UNFINISHED
+from probekit.bench.results import UNFINISHED, mark_stale
 from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, list_runs, load_run
 from probekit.errors import ProbekitError
 
@@ -47,6 +47,7 @@ def _cmd_runs(args) -> int:
     if not args.run:
         raise ProbekitError(f"`runs {args.action}` needs a run id (see `python -m probekit runs list`)")
     if args.action == "show":
+        mark_stale()  # a run whose process is gone shows as interrupted
         run = load_run(args.run)
         summary = run.summary()
         if args.format == "json":
