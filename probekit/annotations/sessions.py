@@ -302,10 +302,23 @@ def drop_subject(ranking: Ranking, k: int) -> Ranking:
 
 
 def from_run(run_id: str, *, name: str, relations: Sequence[str] | None = None, n_queries: int = 15, k: int = 10,
-             seed: int = 0, **session) -> str:
-    """A session over a seeded sample of a stored benchmark run's queries (no probing needed)."""
+             seed: int = 0, allow_partial: bool = False, **session) -> str:
+    """A session over a seeded sample of a stored benchmark run's queries (no probing needed).
+
+    Only a finished (``done``) run, unless ``allow_partial``: a cancelled, failed, interrupted or still
+    running run holds only some relations, and a sample of it would silently leave the others out."""
     from ..bench import runs
 
+    if not allow_partial:
+        meta = runs.get_run(run_id)
+        if meta["status"] != "done":
+            from ..bench import results
+
+            status = "interrupted" if meta["run_id"] in results.mark_stale() else meta["status"]
+            n_done = results.store().fetch("SELECT count(*) FROM run_results WHERE run_id = ?", [meta["run_id"]])[0][0]
+            raise ProbekitError(f"run {meta['run_id']} is {status}, not finished ({n_done}/{meta['n_queries']} "
+                                f"queries stored): resume it first (`python -m probekit bench --save` with the same "
+                                f"settings), or pass --allow-partial to sample only what it stored")
     run = runs.load_run(run_id)
     meta = run.meta
     k = _check_int(k, "k", low=1, high=100)

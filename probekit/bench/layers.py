@@ -361,9 +361,7 @@ def list_layer_runs() -> pd.DataFrame:
 
 def delete_layer_run(run_id: str) -> None:
     load_layer_run(run_id)
-    with _store().transaction() as cur:
-        cur.execute("DELETE FROM layer_results WHERE run_id = ?", [run_id])
-        cur.execute("DELETE FROM layer_runs WHERE run_id = ?", [run_id])
+    _store().delete_with_children("layer_runs", run_id)
 
 
 def start_layers(model, dataset: Dataset, **options) -> jobs.Job:

@@ -4,13 +4,23 @@ Tables (component ``runs``, migrations in :mod:`probekit.store.schema`): ``runs`
 setting, model id/source/revision, dataset name/version/set, device, probekit version, status, timings)
 and ``run_results`` (one row per query: golds, gold ranks, best gold rank, top-k ids/names/scores as JSON,
 gold length, hardness). Accuracies shown for stored runs come from :mod:`probekit.metrics.accuracy`.
+
+A run being computed is ``running`` and names its owner (host, process id and that process's start time)
+and a heartbeat, renewed with every stored relation and at most every :data:`HEARTBEAT_S` during one. A
+``running`` run whose owner is gone (same host: no such process, or another process under its pid), or
+whose heartbeat is older than ``PROBEKIT_STALE_RUN_S`` seconds (default 6 h; the only test for runs owned
+on another host), is marked ``interrupted`` (:func:`mark_stale`, on every start and listing); the next
+start with the same settings takes it over and resumes it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,9 +46,15 @@ JSON_COLUMNS = ("golds", "gold_ranks", "top_ids", "top_names", "top_scores")
 RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", "label", "model", "model_source",
                "model_revision", "dataset", "dataset_version", "dataset_set", "dataset_spec", "probe", "options",
                "vocab", "k", "device", "probekit_version", "n_queries", "n_relations", "seconds", "timings",
-               "message")
+               "message", "owner_host", "owner_pid", "owner_start", "heartbeat_at")
 EXPORT_FORMATS = ("csv", "parquet")
-STATUSES = ("running", "done", "cancelled", "failed")
+STATUSES = ("running", "done", "cancelled", "failed", "interrupted")
+UNFINISHED = ("cancelled", "failed", "interrupted")
+"""Statuses a start with the same settings resumes (a ``running`` run belongs to a live process)."""
+STALE_RUN_S = 6 * 3600.0
+"""Default for ``PROBEKIT_STALE_RUN_S``: a running run silent this long is taken as interrupted."""
+HEARTBEAT_S = 60.0
+"""At most this often a running run renews its heartbeat between stored relations."""
 ACTIVE: set[str] = set()
 """Run ids being computed by a thread of this process (not resumable, not deletable)."""
 ACTIVE_LOCK = threading.Lock()
@@ -51,6 +67,102 @@ def store():
 
 def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
+
+
+def stale_after() -> float:
+    """Seconds without a heartbeat after which a running run counts as interrupted (``PROBEKIT_STALE_RUN_S``)."""
+    raw = os.environ.get("PROBEKIT_STALE_RUN_S", "")
+    try:
+        value = float(raw) if raw.strip() else STALE_RUN_S
+    except ValueError:
+        raise ProbekitError(f"PROBEKIT_STALE_RUN_S must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ProbekitError(f"PROBEKIT_STALE_RUN_S must be positive, got {raw!r}")
+    return value
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or None where that is unknown."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owner() -> dict:
+    """This process as a run's owner."""
+    return {"owner_host": socket.gethostname(), "owner_pid": os.getpid(), "owner_start": _process_start(os.getpid())}
+
+
+def owner_alive(host, pid, start) -> bool | None:
+    """Whether the process that owns a run still runs: None when it cannot be told (another host, no owner)."""
+    if pid is None or host != socket.gethostname():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    now_start = _process_start(int(pid))
+    return not (start and now_start and now_start != start)  # the pid was reused by a newer process
+
+
+def mark_stale() -> list[str]:
+    """Mark ``interrupted`` every running run whose owner is gone or whose heartbeat is stale; their ids."""
+    limit = stale_after()
+    marked = []
+    rows = store().fetch("SELECT run_id, owner_host, owner_pid, owner_start, coalesce(heartbeat_at, created_at) "
+                         "FROM runs WHERE status = 'running'")
+    for run_id, host, pid, start, beat in rows:
+        age = (now() - beat).total_seconds() if beat is not None else float("inf")
+        alive = owner_alive(host, pid, start)
+        if pid is None:
+            why = "no owner recorded (started by an older probekit)"
+        elif alive is False:
+            why = f"its process {pid} on {host} is gone"
+        elif age > limit:
+            why = f"no heartbeat for {age / 3600:.1f} h (PROBEKIT_STALE_RUN_S={limit:g})"
+        else:
+            continue
+        with store().transaction() as cur:
+            # only if nobody beat or took it over since it was read
+            n = cur.execute("UPDATE runs SET status = 'interrupted', message = ? WHERE run_id = ? AND status = "
+                            "'running' AND coalesce(heartbeat_at, created_at) IS NOT DISTINCT FROM ?",
+                            [f"interrupted: {why}; the next start with the same settings resumes it", run_id, beat]
+                            ).fetchone()[0]
+        if n:
+            marked.append(run_id)
+    return marked
+
+
+def claim(run_id: str) -> bool:
+    """Take over an unfinished run (cancelled, failed, interrupted) for this process; False when another
+    process took it first."""
+    me = owner()
+    with store().transaction() as cur:
+        n = cur.execute(f"UPDATE runs SET status = 'running', message = NULL, owner_host = ?, owner_pid = ?, "
+                        f"owner_start = ?, heartbeat_at = ? WHERE run_id = ? AND status IN "
+                        f"({', '.join('?' * len(UNFINISHED))})",
+                        [me["owner_host"], me["owner_pid"], me["owner_start"], now(), run_id, *UNFINISHED]
+                        ).fetchone()[0]
+    return bool(n)
+
+
+class Heartbeat:
+    """Renews a running run's heartbeat, at most every :data:`HEARTBEAT_S` (call it as often as you like)."""
+
+    def __init__(self, run_id: str | None, every: float | None = None):
+        self.run_id, self.every, self.last = run_id, HEARTBEAT_S if every is None else every, time.monotonic()
+
+    def __call__(self) -> None:
+        if self.run_id is None or time.monotonic() - self.last < self.every:
+            return
+        self.last = time.monotonic()
+        with store().transaction() as cur:
+            cur.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'",
+                        [now(), self.run_id])
 
 
 def new_run_id() -> str:
@@ -180,6 +292,7 @@ def insert_results(run_id: str, frame: pd.DataFrame) -> None:
         cur.execute(f"INSERT INTO run_results (run_id, {', '.join(RESULT_COLUMNS)}) "
                     f"SELECT ?, {select} FROM pk_run_results_arrow", [run_id])
         cur.unregister("pk_run_results_arrow")
+        cur.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now(), run_id])
 
 
 def label_of(model, dataset, probe_name, opts) -> str:
@@ -199,7 +312,7 @@ def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, statu
         "dataset_spec": dataset_spec(dataset), "probe": probe.name, "options": json.dumps(opts, default=str),
         "vocab": vocab, "k": int(k), "device": str(model.device), "probekit_version": __version__,
         "n_queries": len(dataset), "n_relations": len(dataset.relations), "seconds": None, "timings": None,
-        "message": None,
+        "message": None, **owner(), "heartbeat_at": now(),
     }
     with store().transaction() as cur:
         cur.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
@@ -307,6 +420,7 @@ def list_runs(*, status: str | None = None) -> pd.DataFrame:
         if status not in STATUSES:
             raise ProbekitError(f"unknown status {status!r}; available: {', '.join(STATUSES)}")
         where, params = "WHERE status = ?", [status]
+    mark_stale()  # a run whose process is gone shows as interrupted, not running for ever
     listed = store().fetch_df(f"""
         SELECT run_id, created_at, status, label, model, dataset, dataset_set, probe, options, vocab, k, device,
                n_queries, seconds
@@ -330,13 +444,14 @@ def list_runs(*, status: str | None = None) -> pd.DataFrame:
 
 
 def delete_run(run_id: str) -> None:
-    """Remove a stored run and its results (not while it is running in this process)."""
+    """Remove a stored run and its results (not while a live process is computing it)."""
     meta = get_run(run_id)
     if meta["run_id"] in ACTIVE:
         raise ProbekitError(f"run {run_id} is running: cancel it first")
-    with store().transaction() as cur:
-        cur.execute("DELETE FROM run_results WHERE run_id = ?", [meta["run_id"]])
-        cur.execute("DELETE FROM runs WHERE run_id = ?", [meta["run_id"]])
+    if meta["status"] == "running" and meta["run_id"] not in mark_stale():
+        raise ProbekitError(f"run {run_id} is running in process {meta['owner_pid']} on {meta['owner_host']}: "
+                            f"stop it first (or wait: it is marked interrupted once that process is gone)")
+    store().delete_with_children("runs", meta["run_id"])  # its results (and prompt perplexities) first
     with _RUNS_LOCK:
         _RUNS.pop((store().path, meta["run_id"]), None)
 

@@ -4,8 +4,9 @@ A run is one (model, dataset, probe, options, vocabulary, k). :func:`run_benchma
 Benchmark page, ``python -m probekit bench``, checkpoint sweeps and annotation sessions call, so they
 share one behaviour: all arguments (and, when saving, the database) are checked before any work; a
 finished run with the same settings (:func:`~probekit.bench.settings.settings_of`) is found in the store
-instead of being computed again; an unfinished one resumes where it stopped (each relation is saved in
-its own short transaction); embeddings come from the one cache (:mod:`probekit.cache`), which the
+instead of being computed again; an unfinished one (cancelled, failed, or interrupted: its process was
+killed, see :func:`probekit.bench.results.mark_stale`) is taken over and resumes where it stopped (each
+relation is saved in its own short transaction); embeddings come from the one cache (:mod:`probekit.cache`), which the
 retrieval probe uses itself, so a forced recomputation only redoes the search.
 
 Long work runs in a :class:`~probekit.jobs.Job` (:func:`start_benchmark`) that pages poll.
@@ -31,13 +32,18 @@ STAGE_TIMINGS = {"ranking": "scoring"}
 """Probe progress stages recorded under another timing name (retrieval's search is the run's scoring)."""
 
 
-def _resumable(key: str) -> str | None:
-    """The newest unfinished run with these settings that no thread of this process is running."""
-    for (run_id,) in res.store().fetch("SELECT run_id FROM runs WHERE settings_key = ? AND status IN "
-                                       "('cancelled', 'failed', 'running') ORDER BY created_at DESC", [key]):
+def _resumable(key: str) -> tuple[str, str] | None:
+    """The newest unfinished run with these settings (cancelled, failed, interrupted), taken over by this
+    process, with the status it had; a run still ``running`` in a live process is left to it."""
+    res.mark_stale()
+    marks = ", ".join("?" * len(res.UNFINISHED))
+    for run_id, status in res.store().fetch(f"SELECT run_id, status FROM runs WHERE settings_key = ? AND status IN "
+                                            f"({marks}) ORDER BY created_at DESC", [key, *res.UNFINISHED]):
         with res.ACTIVE_LOCK:
-            if run_id not in res.ACTIVE:
-                return run_id
+            if run_id in res.ACTIVE:
+                continue
+        if res.claim(run_id):
+            return run_id, status
     return None
 
 
@@ -110,6 +116,11 @@ def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict
     probe = get_probe(probe)
     settings = settings_of(model, dataset, probe=probe, options=options, vocab=vocab, k=k)
     opts = resolve_options(model, probe, options)
+    seen: set[str] = set()
+    for q in dataset.queries:  # stored results are keyed (run, query id): a repeated id could not be saved
+        if q.id in seen:
+            raise ProbekitError(f"query id {q.id!r} appears twice in dataset {dataset.name!r}; ids must be unique")
+        seen.add(q.id)
     if probe.requires_mlm and not model.has_mlm:
         raise ProbekitError(f"probe {probe.name!r} needs a model with an MLM head; {model.id!r} has none")
     if vocab == "relation":
@@ -152,18 +163,20 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
         if found:
             report(1, 1, "found in the store")
             return res.load_run(found)
-    run_id = _resumable(key) if (save and reuse) else None
+    resumed = _resumable(key) if (save and reuse) else None
+    run_id = resumed[0] if resumed else None
     done_rels: set[str] = set()
     if run_id:
         done_rels = {r for (r,) in res.store().fetch("SELECT DISTINCT relation FROM run_results WHERE run_id = ?",
                                                      [run_id])}
-        with res.store().transaction() as cur:
-            cur.execute("UPDATE runs SET status = 'running', message = NULL WHERE run_id = ?", [run_id])
+        report(0, 1, f"resuming {resumed[1]} run {run_id} ({len(done_rels)}/{len(dataset.relations)} "
+                     f"relations stored)")
     elif save:
         run_id = res.new_run_id()
         res.insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
                        settings=settings, status="running", label=label)
     prev_seconds = (res.get_run(run_id)["seconds"] or 0.0) if run_id else 0.0
+    beat = res.Heartbeat(run_id)
     if run_id:
         with res.ACTIVE_LOCK:
             res.ACTIVE.add(run_id)
@@ -185,6 +198,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
             def stage(n_done, n_total, name, _base=done, _n=len(queries), _where=where, _clock=clock):
                 _clock.tick(name)
                 check_cancel()
+                beat()
                 # candidate encoding counts names, the other stages count this relation's queries
                 frac = n_done / max(n_total, 1)
                 shown = _base if name == "encoding candidates" else _base + int(frac * _n)

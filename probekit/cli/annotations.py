@@ -104,7 +104,7 @@ def _cmd_create(args) -> int:
     common = dict(name=args.name, organiser=args.organiser or "", n_queries=args.n, k=args.k, seed=args.seed,
                   blind=not args.not_blind, raters_per_item=args.raters or None)
     if args.run:
-        sid = from_run(args.run, relations=args.relation, **common)
+        sid = from_run(args.run, relations=args.relation, allow_partial=args.allow_partial, **common)
     else:
         from probekit import models
         from probekit.probes import get_probe
@@ -137,6 +137,8 @@ def register(sub) -> None:
     g.add_argument("--name", default=None, help="create: session name; link, revoke: the expert's name")
     g.add_argument("--organiser", default="")
     g.add_argument("--run", default=None, help="build from this stored run instead of probing")
+    g.add_argument("--allow-partial", action="store_true",
+                   help="with --run: accept an unfinished run (cancelled, failed, interrupted)")
     g.add_argument("--n", type=int, default=15, help="number of queries (seeded sample, spread over relations)")
     g.add_argument("--k", type=int, default=10, help="top-k answers per query")
     g.add_argument("--raters", type=int, default=0, help="annotators per query (0: every annotator rates all)")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 
+from probekit.bench.results import UNFINISHED, mark_stale
 from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_block, list_runs, load_run
 from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError
@@ -50,12 +53,18 @@ def _cmd_runs(args) -> int:
         return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{which}, {r['n_done']}/{r['n_queries']}]  {acc}"
 
     if args.action == "list":
-        print_listing(list_runs(), args.format, empty="no stored runs (run `python -m probekit bench --save`)",
+        listed = list_runs()
+        print_listing(listed, args.format, empty="no stored runs (run `python -m probekit bench --save`)",
                       line=line)
+        unfinished = int(listed["status"].isin(UNFINISHED).sum()) if not listed.empty else 0
+        if unfinished and args.format != "json":
+            print(f"{unfinished} unfinished run(s): `python -m probekit bench --save` with the same settings (or "
+                  "Start on the Benchmark page) resumes one where it stopped", file=sys.stderr)
         return 0
     if not args.run:
         raise ProbekitError(f"`runs {args.action}` needs a run id (see `python -m probekit runs list`)")
     if args.action == "show":
+        mark_stale()  # a run whose process is gone shows as interrupted
         run = load_run(args.run)
         summary = run.summary()
         if args.format == "json":

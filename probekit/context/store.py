@@ -143,9 +143,7 @@ def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path
 def delete_run(run_id: str) -> None:
     """Remove a stored run and its steps."""
     get_run(run_id)
-    with _store().transaction() as cur:
-        cur.execute("DELETE FROM context_steps WHERE run_id = ?", [run_id])
-        cur.execute("DELETE FROM context_runs WHERE run_id = ?", [run_id])
+    _store().delete_with_children("context_runs", run_id)
 
 
 def start_dataset(model, dataset, *, save: bool = False, label: str | None = None, **options) -> Job:

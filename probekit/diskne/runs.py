@@ -238,6 +238,4 @@ def load_cells(run_ids: Sequence[str]) -> pd.DataFrame:
 
 def delete_run(run_id: str) -> None:
     get_run(run_id)
-    with _store().transaction() as cur:
-        cur.execute("DELETE FROM diskne_cells WHERE run_id = ?", [run_id])
-        cur.execute("DELETE FROM diskne_runs WHERE run_id = ?", [run_id])
+    _store().delete_with_children("diskne_runs", run_id)

@@ -5,7 +5,10 @@ read-only meanwhile). So that the app and a CLI call (``bench --save`` in a term
 open) can share one file, a :class:`Store` opens the file when a read or write starts and closes it
 once nothing has used it for :data:`IDLE_CLOSE_S`; every caller works on its own cursor of the shared
 connection. A process that finds the file held waits (retrying) up to :data:`LOCK_WAIT_S`, then
-fails with a message naming the problem. Each component (runs, annotations, …) has its migrations in
+fails with a message naming the problem. So that a busy app (a page polling every half second) cannot
+keep the file for ever, a store that has held it for :data:`MAX_HOLD_S` closes it at the next moment
+nobody uses it and waits :data:`YIELD_S` before opening it again: a waiting process (retrying every
+:data:`RETRY_S` at most) gets its turn. Each component (runs, annotations, …) has its migrations in
 :mod:`probekit.store.schema` and gets the store through :func:`component_store`, which applies them; the
 ``schema_version`` table records how far each component's schema has been migrated. Only
 parameterised SQL is used with user values.
@@ -26,12 +29,18 @@ import duckdb
 
 from .. import config
 from ..errors import ProbekitError
-from .schema import MIGRATIONS
+from .schema import CHILDREN, MIGRATIONS
 
 IDLE_CLOSE_S = float(os.environ.get("PROBEKIT_DB_IDLE_CLOSE_S", "1.0"))
 """Seconds without any reader or writer after which the file is closed (so another process can use it)."""
 LOCK_WAIT_S = float(os.environ.get("PROBEKIT_DB_LOCK_WAIT_S", "20"))
 """Seconds to keep retrying while another process holds the file."""
+MAX_HOLD_S = float(os.environ.get("PROBEKIT_DB_MAX_HOLD_S", "2.0"))
+"""Seconds of continuous holding after which the file is given up at the next idle moment."""
+YIELD_S = 0.15
+"""After giving the file up for :data:`MAX_HOLD_S`, how long this process waits before reopening it."""
+RETRY_S = 0.05
+"""The longest pause between two attempts to open a file another process holds (less than :data:`YIELD_S`)."""
 
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
@@ -81,6 +90,8 @@ class Store:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._users = 0
         self._generation = 0
+        self._opened_at = 0.0
+        self._reopen_after = 0.0
         self._migrated: set[str] = set()
         with self.transaction() as cur:
             cur.execute("CREATE TABLE IF NOT EXISTS schema_version ("
@@ -102,7 +113,7 @@ class Store:
                             if "lock" in first.lower() else "Check the path and its permissions.")
                     raise StoreBusyError(f"cannot open the database {self.path}: {first}. {hint}") from None
                 time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                delay = min(delay * 2, RETRY_S)
 
     @property
     def is_open(self) -> bool:
@@ -111,7 +122,11 @@ class Store:
     def _acquire(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             if self._con is None:
+                pause = self._reopen_after - time.monotonic()
+                if pause > 0:  # just gave the file up after a long hold: let a waiting process have it
+                    time.sleep(pause)
                 self._con = self._open()
+                self._opened_at = time.monotonic()
             self._users += 1
             try:
                 return self._con.cursor()
@@ -128,6 +143,10 @@ class Store:
             generation = self._generation
             if self.idle_close <= 0:
                 self._close_connection()
+                return
+            if time.monotonic() - self._opened_at > MAX_HOLD_S:
+                self._close_connection()
+                self._reopen_after = time.monotonic() + YIELD_S
                 return
         timer = threading.Timer(self.idle_close, self._close_if_idle, args=(generation,))
         timer.daemon = True
@@ -186,7 +205,8 @@ class Store:
     def ensure_schema(self, component: str, migrations: Sequence[str] | None = None) -> None:
         """Apply the migrations of ``component`` not yet applied (each a block of SQL statements);
         by default the component's list in :data:`probekit.store.schema.MIGRATIONS`."""
-        if component in self._migrated:
+        full = migrations is None  # only the component's whole list marks it migrated for this process
+        if full and component in self._migrated:
             return
         if migrations is None:
             if component not in MIGRATIONS:
@@ -203,7 +223,32 @@ class Store:
                             cur.execute(stmt)
                     cur.execute("INSERT OR REPLACE INTO schema_version (component, version) VALUES (?, ?)",
                                 [component, version])
-            self._migrated.add(component)
+            if full:
+                self._migrated.add(component)
+
+    def tables(self) -> set[str]:
+        return {t for (t,) in self.fetch("SELECT table_name FROM duckdb_tables()")}
+
+    def delete_with_children(self, parent: str, run_id: str, *, children: Sequence[str] | None = None) -> int:
+        """Delete the row ``run_id`` of ``parent`` and, first, its rows in every child table (by default
+        :data:`probekit.store.schema.CHILDREN`; tables absent from this database are skipped); returns how
+        many parent rows went (0 or 1).
+
+        DuckDB checks a foreign key against committed data, so the children go in one transaction and the
+        parent in the next: a process killed between the two leaves the run with no rows (still consistent;
+        deleting it again finishes the job)."""
+        children = CHILDREN.get(parent, ()) if children is None else children
+        known = set(CHILDREN) | {c for cs in CHILDREN.values() for c in cs}
+        for name in (parent, *children):
+            if name not in known:  # identifiers come from code, but never format an unknown one into SQL
+                raise ProbekitError(f"unknown table {name!r} for delete_with_children")
+        present = self.tables()
+        with self.transaction() as cur:
+            for child in children:
+                if child in present:
+                    cur.execute(f"DELETE FROM {child} WHERE run_id = ?", [run_id])
+        with self.transaction() as cur:
+            return cur.execute(f"DELETE FROM {parent} WHERE run_id = ?", [run_id]).fetchone()[0]
 
     def fetch(self, sql: str, params: Sequence | None = None) -> list[tuple]:
         cur = self.cursor()

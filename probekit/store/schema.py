@@ -3,11 +3,47 @@
 A migration is one block of SQL statements; :meth:`probekit.store.db.Store.ensure_schema` applies the
 blocks a database has not seen yet, in order, and records the version in ``schema_version``. Append new
 blocks, never edit applied ones: databases in the field have run them.
+
+Keys: every per-run table (``run_results``, ``layer_results``, ``diskne_cells``, ``context_steps``) has a
+foreign key to its run and a UNIQUE key on what identifies one of its rows, so a duplicate row or an orphan
+is refused by the database itself. DuckDB cannot add a constraint to an existing table, so those keys came
+with a migration that rebuilds the table (:func:`rebuild`: keep a copy, drop, create with the keys, copy
+back each row once and only rows whose run exists, in the migration's one transaction). Two DuckDB rules
+follow from foreign keys: a run's rows must be deleted in a transaction *before* the one deleting the run
+(:meth:`probekit.store.db.Store.delete_with_children`, using :data:`CHILDREN`), and a table that another
+references cannot be dropped (rebuild children, never parents).
 """
 
 from __future__ import annotations
 
 MIGRATIONS: dict[str, list[str]] = {}
+
+CHILDREN: dict[str, tuple[str, ...]] = {
+    "runs": ("run_results", "prompt_perplexity"),
+    "layer_runs": ("layer_results",),
+    "diskne_runs": ("diskne_cells",),
+    "context_runs": ("context_steps",),
+}
+"""Per parent table, the tables holding its rows by ``run_id`` (deleted first; tables of components not
+migrated in a database are skipped). ``prompt_perplexity`` (component ``templates``) has no foreign key:
+components migrate independently, so keys never cross components."""
+
+
+def rebuild(table: str, columns: str, *, key: str, parent: str, indexes: tuple[str, ...] = ()) -> str:
+    """A migration block rebuilding ``table`` with ``columns`` (its full column list), ``UNIQUE (key)`` and
+    a foreign key ``run_id -> parent``: rows are copied back once per key (the first stored wins) and only
+    when their run exists (a row of a deleted run was unreachable anyway). ``indexes``: names to drop first."""
+    old = f"{table}__pre_keys"
+    return ";\n".join([
+        f"CREATE TABLE {old} AS SELECT *, rowid AS pk_rowid FROM {table}",
+        *(f"DROP INDEX IF EXISTS {name}" for name in indexes),
+        f"DROP TABLE {table}",
+        f"CREATE TABLE {table} ({columns}, UNIQUE ({key}), FOREIGN KEY (run_id) REFERENCES {parent} (run_id))",
+        f"INSERT INTO {table} SELECT DISTINCT ON ({key}) * EXCLUDE (pk_rowid) FROM {old} "
+        f"WHERE run_id IN (SELECT run_id FROM {parent}) ORDER BY {key}, pk_rowid",
+        f"DROP TABLE {old}",
+    ])
+
 
 # benchmark runs: one row per run, one per query result
 MIGRATIONS["runs"] = [
@@ -29,6 +65,18 @@ MIGRATIONS["runs"] = [
     );
     CREATE INDEX run_results_run ON run_results (run_id);
     CREATE INDEX runs_settings ON runs (settings_key)
+    """,
+    # 2: keys (one result per query of a run, no result without its run); a run's owner and heartbeat, so a
+    # run whose process is gone is marked 'interrupted' instead of staying 'running' for ever
+    rebuild("run_results", """
+        run_id VARCHAR NOT NULL, query_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, subject VARCHAR,
+        template VARCHAR, query VARCHAR, golds VARCHAR, gold_ranks VARCHAR, best_gold_rank INTEGER,
+        top_ids VARCHAR, top_names VARCHAR, top_scores VARCHAR, gold_length DOUBLE, hard BOOLEAN,
+        n_candidates INTEGER""", key="run_id, query_id", parent="runs", indexes=("run_results_run",)) + """;
+    ALTER TABLE runs ADD COLUMN owner_host VARCHAR;
+    ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN owner_start VARCHAR;
+    ALTER TABLE runs ADD COLUMN heartbeat_at TIMESTAMP
     """,
 ]
 
@@ -59,6 +107,11 @@ MIGRATIONS["layers"] = [
     UPDATE layer_results SET subset = 'hard' WHERE subset = 'full'
         AND run_id IN (SELECT run_id FROM layer_runs WHERE dataset_set = 'hard')
     """,
+    # 3: keys (one count per layer, relation and subset of a sweep; none without its sweep)
+    rebuild("layer_results", """
+        run_id VARCHAR NOT NULL, layer INTEGER NOT NULL, relation VARCHAR NOT NULL, subset VARCHAR NOT NULL,
+        n INTEGER NOT NULL, hits_1 INTEGER NOT NULL, hits_5 INTEGER NOT NULL, hits_10 INTEGER NOT NULL""",
+            key="run_id, layer, relation, subset", parent="layer_runs", indexes=("layer_results_run",)),
 ]
 
 # expert annotation: sessions, queries, items, append-only rating events
@@ -147,6 +200,14 @@ MIGRATIONS["context"] = [
     """,
     # dataset mode on real contexts: a triple may have several contexts (documents); KB runs have one (0)
     "ALTER TABLE context_steps ADD COLUMN context INTEGER DEFAULT 0",
+    # 3: keys (one row per step of a context sequence; none without its run)
+    rebuild("context_steps", """
+        run_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, query_id VARCHAR NOT NULL, relation VARCHAR NOT NULL,
+        subject VARCHAR, target VARCHAR, permutation INTEGER, step INTEGER NOT NULL, added VARCHAR,
+        added_role VARCHAR, rank_target INTEGER, rank_added INTEGER, mean_rank_cor DOUBLE, mean_rank_incor DOUBLE,
+        rc_target INTEGER, rc_added INTEGER, rc_cor DOUBLE, rc_incor DOUBLE, best_gold_rank INTEGER, notice VARCHAR,
+        context INTEGER DEFAULT 0""", key="run_id, mode, query_id, target, context, permutation, step",
+            parent="context_runs", indexes=("context_steps_run",)),
 ]
 # probing grids: one row per grid, one per cell (the driver alone writes them)
 MIGRATIONS["grid"] = [
@@ -187,6 +248,13 @@ MIGRATIONS["diskne"] = [
     );
     CREATE INDEX diskne_cells_run ON diskne_cells (run_id)
     """,
+    # 2: keys (one cell per disease, seed and category of a run; none without its run)
+    rebuild("diskne_cells", """
+        run_id VARCHAR NOT NULL, target VARCHAR NOT NULL, disease VARCHAR, seed INTEGER NOT NULL,
+        category VARCHAR NOT NULL, f1 DOUBLE, "precision" DOUBLE, recall DOUBLE, tp INTEGER, fp INTEGER,
+        fn INTEGER, tn INTEGER, support INTEGER, epochs INTEGER, best_epoch INTEGER, train_examples INTEGER,
+        validation_examples INTEGER, seconds DOUBLE, history VARCHAR""", key="run_id, target, seed, category",
+            parent="diskne_runs", indexes=("diskne_cells_run",)),
 ]
 
 # template-based vs template-free (probekit.templates.stored): per-prompt perplexity of a stored run's prompts,
