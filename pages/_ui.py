@@ -5,16 +5,12 @@ Pages stay thin by calling these; all real work happens in ``probekit`` (which n
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import html
 import logging
-import re
 import runpy
 import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,11 +18,17 @@ import streamlit as st
 import torch
 
 from probekit import config, models
-from probekit.bench.views import DEFAULT_TEXT, option_text
 from probekit.datasets import Dataset, available_datasets, freetext, load_spec, triples
 from probekit.errors import ProbekitError
 
 log = logging.getLogger("probekit.app")
+
+# the pieces live in their own modules; pages use them all through ``ui``
+from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert  # noqa: E402, F401
+from pages._display import FONT_PX, chart_text, legible, md, message  # noqa: E402, F401
+from pages._kept import download, forget, keep, kept  # noqa: E402, F401
+from pages._options import NONE_LABELS, none_label, option_state, probe_option_widgets  # noqa: E402, F401
+
 CUSTOM = "__custom__"
 UPLOAD = "__upload__"
 MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
@@ -282,252 +284,6 @@ def sidebar() -> None:
             st.file_uploader("Triples file", type=["csv", "jsonl", "json"], key=UPLOAD_KEY,
                              help="Columns subject, relation, object and optionally template ([X] … [Y]); or, "
                                   "template-free: prompt (a sentence with [MASK]), object[, subject, relation].")
-
-
-# ---------------------------------------------------------------- downloads
-_DOWNLOADS: OrderedDict[tuple, bytes] = OrderedDict()
-_DOWNLOADS_MAX_BYTES = 256 * 2**20
-_DOWNLOADS_LOCK = threading.Lock()
-
-
-def download(label: str, make: Callable[[], bytes], *, memo: tuple, file_name: str, key: str,
-             mime: str | None = None, help: str | None = None) -> None:  # noqa: A002 - streamlit's name
-    """A download button whose bytes exist when it is drawn, so every click gets its file.
-
-    Streamlit's deferred downloads (a callable as ``data``) are dropped by the next rerun, and pages with a
-    job panel rerun every second: clicks then fetched nothing ("Deferred file … not found"). Here the
-    bytes are made once per ``memo`` (e.g. ``("run", run_id, "csv")``; finished runs never change) and kept
-    in a small byte-bounded memo; the click does not rerun the page.
-    """
-    with _DOWNLOADS_LOCK:
-        data = _DOWNLOADS.get(memo)
-        if data is not None:
-            _DOWNLOADS.move_to_end(memo)
-    if data is None:
-        data = make()
-        with _DOWNLOADS_LOCK:
-            _DOWNLOADS[memo] = data
-            while len(_DOWNLOADS) > 1 and sum(len(v) for v in _DOWNLOADS.values()) > _DOWNLOADS_MAX_BYTES:
-                _DOWNLOADS.popitem(last=False)
-    st.download_button(label, data, file_name=file_name, mime=mime, key=key, help=help, on_click="ignore",
-                       icon=":material/download:")
-
-
-# ---------------------------------------------------------------- data shown as text, never as markup
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
-def md(text) -> str:
-    """``text`` (an entity, a session name, anything from data) escaped for ``st.markdown``/captions, so
-    ``![x](http://…)`` shows as written instead of fetching an image, and ``<a href>`` stays text.
-    """
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("/", "\\/")
-
-
-_MARKUP = re.compile(r"!\[|\]\(|<[A-Za-z/!]|https?:|www\.")
-
-
-def message(text) -> str:
-    """A message for st.error/st.warning that may quote data (a name typed, a session name): shown as text when it
-    holds link, image or HTML syntax (the browser would fetch an image named in an error), else unchanged (so
-    messages keep their `code` marks)."""
-    return md(text) if _MARKUP.search(str(text)) else str(text)
-
-
-def chart_text(text) -> str:
-    """``text`` for plotly labels and hovers: plotly renders a subset of HTML, so tags are escaped."""
-    return html.escape(str(text), quote=False)
-
-
-FONT_PX = 13
-"""Chart text size: legible on a projector at 1280×720 (issue 18: grey 10-px labels)."""
-
-
-def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | None = None):
-    """``fig`` laid out for a projector: fonts ≥ 12 px, the legend in a row above the plot (never over an axis
-    title), axis labels never cut (automargin). ``percent_axis`` (``"x"`` or ``"y"``) is an accuracy axis in
-    percent: it starts at zero, so a few points' difference does not look like a cliff."""
-    fig.update_layout(height=height, font=dict(size=FONT_PX), hoverlabel=dict(font_size=FONT_PX),
-                      margin=dict(l=10, r=10, t=48 if legend else 16, b=10), showlegend=legend,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
-                                  font=dict(size=FONT_PX), title_text=""))
-    fig.update_xaxes(automargin=True, tickfont_size=FONT_PX - 1, title_font_size=FONT_PX + 1)
-    fig.update_yaxes(automargin=True, tickfont_size=FONT_PX - 1, title_font_size=FONT_PX + 1)
-    if percent_axis:
-        fig.update_layout({f"{percent_axis}axis": dict(rangemode="tozero", ticksuffix="%")})
-    return fig
-
-
-# ---------------------------------------------------------------- access: expert links and the organiser (issue 18)
-# Who a browser session is decides which app it gets (app.py): an expert link's token opens the annotation-only
-# app; everyone else is the organiser, asked for PROBEKIT_ORGANISER_TOKEN when it is set. The token checks live
-# in probekit.annotations.access; these helpers only keep the answer in the browser session's state.
-EXPERT_KEY, ORGANISER_KEY = "pk_expert", "pk_organiser"
-
-
-def expert():
-    """The :class:`probekit.annotations.Expert` this browser session acts as, or None on the organiser side."""
-    held = st.session_state.get(EXPERT_KEY)
-    return held[0] if held else None
-
-
-def access() -> str:
-    """``"expert"`` or ``"organiser"`` for this browser session; stops the run with a message (and no data) when
-    an expert link's token is wrong or revoked, or when the organiser token is required and not yet given.
-
-    A token in the URL (``?token=…``) makes the session an expert's; it is checked again on every run (so a
-    revoked link stops working at once) and remembered, so the expert stays in when the URL loses it.
-    """
-    from probekit import annotations as ann
-
-    qp = st.query_params
-    held = st.session_state.get(EXPERT_KEY)
-    token = qp.get("token") or (held[1] if held else None)
-    if token is not None:
-        who = None
-        try:
-            who = ann.verify_token(token, session_id=qp.get("session") if "token" in qp else None)
-        except ProbekitError as e:
-            st.error(str(e), icon=":material/link_off:")
-        except Exception as e:  # noqa: BLE001 - e.g. the database is busy: say so, show nothing
-            log.error("token check failed\n%s", traceback.format_exc())
-            st.error(f"Could not check this link ({type(e).__name__}); try again in a moment.")
-        if who is None:
-            st.session_state.pop(EXPERT_KEY, None)
-            st.stop()
-        st.session_state[EXPERT_KEY] = (who, token)
-        if qp.get("token") != token or qp.get("session") != who.session_id:
-            qp.from_dict({"session": who.session_id, "token": token})
-        return "expert"
-    if ann.organiser_token_required() and not st.session_state.get(ORGANISER_KEY):
-        _organiser_sign_in()
-        st.stop()
-    return "organiser"
-
-
-def _organiser_sign_in() -> None:
-    from probekit import annotations as ann
-
-    st.title("probekit")
-    st.info("This server asks organisers for the organiser token (PROBEKIT_ORGANISER_TOKEN). Experts: open the "
-            "personal link your organiser sent you.", icon=":material/lock:")
-    given = st.text_input("Organiser token", type="password", key="pk_org_token")
-    if st.button("Sign in", type="primary", key="pk_org_sign_in"):
-        if ann.check_organiser_token(given):
-            st.session_state[ORGANISER_KEY] = True
-            st.rerun()
-        st.error("That is not the organiser token.", icon=":material/error:")
-
-
-# ---------------------------------------------------------------- probe options
-def _option_label(name: str) -> str:
-    return name.replace("_", " ").capitalize()
-
-
-NONE_LABELS = DEFAULT_TEXT
-"""What an option left unset (None) means, in the same words on every page (issue 18: the Probe page said
-"mean / layer 6" where Benchmark said "model default / last layer")."""
-
-
-def none_label(name: str) -> str:
-    return option_text(name, None)
-
-
-def _option_widget(where, option, default, key: str):
-    """One widget for one :class:`probekit.probes.Option`, chosen by its type and choices. A value already in the
-    session state (set by another page, e.g. "open on the Probe page") wins over the default."""
-    label, kind, help_ = _option_label(option.name), option.value_type, option.help or None
-    preset = key in st.session_state
-    if kind is bool:
-        return where.checkbox(label, key=key, help=help_, **({} if preset else {"value": bool(default)}))
-    if option.choices:
-        choices = list(option.choices)
-        if preset and st.session_state[key] not in choices:
-            del st.session_state[key]
-            preset = False
-        start = {} if preset else {"index": choices.index(default) if default in choices else 0}
-        return where.selectbox(label, choices, key=key, help=help_, **start,
-                               format_func=lambda v: option_text(option.name, v))  # one vocabulary (issue 18)
-    if kind in (int, float):
-        start = {} if preset else {"value": None if default is None else kind(default)}
-        return where.number_input(label, min_value=kind(0), step=kind(1), key=key, help=help_,
-                                  placeholder=option_text(option.name, None), **start)
-    start = {} if preset else {"value": "" if default is None else str(default)}
-    value = where.text_input(label, key=key, help=help_, placeholder=none_label(option.name), **start)
-    return value or (None if default is None else value)
-
-
-def option_state(probe, options: dict, *, key: str) -> dict:
-    """Session-state entries that make :func:`probe_option_widgets` open with ``options`` (other pages use it
-    to open the Probe page on a run's own options)."""
-    spec = {o.name: o for o in probe.options}
-    return {(f"{key}_{probe.name}_{name}" if spec[name].advanced else f"{key}_{name}"): value
-            for name, value in options.items() if name in spec}
-
-
-def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None,
-                         nested: bool = False) -> dict:
-    """Widgets for every option of ``probe``, generated from its :class:`~probekit.probes.Option`s: a selectbox
-    for choices, a number input for numbers, a checkbox for flags, a text input otherwise; ``advanced`` options
-    go in an expander. Widget keys are ``f"{key}_{option name}"`` (advanced ones ``f"{key}_{probe}_{option name}"``);
-    ``defaults`` overrides an option's default
-    on this page. Returns ``{option name: value}`` for ``probe.rank(..., **values)``.
-
-    A new probe's options therefore appear on every page with no page change. ``nested``: the container is
-    already an expander (Streamlit allows no expander in an expander), so advanced options follow under a caption.
-    """
-    defaults = defaults or {}
-    where = container if container is not None else st
-    values = {}
-    advanced = [o for o in probe.options if o.advanced]
-    for o in probe.options:
-        if not o.advanced:
-            values[o.name] = _option_widget(where, o, defaults.get(o.name, o.default), f"{key}_{o.name}")
-    if advanced:
-        if nested:
-            where.caption("Advanced")
-        with (contextlib.nullcontext(where) if nested else where.expander("Advanced options")) as box:
-            for o in advanced:
-                # advanced options (batch size, length limits) differ between probes: one widget per probe, so
-                # switching probe never carries retrieval's 50-token limit over to a generative probe
-                values[o.name] = _option_widget(box if nested else st, o, defaults.get(o.name, o.default),
-                                                f"{key}_{probe.name}_{o.name}")
-    return values
-
-
-# ---------------------------------------------------------------- results that match their inputs (issue 18)
-def _signature(inputs: dict) -> str:
-    return hashlib.sha1(repr(sorted((str(k), repr(v)) for k, v in inputs.items())).encode()).hexdigest()
-
-
-def keep(key: str, inputs: dict, value) -> None:
-    """Remember ``value`` (a page's result) together with the ``inputs`` that produced it.
-
-    Pair with :func:`kept`: a page draws a result only while the current inputs (model, dataset, probe, options,
-    query…) are the ones it was computed from, so switching any of them never leaves an old table under new
-    controls.
-    """
-    st.session_state[key] = (_signature(inputs), value)
-
-
-def kept(key: str, inputs: dict, *, note: bool = True):
-    """The value :func:`keep` stored under ``key`` if it was computed from exactly ``inputs``, else None.
-
-    When a result exists but its inputs differ, it is hidden and (``note``) one caption says so.
-    """
-    held = st.session_state.get(key)
-    if held is None:
-        return None
-    if held[0] == _signature(inputs):
-        return held[1]
-    if note:
-        st.caption("The settings changed since the last result; run again to see results for these settings.")
-    return None
-
-
-def forget(key: str) -> None:
-    """Drop a kept result (e.g. after an input error, so no stale result stays on screen)."""
-    st.session_state.pop(key, None)
 
 
 # ---------------------------------------------------------------- share links (issue 18)

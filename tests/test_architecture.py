@@ -202,3 +202,13 @@ def test_new_probe_widgets_render_on_the_pages(toy_probe, tiny_encoder_dir):
     assert errors(bench) == []
     assert bench.selectbox(key="bm_letter").options == ["a", "p", "s"]
     assert bench.checkbox(key="bm_exclude_subject").value is False  # runs keep the reference behaviour
+
+
+def test_page_pieces_never_take_a_pages_url():
+    """Streamlit derives a URL path from every file under pages/, a leading underscore dropped: a helper
+    module named like a page (``_results.py`` beside ``results.py``) stops the whole app with "Two pages
+    resolve to the URL pathname"."""
+    pages = ROOT / "pages"
+    names = [p.stem for p in pages.glob("*.py") if p.stem != "__init__"]
+    paths = [n.lstrip("_") for n in names]
+    assert len(paths) == len(set(paths)), sorted(n for n in names if paths.count(n.lstrip("_")) > 1)

@@ -1,0 +1,73 @@
+"""Who a browser session is: an expert (by the token of their link) or the organiser (issue 18)."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+import streamlit as st
+
+from probekit.errors import ProbekitError
+
+log = logging.getLogger("probekit.app")
+
+
+# ---------------------------------------------------------------- access: expert links and the organiser (issue 18)
+# Who a browser session is decides which app it gets (app.py): an expert link's token opens the annotation-only
+# app; everyone else is the organiser, asked for PROBEKIT_ORGANISER_TOKEN when it is set. The token checks live
+# in probekit.annotations.access; these helpers only keep the answer in the browser session's state.
+EXPERT_KEY, ORGANISER_KEY = "pk_expert", "pk_organiser"
+
+
+def expert():
+    """The :class:`probekit.annotations.Expert` this browser session acts as, or None on the organiser side."""
+    held = st.session_state.get(EXPERT_KEY)
+    return held[0] if held else None
+
+
+def access() -> str:
+    """``"expert"`` or ``"organiser"`` for this browser session; stops the run with a message (and no data) when
+    an expert link's token is wrong or revoked, or when the organiser token is required and not yet given.
+
+    A token in the URL (``?token=…``) makes the session an expert's; it is checked again on every run (so a
+    revoked link stops working at once) and remembered, so the expert stays in when the URL loses it.
+    """
+    from probekit import annotations as ann
+
+    qp = st.query_params
+    held = st.session_state.get(EXPERT_KEY)
+    token = qp.get("token") or (held[1] if held else None)
+    if token is not None:
+        who = None
+        try:
+            who = ann.verify_token(token, session_id=qp.get("session") if "token" in qp else None)
+        except ProbekitError as e:
+            st.error(str(e), icon=":material/link_off:")
+        except Exception as e:  # noqa: BLE001 - e.g. the database is busy: say so, show nothing
+            log.error("token check failed\n%s", traceback.format_exc())
+            st.error(f"Could not check this link ({type(e).__name__}); try again in a moment.")
+        if who is None:
+            st.session_state.pop(EXPERT_KEY, None)
+            st.stop()
+        st.session_state[EXPERT_KEY] = (who, token)
+        if qp.get("token") != token or qp.get("session") != who.session_id:
+            qp.from_dict({"session": who.session_id, "token": token})
+        return "expert"
+    if ann.organiser_token_required() and not st.session_state.get(ORGANISER_KEY):
+        _organiser_sign_in()
+        st.stop()
+    return "organiser"
+
+
+def _organiser_sign_in() -> None:
+    from probekit import annotations as ann
+
+    st.title("probekit")
+    st.info("This server asks organisers for the organiser token (PROBEKIT_ORGANISER_TOKEN). Experts: open the "
+            "personal link your organiser sent you.", icon=":material/lock:")
+    given = st.text_input("Organiser token", type="password", key="pk_org_token")
+    if st.button("Sign in", type="primary", key="pk_org_sign_in"):
+        if ann.check_organiser_token(given):
+            st.session_state[ORGANISER_KEY] = True
+            st.rerun()
+        st.error("That is not the organiser token.", icon=":material/error:")

@@ -1,0 +1,54 @@
+"""Data shown as text, never as markup, and charts laid out for a projector (issue 18/19).
+
+Entity, session and annotator names come from users' files: Markdown, HTML or a link in them must reach the
+screen as the characters typed (an `![x](http://…)` name once rendered as an image and fetched the URL).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# ---------------------------------------------------------------- data shown as text, never as markup
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md(text) -> str:
+    """``text`` (an entity, a session name, anything from data) escaped for ``st.markdown``/captions, so
+    ``![x](http://…)`` shows as written instead of fetching an image, and ``<a href>`` stays text.
+    """
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("/", "\\/")
+
+
+_MARKUP = re.compile(r"!\[|\]\(|<[A-Za-z/!]|https?:|www\.")
+
+
+def message(text) -> str:
+    """A message for st.error/st.warning that may quote data (a name typed, a session name): shown as text when it
+    holds link, image or HTML syntax (the browser would fetch an image named in an error), else unchanged (so
+    messages keep their `code` marks)."""
+    return md(text) if _MARKUP.search(str(text)) else str(text)
+
+
+def chart_text(text) -> str:
+    """``text`` for plotly labels and hovers: plotly renders a subset of HTML, so tags are escaped."""
+    return html.escape(str(text), quote=False)
+
+
+FONT_PX = 13
+"""Chart text size: legible on a projector at 1280×720 (issue 18: grey 10-px labels)."""
+
+
+def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | None = None):
+    """``fig`` laid out for a projector: fonts ≥ 12 px, the legend in a row above the plot (never over an axis
+    title), axis labels never cut (automargin). ``percent_axis`` (``"x"`` or ``"y"``) is an accuracy axis in
+    percent: it starts at zero, so a few points' difference does not look like a cliff."""
+    fig.update_layout(height=height, font=dict(size=FONT_PX), hoverlabel=dict(font_size=FONT_PX),
+                      margin=dict(l=10, r=10, t=48 if legend else 16, b=10), showlegend=legend,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                                  font=dict(size=FONT_PX), title_text=""))
+    fig.update_xaxes(automargin=True, tickfont_size=FONT_PX - 1, title_font_size=FONT_PX + 1)
+    fig.update_yaxes(automargin=True, tickfont_size=FONT_PX - 1, title_font_size=FONT_PX + 1)
+    if percent_axis:
+        fig.update_layout({f"{percent_axis}axis": dict(rangemode="tozero", ticksuffix="%")})
+    return fig

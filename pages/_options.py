@@ -1,0 +1,86 @@
+"""A probe's options as widgets, generated from its :class:`~probekit.probes.Option` list: a new probe's options
+appear on every page with no page change, in one vocabulary (issue 18: "model's default", "last layer")."""
+
+from __future__ import annotations
+
+import contextlib
+
+import streamlit as st
+
+from probekit.bench.views import DEFAULT_TEXT, option_text
+
+
+# ---------------------------------------------------------------- probe options
+def _option_label(name: str) -> str:
+    return name.replace("_", " ").capitalize()
+
+
+NONE_LABELS = DEFAULT_TEXT
+"""What an option left unset (None) means, in the same words on every page (issue 18: the Probe page said
+"mean / layer 6" where Benchmark said "model default / last layer")."""
+
+
+def none_label(name: str) -> str:
+    return option_text(name, None)
+
+
+def _option_widget(where, option, default, key: str):
+    """One widget for one :class:`probekit.probes.Option`, chosen by its type and choices. A value already in the
+    session state (set by another page, e.g. "open on the Probe page") wins over the default."""
+    label, kind, help_ = _option_label(option.name), option.value_type, option.help or None
+    preset = key in st.session_state
+    if kind is bool:
+        return where.checkbox(label, key=key, help=help_, **({} if preset else {"value": bool(default)}))
+    if option.choices:
+        choices = list(option.choices)
+        if preset and st.session_state[key] not in choices:
+            del st.session_state[key]
+            preset = False
+        start = {} if preset else {"index": choices.index(default) if default in choices else 0}
+        return where.selectbox(label, choices, key=key, help=help_, **start,
+                               format_func=lambda v: option_text(option.name, v))  # one vocabulary (issue 18)
+    if kind in (int, float):
+        start = {} if preset else {"value": None if default is None else kind(default)}
+        return where.number_input(label, min_value=kind(0), step=kind(1), key=key, help=help_,
+                                  placeholder=option_text(option.name, None), **start)
+    start = {} if preset else {"value": "" if default is None else str(default)}
+    value = where.text_input(label, key=key, help=help_, placeholder=none_label(option.name), **start)
+    return value or (None if default is None else value)
+
+
+def option_state(probe, options: dict, *, key: str) -> dict:
+    """Session-state entries that make :func:`probe_option_widgets` open with ``options`` (other pages use it
+    to open the Probe page on a run's own options)."""
+    spec = {o.name: o for o in probe.options}
+    return {(f"{key}_{probe.name}_{name}" if spec[name].advanced else f"{key}_{name}"): value
+            for name, value in options.items() if name in spec}
+
+
+def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None,
+                         nested: bool = False) -> dict:
+    """Widgets for every option of ``probe``, generated from its :class:`~probekit.probes.Option`s: a selectbox
+    for choices, a number input for numbers, a checkbox for flags, a text input otherwise; ``advanced`` options
+    go in an expander. Widget keys are ``f"{key}_{option name}"`` (advanced ones ``f"{key}_{probe}_{option name}"``);
+    ``defaults`` overrides an option's default
+    on this page. Returns ``{option name: value}`` for ``probe.rank(..., **values)``.
+
+    A new probe's options therefore appear on every page with no page change. ``nested``: the container is
+    already an expander (Streamlit allows no expander in an expander), so advanced options follow under a caption.
+    """
+    defaults = defaults or {}
+    where = container if container is not None else st
+    values = {}
+    advanced = [o for o in probe.options if o.advanced]
+    for o in probe.options:
+        if not o.advanced:
+            values[o.name] = _option_widget(where, o, defaults.get(o.name, o.default), f"{key}_{o.name}")
+    if advanced:
+        if nested:
+            where.caption("Advanced")
+        with (contextlib.nullcontext(where) if nested else where.expander("Advanced options")) as box:
+            for o in advanced:
+                # advanced options (batch size, length limits) differ between probes: one widget per probe, so
+                # switching probe never carries retrieval's 50-token limit over to a generative probe
+                values[o.name] = _option_widget(box if nested else st, o, defaults.get(o.name, o.default),
+                                                f"{key}_{probe.name}_{o.name}")
+    return values
