@@ -71,6 +71,34 @@ def test_head_only_at_the_mask_equals_the_full_logits(tiny_mlm):
         torch.testing.assert_close(alone, full[0, pos[0]][None], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ["bert", "roberta"])
+@pytest.mark.parametrize("attn_impl", ["sdpa", "eager"])
+def test_mask_row_path_on_roberta_and_either_attention(arch, attn_impl):
+    """The last-layer-at-the-mask path reuses the model's own layers and mask: check it on RoBERTa (positions
+    from the padding index) and on both attention implementations, against the model's full logits."""
+    from transformers import BertConfig, BertForMaskedLM, RobertaConfig, RobertaForMaskedLM
+
+    cls, cfg_cls, pad = {"bert": (BertForMaskedLM, BertConfig, 0),
+                         "roberta": (RobertaForMaskedLM, RobertaConfig, 1)}[arch]
+    torch.manual_seed(0)
+    cfg = cfg_cls(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+                  max_position_embeddings=64, pad_token_id=pad)
+    mlm = cls(cfg).eval()
+    mlm.set_attn_implementation(attn_impl)
+    assert ppl.logits_path(mlm) == "mask_row"
+    batch = torch.randint(5, 100, (4, 9))  # (copies, seq)
+    attn = torch.ones_like(batch)
+    attn[1, 6:] = 0
+    attn[3, 4:] = 0
+    batch[attn == 0] = pad
+    rows, pos = torch.arange(4), torch.tensor([2, 5, 8, 3])
+    batch[rows, pos] = 4  # the "mask" token
+    with torch.inference_mode():
+        full = mlm(input_ids=batch, attention_mask=attn).logits[rows, pos]  # (copies, vocab)
+        fast = ppl._logits_at_mask(mlm, batch, attn, rows, pos, "mask_row")
+    torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("path", ["full", "head"])
 def test_pseudo_perplexity_same_on_every_logits_path(tiny_mlm, monkeypatch, path):
     """Architectures whose head or last layer cannot be split off take a slower path; same values."""
