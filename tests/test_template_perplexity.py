@@ -49,12 +49,73 @@ def test_pseudo_perplexity_by_hand_for_one_prompt(tiny_mlm):
     assert got == pytest.approx(expected, rel=1e-5)
 
 
-def test_pseudo_perplexity_fallback_path_without_head_split(tiny_mlm, monkeypatch):
-    """Architectures whose head cannot be split off take full logits; same values."""
+def test_head_only_at_the_mask_equals_the_full_logits(tiny_mlm):
+    """The MLM head (and the last layer) applied only at each copy's masked row give the logits the
+    model's own forward gives at that row, over every position, padding included."""
     tok, mlm = tiny_mlm.tokenizer, tiny_mlm.mlm
-    split = ppl.pseudo_perplexity(mlm, tok, TEXTS, batch_size=7).nll
+    assert ppl.logits_path(mlm) == "mask_row"  # the fast path is the one the tiny BERT takes
+    ids = tok(TEXTS[:3], padding=True, return_tensors="pt")
+    batch, attn = ids["input_ids"].clone(), ids["attention_mask"]  # (3, seq), right-padded
+    rows, pos = torch.arange(3), torch.tensor([4, 1, 6])  # one masked position per copy, each a real token
+    assert bool(attn[rows, pos].all()) and not bool(attn.all())  # and the batch has padding
+    batch[rows, pos] = tok.mask_token_id
+    with torch.inference_mode():
+        full = mlm(input_ids=batch, attention_mask=attn).logits  # (3, seq, vocab)
+        for path in ("full", "head", "mask_row"):
+            got = ppl._logits_at_mask(mlm, batch, attn, rows, pos, path)  # (3, vocab)
+            assert got.shape == (3, tok.vocab_size)
+            torch.testing.assert_close(got, full[rows, pos], rtol=1e-5, atol=1e-5)
+        # a copy's logits do not depend on its batch neighbours or their padding
+        alone = ppl._logits_at_mask(mlm, batch[:1, :int(attn[0].sum())], attn[:1, :int(attn[0].sum())],
+                                    rows[:1], pos[:1], "mask_row")
+        torch.testing.assert_close(alone, full[0, pos[0]][None], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta"])
+@pytest.mark.parametrize("attn_impl", ["sdpa", "eager"])
+def test_mask_row_path_on_roberta_and_either_attention(arch, attn_impl):
+    """The last-layer-at-the-mask path reuses the model's own layers and mask: check it on RoBERTa (positions
+    from the padding index) and on both attention implementations, against the model's full logits."""
+    from transformers import BertConfig, BertForMaskedLM, RobertaConfig, RobertaForMaskedLM
+
+    cls, cfg_cls, pad = {"bert": (BertForMaskedLM, BertConfig, 0),
+                         "roberta": (RobertaForMaskedLM, RobertaConfig, 1)}[arch]
+    torch.manual_seed(0)
+    cfg = cfg_cls(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+                  max_position_embeddings=64, pad_token_id=pad)
+    mlm = cls(cfg).eval()
+    mlm.set_attn_implementation(attn_impl)
+    assert ppl.logits_path(mlm) == "mask_row"
+    batch = torch.randint(5, 100, (4, 9))  # (copies, seq)
+    attn = torch.ones_like(batch)
+    attn[1, 6:] = 0
+    attn[3, 4:] = 0
+    batch[attn == 0] = pad
+    rows, pos = torch.arange(4), torch.tensor([2, 5, 8, 3])
+    batch[rows, pos] = 4  # the "mask" token
+    with torch.inference_mode():
+        full = mlm(input_ids=batch, attention_mask=attn).logits[rows, pos]  # (copies, vocab)
+        fast = ppl._logits_at_mask(mlm, batch, attn, rows, pos, "mask_row")
+    torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ["full", "head"])
+def test_pseudo_perplexity_same_on_every_logits_path(tiny_mlm, monkeypatch, path):
+    """Architectures whose head or last layer cannot be split off take a slower path; same values."""
+    tok, mlm = tiny_mlm.tokenizer, tiny_mlm.mlm
+    fast = ppl.pseudo_perplexity(mlm, tok, TEXTS, batch_size=7)
+    monkeypatch.setattr(ppl, "logits_path", lambda m: path)
+    slow = ppl.pseudo_perplexity(mlm, tok, TEXTS, batch_size=7)
+    np.testing.assert_array_equal(slow.n_tokens, fast.n_tokens)
+    np.testing.assert_allclose(slow.nll, fast.nll, rtol=1e-5)
+
+
+def test_logits_path_by_architecture(tiny_mlm, monkeypatch):
+    mlm = tiny_mlm.mlm
+    monkeypatch.setattr(mlm.config, "is_decoder", True)
+    assert ppl.logits_path(mlm) == "head"  # a causal BERT: no last-layer shortcut
     monkeypatch.setattr(ppl, "_split_head", lambda m: None)
-    np.testing.assert_allclose(ppl.pseudo_perplexity(mlm, tok, TEXTS, batch_size=7).nll, split, rtol=1e-5)
+    assert ppl.logits_path(mlm) == "full"
 
 
 @pytest.fixture(scope="module")

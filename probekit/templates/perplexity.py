@@ -13,8 +13,9 @@ first gold object in the slot: for a template-free prompt, the corpus sentence i
 ``fill="mask"`` scores the prompt as probed, mask token in place (the mask itself is not scored).
 
 :func:`pseudo_perplexity` is batched: all masked copies of many prompts (one per scored token) are
-stacked and one forward scores ``batch_size`` of them; the MLM head is applied only at the masked
-position of each copy. :func:`pseudo_perplexity_naive` is the plain one-copy-per-forward loop it is
+stacked (length-sorted, each batch padded to its own longest copy) and one forward scores
+``batch_size`` of them; the MLM head, and for BERT-style encoders the last layer too, is applied only at
+the masked position of each copy. :func:`pseudo_perplexity_naive` is the plain one-copy-per-forward loop it is
 tested and benchmarked against.
 """
 
@@ -102,6 +103,97 @@ def _split_head(mlm) -> tuple[torch.nn.Module, torch.nn.Module] | None:
     return None
 
 
+def _post_ln_layers(base) -> list[torch.nn.Module] | None:
+    """The encoder layers of a BERT-style (post-LayerNorm, absolute positions, encoder-only) model, else None.
+
+    For these the last layer can be run at the masked row alone (see :func:`_last_layer_at_rows`).
+    """
+    cfg = base.config
+    if getattr(cfg, "is_decoder", False) or getattr(cfg, "add_cross_attention", False):
+        return None
+    if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
+        return None
+    layers = list(getattr(getattr(base, "encoder", None), "layer", None) or [])
+    if not layers or not hasattr(base, "embeddings"):
+        return None
+    last = layers[-1]
+    sa = getattr(getattr(last, "attention", None), "self", None)
+    parts = (sa, getattr(last.attention, "output", None) if sa is not None else None,
+             getattr(last, "intermediate", None), getattr(last, "output", None))
+    needed = ("query", "key", "value", "num_attention_heads", "attention_head_size")
+    if any(p is None for p in parts) or not all(hasattr(sa, a) for a in needed):
+        return None
+    return layers
+
+
+def logits_path(mlm) -> str:
+    """How :func:`pseudo_perplexity` gets each copy's logits at its masked position, fastest first.
+
+    - ``"mask_row"``: the encoder up to its last layer on every row; the last layer (attention query,
+      feed-forward) and the MLM head only at the masked row (keys and values still from every row);
+    - ``"head"``: the whole encoder on every row, the MLM head only at the masked row;
+    - ``"full"``: the model's own forward (logits at every position), then the masked row.
+
+    All three give the same values up to float rounding (tested); the row-wise parts of a layer
+    (projections, feed-forward, LayerNorm) and of the head do not mix rows, so computing them at one
+    row is computing that row.
+    """
+    split = _split_head(mlm)
+    if split is None:
+        return "full"
+    try:
+        from transformers.masking_utils import create_bidirectional_mask  # noqa: F401
+    except ImportError:
+        return "head"
+    return "mask_row" if _post_ln_layers(split[0]) is not None else "head"
+
+
+def _last_layer_at_rows(layer, hidden: torch.Tensor, keep: torch.Tensor, rows: torch.Tensor,
+                        pos: torch.Tensor) -> torch.Tensor:
+    """A BERT layer's output at row ``pos[c]`` of each copy ``c`` only: (copies, hidden).
+
+    ``hidden`` (copies, seq, hidden) is the layer's input, ``keep`` (copies, seq) is True at real tokens.
+    The masked row attends over every row (keys and values from all of them), so only its query, the
+    attention output, the feed-forward and the LayerNorms shrink from ``seq`` rows to one.
+    """
+    sa = layer.attention.self
+    copies, seq, _ = hidden.shape
+    heads, head_dim = sa.num_attention_heads, sa.attention_head_size
+    x = hidden[rows, pos]  # (copies, hidden): the input at each copy's masked row
+    q = sa.query(x).view(copies, heads, 1, head_dim)  # (copies, heads, 1, head_dim)
+    k = sa.key(hidden).view(copies, seq, heads, head_dim).transpose(1, 2)  # (copies, heads, seq, head_dim)
+    v = sa.value(hidden).view(copies, seq, heads, head_dim).transpose(1, 2)  # (copies, heads, seq, head_dim)
+    ctx = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=keep[:, None, None, :], scale=getattr(sa, "scaling", head_dim ** -0.5))
+    ctx = ctx.reshape(copies, heads * head_dim)  # (copies, hidden): heads concatenated
+    attended = layer.attention.output(ctx, x)  # (copies, hidden): dense, residual, LayerNorm
+    return layer.output(layer.intermediate(attended), attended)  # (copies, hidden): feed-forward, residual, LN
+
+
+def _logits_at_mask(mlm, batch: torch.Tensor, attn: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor,
+                    path: str) -> torch.Tensor:
+    """Logits at each copy's masked position: (copies, vocab). ``batch``/``attn`` (copies, seq), ``rows``/``pos``
+    (copies,): copy ``c`` is masked at ``batch[c, pos[c]]``; ``path`` as in :func:`logits_path`."""
+    if path == "full":
+        return mlm(input_ids=batch, attention_mask=attn).logits[rows, pos]  # (copies, vocab)
+    base, head = _split_head(mlm)
+    if path == "head":
+        hidden = base(input_ids=batch, attention_mask=attn)[0]  # (copies, seq, hidden)
+        return head(hidden[rows, pos])  # (copies, vocab): the head at the masked row only
+    if path != "mask_row":
+        raise ProbekitError(f"unknown logits path {path!r}")
+    from transformers.masking_utils import create_bidirectional_mask
+
+    layers = _post_ln_layers(base)
+    hidden = base.embeddings(input_ids=batch)  # (copies, seq, hidden)
+    mask = create_bidirectional_mask(config=base.config, inputs_embeds=hidden, attention_mask=attn)  # as HF builds it
+    for layer in layers[:-1]:
+        out = layer(hidden, mask)
+        hidden = out[0] if isinstance(out, tuple) else out  # (copies, seq, hidden)
+    at_mask = _last_layer_at_rows(layers[-1], hidden, attn.bool(), rows, pos)  # (copies, hidden)
+    return head(at_mask)  # (copies, vocab)
+
+
 def _device(module: torch.nn.Module) -> torch.device:
     return next(module.parameters()).device
 
@@ -110,8 +202,10 @@ def pseudo_perplexity(mlm, tokenizer, texts: Sequence[str], *, batch_size: int =
                       progress: Progress | None = None) -> Scores:
     """Pseudo-log-likelihood scores of ``texts``, batched: one forward scores ``batch_size`` masked copies.
 
-    Copies are taken from texts sorted by length, so a batch pads little; padding is masked out by
-    the attention mask, so a copy's score does not depend on what it is batched with.
+    Copies of several texts share a forward; texts are sorted by length, so a batch pads only to its
+    own longest copy and little; padding is masked out by the attention mask, so a copy's score does
+    not depend on what it is batched with. The MLM head (and, for BERT-style encoders, the last layer
+    too) runs only at each copy's masked position (:func:`logits_path`).
     """
     texts = _check_texts(texts)
     if tokenizer.mask_token_id is None:
@@ -121,39 +215,34 @@ def pseudo_perplexity(mlm, tokenizer, texts: Sequence[str], *, batch_size: int =
     mask_id, pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id or 0
     special = set(tokenizer.all_special_ids)
     ids = _encode(tokenizer, texts, max_length)
+    lengths = torch.tensor([len(seq) for seq in ids])  # (texts,)
+    padded = torch.full((len(ids), int(lengths.max())), pad_id, dtype=torch.long)  # (texts, longest)
+    for i, seq in enumerate(ids):
+        padded[i, :len(seq)] = torch.tensor(seq)
     order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
-    copies = [(i, p) for i in order for p in _scored_positions(ids[i], special, mask_id)]  # (text, position)
-    nll = np.zeros(len(texts), dtype=np.float64)
-    n_tok = np.zeros(len(texts), dtype=np.int64)
-    split = _split_head(mlm)
+    # one masked copy per scored token: (text, position), shortest texts first
+    copies = torch.tensor([(i, p) for i in order for p in _scored_positions(ids[i], special, mask_id)],
+                          dtype=torch.long).reshape(-1, 2)  # (all copies, 2)
+    nll = torch.zeros(len(texts), dtype=torch.float64)
+    n_tok = torch.bincount(copies[:, 0], minlength=len(texts))  # (texts,) scored tokens per text
+    path = logits_path(mlm)
     dev = _device(mlm)
     with torch.inference_mode():
         for start in range(0, len(copies), batch_size):
-            chunk = copies[start:start + batch_size]
-            width = max(len(ids[i]) for i, _ in chunk)
-            batch = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # (copies, seq)
-            attn = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, (i, _) in enumerate(chunk):
-                batch[row, :len(ids[i])] = torch.tensor(ids[i])
-                attn[row, :len(ids[i])] = 1
-            rows = torch.arange(len(chunk))
-            pos = torch.tensor([p for _, p in chunk])  # (copies,)
+            text, pos = copies[start:start + batch_size].unbind(1)  # (copies,) each
+            width = int(lengths[text].max())  # this batch's longest copy
+            batch = padded[text, :width]  # (copies, seq): a fresh tensor (advanced indexing copies)
+            attn = (torch.arange(width)[None, :] < lengths[text][:, None]).long()  # (copies, seq)
+            rows = torch.arange(len(text))  # (copies,)
             target = batch[rows, pos].clone()  # (copies,) the token each copy hides
             batch[rows, pos] = mask_id
             batch, attn, rows, pos, target = (t.to(dev) for t in (batch, attn, rows, pos, target))
-            if split is not None:
-                base, head = split
-                hidden = base(input_ids=batch, attention_mask=attn)[0]  # (copies, seq, hidden)
-                logits = head(hidden[rows, pos])  # (copies, vocab): the head at the masked row only
-            else:
-                logits = mlm(input_ids=batch, attention_mask=attn).logits[rows, pos]  # (copies, vocab)
+            logits = _logits_at_mask(mlm, batch, attn, rows, pos, path)  # (copies, vocab)
             logp = logits.float().log_softmax(-1).gather(1, target[:, None])[:, 0]  # (copies,)
-            for (i, _), lp in zip(chunk, logp.tolist()):
-                nll[i] -= lp
-                n_tok[i] += 1
+            nll.index_add_(0, text, -logp.double().cpu())  # summed per text
             if progress:
                 progress(min(start + batch_size, len(copies)), len(copies), "pseudo-perplexity")
-    return Scores(nll=nll, n_tokens=n_tok)
+    return Scores(nll=nll.numpy(), n_tokens=n_tok.numpy().astype(np.int64))
 
 
 def pseudo_perplexity_naive(mlm, tokenizer, texts: Sequence[str], *, max_length: int = MAX_LENGTH) -> Scores:
