@@ -7,6 +7,7 @@ the field has, not on whatever the current schema list starts with.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -17,7 +18,7 @@ import pytest
 from probekit import store as store_pkg
 from probekit.bench import results, runs
 from probekit.errors import ProbekitError
-from probekit.store import schema
+from probekit.store import owner, schema
 from probekit.store.db import Store
 
 OLD_RUNS = """
@@ -267,7 +268,7 @@ def test_pid_reuse_does_not_keep_a_run_alive(tiny_encoder, tiny_dataset):
     _as_killed(run.run_id, pid=os.getpid())
     with results.store().transaction() as cur:
         cur.execute("UPDATE runs SET owner_start = 'an-earlier-process' WHERE run_id = ?", [run.run_id])
-    if results._process_start(os.getpid()) is None:
+    if owner.process_start(os.getpid()) is None:
         pytest.skip("no /proc here: process start times are unknown")
     assert runs.list_runs().set_index("run_id").status[run.run_id] == "interrupted"
 
@@ -306,3 +307,25 @@ def test_benchmark_page_lists_a_killed_run_as_interrupted(tiny_encoder, tiny_enc
     assert errors(at) == []
     listing = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert listing.set_index("run_id").status[run.run_id] == "interrupted"
+
+
+def test_a_killed_diskne_run_is_interrupted_and_only_an_unfinished_one_is_taken_over():
+    """Issue 19 §6 "a killed run stays `running` forever in the listings (mark stale runs `interrupted` on start,
+    offer resume)", for DisKnE's fine-tuning runs too: a run whose process is gone is listed interrupted and the
+    next start with its settings takes it over; a run live in another process is never taken over."""
+    from probekit.diskne import runs as dk
+
+    s = dk._store()
+    rows = [("dk-dead", "k1", _dead_pid()), ("dk-live", "k2", os.getppid())]  # the parent process is alive
+    with s.transaction() as cur:
+        for run_id, key, pid in rows:
+            cur.execute("INSERT INTO diskne_runs (run_id, created_at, status, settings_key, label, model, owner_host, "
+                        "owner_pid, heartbeat_at) VALUES (?, ?, 'running', ?, 'l', 'm', ?, ?, ?)",
+                        [run_id, owner.now(), key, socket.gethostname(), pid, owner.now()])
+    status = dk.list_runs().set_index("run_id").status
+    assert status["dk-dead"] == "interrupted" and status["dk-live"] == "running"
+    assert dk._resumable("k2") is None  # alive elsewhere: left to its process
+    assert dk._resumable("k1") == "dk-dead"
+    taken = s.fetch("SELECT status, owner_pid FROM diskne_runs WHERE run_id = 'dk-dead'")[0]
+    assert taken == ("running", os.getpid())
+    assert dk._resumable("k1") is None  # now ours and running: a second start does not take it again

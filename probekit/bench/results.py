@@ -16,11 +16,8 @@ start with the same settings takes it over and resumes it.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import socket
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +32,7 @@ from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError
 from ..metrics.compare import KS, run_subsets
 from ..store import component_store
+from ..store import owner as _owner
 from ..store.export import safe_target, table_bytes, write_table
 from ..types import Query, Ranking
 from .settings import dataset_spec, get_probe, is_hard, resolve_options, settings_key, settings_of
@@ -49,12 +47,7 @@ RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", 
                "message", "owner_host", "owner_pid", "owner_start", "heartbeat_at")
 EXPORT_FORMATS = ("csv", "parquet")
 STATUSES = ("running", "done", "cancelled", "failed", "interrupted")
-UNFINISHED = ("cancelled", "failed", "interrupted")
-"""Statuses a start with the same settings resumes (a ``running`` run belongs to a live process)."""
-STALE_RUN_S = 6 * 3600.0
-"""Default for ``PROBEKIT_STALE_RUN_S``: a running run silent this long is taken as interrupted."""
-HEARTBEAT_S = 60.0
-"""At most this often a running run renews its heartbeat between stored relations."""
+UNFINISHED, STALE_RUN_S, HEARTBEAT_S = _owner.UNFINISHED, _owner.STALE_RUN_S, _owner.HEARTBEAT_S
 ACTIVE: set[str] = set()
 """Run ids being computed by a thread of this process (not resumable, not deletable)."""
 ACTIVE_LOCK = threading.Lock()
@@ -70,99 +63,34 @@ def now() -> datetime:
 
 
 def stale_after() -> float:
-    """Seconds without a heartbeat after which a running run counts as interrupted (``PROBEKIT_STALE_RUN_S``)."""
-    raw = os.environ.get("PROBEKIT_STALE_RUN_S", "")
-    try:
-        value = float(raw) if raw.strip() else STALE_RUN_S
-    except ValueError:
-        raise ProbekitError(f"PROBEKIT_STALE_RUN_S must be a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ProbekitError(f"PROBEKIT_STALE_RUN_S must be positive, got {raw!r}")
-    return value
-
-
-def _process_start(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot, from /proc), or None where that is unknown."""
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-        return stat[stat.rindex(")") + 2:].split()[19]
-    except (OSError, ValueError, IndexError):
-        return None
+    return _owner.stale_after()
 
 
 def owner() -> dict:
     """This process as a run's owner."""
-    return {"owner_host": socket.gethostname(), "owner_pid": os.getpid(), "owner_start": _process_start(os.getpid())}
+    return _owner.owner()
 
 
 def owner_alive(host, pid, start) -> bool | None:
-    """Whether the process that owns a run still runs: None when it cannot be told (another host, no owner)."""
-    if pid is None or host != socket.gethostname():
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, under another user
-    now_start = _process_start(int(pid))
-    return not (start and now_start and now_start != start)  # the pid was reused by a newer process
+    return _owner.owner_alive(host, pid, start)
 
 
 def mark_stale() -> list[str]:
     """Mark ``interrupted`` every running run whose owner is gone or whose heartbeat is stale; their ids."""
-    limit = stale_after()
-    marked = []
-    rows = store().fetch("SELECT run_id, owner_host, owner_pid, owner_start, coalesce(heartbeat_at, created_at) "
-                         "FROM runs WHERE status = 'running'")
-    for run_id, host, pid, start, beat in rows:
-        age = (now() - beat).total_seconds() if beat is not None else float("inf")
-        alive = owner_alive(host, pid, start)
-        if pid is None:
-            why = "no owner recorded (started by an older probekit)"
-        elif alive is False:
-            why = f"its process {pid} on {host} is gone"
-        elif age > limit:
-            why = f"no heartbeat for {age / 3600:.1f} h (PROBEKIT_STALE_RUN_S={limit:g})"
-        else:
-            continue
-        with store().transaction() as cur:
-            # only if nobody beat or took it over since it was read
-            n = cur.execute("UPDATE runs SET status = 'interrupted', message = ? WHERE run_id = ? AND status = "
-                            "'running' AND coalesce(heartbeat_at, created_at) IS NOT DISTINCT FROM ?",
-                            [f"interrupted: {why}; the next start with the same settings resumes it", run_id, beat]
-                            ).fetchone()[0]
-        if n:
-            marked.append(run_id)
-    return marked
+    return _owner.mark_stale(store(), "runs")
 
 
 def claim(run_id: str) -> bool:
     """Take over an unfinished run (cancelled, failed, interrupted) for this process; False when another
     process took it first."""
-    me = owner()
-    with store().transaction() as cur:
-        n = cur.execute(f"UPDATE runs SET status = 'running', message = NULL, owner_host = ?, owner_pid = ?, "
-                        f"owner_start = ?, heartbeat_at = ? WHERE run_id = ? AND status IN "
-                        f"({', '.join('?' * len(UNFINISHED))})",
-                        [me["owner_host"], me["owner_pid"], me["owner_start"], now(), run_id, *UNFINISHED]
-                        ).fetchone()[0]
-    return bool(n)
+    return _owner.claim(store(), "runs", run_id)
 
 
-class Heartbeat:
+class Heartbeat(_owner.Heartbeat):
     """Renews a running run's heartbeat, at most every :data:`HEARTBEAT_S` (call it as often as you like)."""
 
     def __init__(self, run_id: str | None, every: float | None = None):
-        self.run_id, self.every, self.last = run_id, HEARTBEAT_S if every is None else every, time.monotonic()
-
-    def __call__(self) -> None:
-        if self.run_id is None or time.monotonic() - self.last < self.every:
-            return
-        self.last = time.monotonic()
-        with store().transaction() as cur:
-            cur.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND status = 'running'",
-                        [now(), self.run_id])
+        super().__init__(store(), "runs", run_id, every)
 
 
 def new_run_id() -> str:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..errors import ProbekitError
 from ..jobs import Cancelled
+from ..store import owner
 from . import results
 from .data import read_set
 from .finetune import FinetuneSettings, cell_settings, run_cell
@@ -57,10 +58,22 @@ def _key(model: str, revision: str, set_version: str, categories, seeds, ft: Fin
     return hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def mark_stale() -> list[str]:
+    """Runs whose process is gone (or silent past ``PROBEKIT_STALE_RUN_S``) marked ``interrupted``; their ids."""
+    return owner.mark_stale(_store(), "diskne_runs")
+
+
 def _resumable(key: str) -> str | None:
-    rows = _store().fetch("SELECT run_id FROM diskne_runs WHERE settings_key = ? AND status <> 'done' "
-                          "ORDER BY created_at DESC LIMIT 1", [key])
-    return rows[0][0] if rows else None
+    """The newest unfinished run with these settings (cancelled, failed, interrupted), taken over by this
+    process; a run still ``running`` in a live process is left to it (two processes never fine-tune the same
+    cells into one run)."""
+    mark_stale()
+    marks = ", ".join("?" * len(owner.UNFINISHED))
+    for (run_id,) in _store().fetch(f"SELECT run_id FROM diskne_runs WHERE settings_key = ? AND status IN ({marks}) "
+                                    "ORDER BY created_at DESC", [key, *owner.UNFINISHED]):
+        if owner.claim(_store(), "diskne_runs", run_id):
+            return run_id
+    return None
 
 
 def _done_cells(run_id: str) -> set[tuple[str, int]]:
@@ -135,21 +148,22 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
             progress(0, 1, f"{prefix}negatives by {model_id}'s name embeddings")
             neg = negatives_mod.for_model(ds, model, n=n_negatives)
             key = _key(model_id, model.revision, ds.version, cats, seeds, ft, n_negatives, str(model.device))
-            run_id = _resumable(key)
-            if run_id is not None:  # an unfinished run with these settings: carry on where it stopped
-                with _store().transaction() as cur:
-                    cur.execute("UPDATE diskne_runs SET status = 'running', message = NULL WHERE run_id = ?", [run_id])
-            else:
+            run_id = _resumable(key)  # an unfinished run with these settings: carry on where it stopped
+            if run_id is None:
                 run_id = f"dk-{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+                me = owner.owner()
                 with _store().transaction() as cur:
                     cur.execute("INSERT INTO diskne_runs (run_id, created_at, status, settings_key, label, model, "
                                 "model_revision, set_name, set_version, set_path, categories, seeds, finetune, "
-                                "n_negatives, negatives, device, n_cells) VALUES "
-                                "(?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                "n_negatives, negatives, device, n_cells, owner_host, owner_pid, owner_start, "
+                                "heartbeat_at) VALUES "
+                                "(?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                 [run_id, _now(), key, run_label(model_id, ft), model_id, model.revision, ds.name,
                                  ds.version, str(set_path), json.dumps(cats), json.dumps(list(seeds)),
                                  json.dumps(ft.to_dict()), n_negatives, json.dumps(neg), str(model.device),
-                                 len(todo) * len(seeds)])
+                                 len(todo) * len(seeds), me["owner_host"], me["owner_pid"], me["owner_start"],
+                                 owner.now()])
+            beat = owner.Heartbeat(_store(), "diskne_runs", run_id, every=0)  # after every fine-tuned cell
             done = _done_cells(run_id)
             cells = []
             for t in todo:
@@ -166,6 +180,7 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
                 mapper = map_cells or _sequential(progress, should_cancel, label, total - len(cells), total)
                 for k, r in enumerate(mapper(run_cell, cells), start=1):
                     _insert_cell(run_id, r)
+                    beat()
                     progress(total - len(cells) + k, total,
                              f"{prefix}fine-tuning · {r['disease']} (seed {r['seed']}) done")
             except BaseException as e:
@@ -195,6 +210,7 @@ def start_grid(models: Sequence[str], set_path: str | Path, **options):
 
 # ---------------------------------------------------------------- reading runs back
 def list_runs() -> pd.DataFrame:
+    mark_stale()  # a run whose process is gone shows as interrupted, not running for ever
     return _store().fetch_df(
         "SELECT r.run_id, r.created_at, r.status, r.label, r.model, r.set_name, r.categories, r.seeds, r.n_cells, "
         "(SELECT count(DISTINCT (c.target, c.seed)) FROM diskne_cells c WHERE c.run_id = r.run_id) AS cells_done, "

@@ -255,6 +255,13 @@ MIGRATIONS["diskne"] = [
         fn INTEGER, tn INTEGER, support INTEGER, epochs INTEGER, best_epoch INTEGER, train_examples INTEGER,
         validation_examples INTEGER, seconds DOUBLE, history VARCHAR""", key="run_id, target, seed, category",
             parent="diskne_runs", indexes=("diskne_cells_run",)),
+    # 3: a run's owner and heartbeat (probekit.store.owner): a killed run is 'interrupted', not 'running' for ever
+    """
+    ALTER TABLE diskne_runs ADD COLUMN owner_host VARCHAR;
+    ALTER TABLE diskne_runs ADD COLUMN owner_pid INTEGER;
+    ALTER TABLE diskne_runs ADD COLUMN owner_start VARCHAR;
+    ALTER TABLE diskne_runs ADD COLUMN heartbeat_at TIMESTAMP
+    """,
 ]
 
 # template-based vs template-free (probekit.templates.stored): per-prompt perplexity of a stored run's prompts,
