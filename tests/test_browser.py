@@ -20,7 +20,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -97,10 +96,10 @@ SW_CANCEL = lambda p: p.locator(key("sw_cancel"))  # the job panel's Cancel: the
 SW_RESULT = lambda p: [p.locator(f"{key('sw_macro')} {PLOT}"), p.locator(f"{key('sw_relations')} {PLOT}"),
                        p.get_by_text("best checkpoint (step", exact=False)]
 
-# Every page of the app: (URL path, screenshot name, its title); "" is the default page (Probe), opened on a
-# share link so the screenshot shows a result.
+# Every page of the app: (URL path, screenshot name, its title[, the state to wait for]); the default page (Probe)
+# is opened on a share link, which probes at once.
 PAGES = [
-    ("?model=default&dataset=demo&relation=may_treat&query=may_treat:0003", "probe", "Probe"),
+    ("?model=default&dataset=demo&relation=may_treat&query=may_treat:0003", "probe", "Probe", PROBE_RESULT),
     ("context", "context", "Context"),
     ("corpora", "corpora", "Corpora"),
     ("benchmark", "benchmark", "Benchmark"),
@@ -339,24 +338,19 @@ def test_rewire_then_sweep_the_checkpoints(page, app_url):
     no_exception(page)
 
 
-def screenshots_dir() -> Path:
-    """``$PROBEKIT_SCREENSHOTS`` (``make screenshots``: docs/screenshots), else a temporary folder, so a plain
-    test run leaves the repository clean."""
-    folder = os.environ.get("PROBEKIT_SCREENSHOTS")
-    return Path(folder) if folder else Path(tempfile.mkdtemp(prefix="probekit-screenshots-"))
-
-
-def test_screenshot_every_page(browser, app_url):
+def test_screenshot_every_page(browser, app_url, tmp_path):
     """Every page at 1280×720, loaded, idle, without an exception or error; runs last, so the pages show the
     runs the tests above stored."""
-    out = screenshots_dir()
+    # $PROBEKIT_SCREENSHOTS (`make screenshots`: docs/screenshots), else pytest's temporary folder: a plain test run
+    # leaves the repository clean
+    out = Path(os.environ.get("PROBEKIT_SCREENSHOTS") or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
     ctx = browser.new_context(viewport=SCREEN)
     page = ctx.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     try:
-        for path, name, title_text in PAGES:
-            open_page(page, f"{app_url}/{path}", title_text)
+        for path, name, title_text, *state in PAGES:
+            open_page(page, f"{app_url}/{path}", title_text, *(state[0](page) if state else []))
             assert page.locator(EXCEPTION).count() == 0, f"{name}: {page.locator(EXCEPTION).first.inner_text()}"
             assert page.locator(ERROR).count() == 0, f"{name}: {page.locator(ERROR).first.inner_text()}"
             page.screenshot(path=str(out / f"{name}.png"))
