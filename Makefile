@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: app test test-slow lint bench install clean-cache
+.PHONY: app test test-slow lint bench install clean-cache screenshots
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ test: install
 
 test-slow: install
 	$(PY) -m pytest -m slow
+
+# Every page at 1280x720 into docs/screenshots/ (README, Pages): taken by the browser test after its runs, so the
+# pages show stored results. Needs Debian's chromium (apt-get install chromium).
+screenshots: install
+	@command -v chromium >/dev/null || test -x "$$PROBEKIT_CHROMIUM" || { echo "make screenshots needs chromium: apt-get install chromium"; exit 1; }
+	PROBEKIT_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider
 
 # ruff check only: the code keeps its hand-wrapped 120-column layout, which `ruff format` would rewrite.
 lint: install

@@ -1,6 +1,12 @@
 """Playwright tests in headless Chromium against a real ``streamlit run``: the main flow (open the app,
-probe, see the top-k table), a benchmark run started in the browser and reopened from the store, one
-rank-change curve on the Context page, and a short rewiring run whose checkpoints are swept.
+probe, see the top-k table), a typed query, a benchmark run started in the browser and reopened from the store,
+one rank-change curve on the Context page, a short rewiring run whose checkpoints are swept, and a screenshot of
+every page at 1280×720 (into ``$PROBEKIT_SCREENSHOTS``: ``make screenshots`` writes docs/screenshots/).
+
+Robust on a loaded machine (issue 18 §6): every step waits for Streamlit to be idle *and* for the state it
+expects (:func:`wait_idle`), never for a fixed time; a locator that Streamlit may draw twice during a rerun is
+only narrowed with ``.first`` once the app is idle. Every selector is in the block below, so a page that moves a
+widget needs one line changed here.
 
 Uses Debian's chromium (``playwright install`` cannot download browsers here). Skips, saying so,
 only when no browser is installed.
@@ -29,6 +35,142 @@ if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium (the browser test needs it)",
                 allow_module_level=True)
 
+# ================================================================ selectors: the one place to adjust
+# Element keys (.st-key-<key>) first, then roles with their names; texts only where nothing else identifies.
+TIMEOUT_MS = 120_000  # every wait: generous, for a loaded 2-core machine (waits end as soon as the state holds)
+JOB_TIMEOUT_MS = 420_000  # a background job's end (benchmark, rewiring, sweep): minutes on a loaded machine
+
+# Streamlit's own
+APP = '[data-testid="stApp"]'  # carries data-test-script-state and data-test-connection-state
+STATUS = '[data-testid="stStatusWidget"]'  # the "Running…" widget, there while a script runs
+STALE = '[data-testid="stElementContainer"][data-stale="true"]'  # the last run's elements, until replaced
+SKELETON = '[data-testid^="stSkeleton"], [data-testid="stAppSkeleton"]'  # an element still loading its code
+EXCEPTION = '[data-testid="stException"]'
+ERROR = '[data-testid="stAlertContentError"]'
+PLOT = ".js-plotly-plot"
+TABLE = '[data-testid="stDataFrame"]'  # st.dataframe: keyed, it gets .st-key-<key> only when it takes selections
+
+
+def key(k: str) -> str:
+    """The container of the widget (or plotly chart, or selectable dataframe) created with ``key=k``."""
+    return f".st-key-{k}"
+
+
+def title(page, text: str):
+    return page.locator("h1").filter(has_text=text)
+
+
+# Probe (pages/probe.py): dataset mode runs with pk_run, a typed query is a form submitted by pk_submit
+PROBE_SOURCE_TYPED = lambda p: p.locator(key("pk_source")).get_by_role("radio", name="Type a query")
+PROBE_QUERY_BOX = lambda p: p.get_by_role("textbox", name="Cloze query")
+PROBE_BUTTON_NAME = re.compile(r"^Probe( Shortcut .*)?$")  # a button's name includes its shortcut
+PROBE_RUN = lambda p: p.locator(f"{key('pk_run')} button").or_(p.get_by_role("button", name=PROBE_BUTTON_NAME))
+PROBE_SUBMIT = lambda p: p.locator(f"{key('pk_submit')} button").or_(p.get_by_role("button", name=PROBE_BUTTON_NAME))
+# the result: the top-k table (drawn on a canvas), its chart and the caption "**query** — model, probe, N candidates"
+PROBE_RESULT = lambda p, text=re.compile(r"[\d,]+ candidates"): [p.locator(TABLE), p.locator(PLOT), p.get_by_text(text)]
+# Benchmark (pages/benchmark.py)
+BM_EMPTY = lambda p: p.get_by_text("No stored runs yet", exact=False)
+BM_START = lambda p: p.locator(f"{key('bm_start')} button")
+BM_CANCEL = lambda p: p.locator(key("bm_cancel"))  # the job panel's Cancel: there while the benchmark runs
+BM_RESULT = lambda p: [p.locator(TABLE), p.locator(f"{key('bm_rel_chart')} {PLOT}"),
+                       p.locator(f"{key('bm_len_chart')} {PLOT}")]
+# Context (pages/context.py)
+CTX_DOC = lambda p: p.locator(f"{key('ctx_doc')} textarea")
+CTX_RUN = lambda p: p.locator(f"{key('ctx_run')} button")
+CTX_RUN_ENABLED = lambda p: p.locator(f"{key('ctx_run')} button:enabled")  # enabled once the note is segmented
+CTX_MARKS = lambda p: p.locator("mark")  # the note with its entities marked
+CTX_CURVE = lambda p: p.locator(f"{key('ctx_curve')} {PLOT}")
+CTX_TRACES = lambda p: p.locator(f"{key('ctx_curve')} {PLOT} .scatterlayer .trace")
+CTX_UCM = lambda p: p.get_by_text(re.compile(r"Over \d+ steps? that added a correct object|No correct object"))
+# Rewire and sweep (pages/rewire.py, pages/sweep.py)
+RW_EMPTY = lambda p: p.get_by_text("No rewiring runs yet", exact=False)
+RW_NUMBER = lambda p, k: p.locator(f"{key(k)} input")  # rw_steps, rw_every, rw_batch
+RW_START = lambda p: p.locator(f"{key('rw_start')} button")
+RW_STOP = lambda p: p.locator(key("rw_stop"))  # the job panel's Stop button: there while training runs
+RW_LIVE = lambda p: p.locator(f"{key('rw_live')} {PLOT}")  # the live loss curve (a rerun may draw it twice)
+RW_CURVE = lambda p: p.locator(f"{key('rw_curve')} {PLOT}")  # the selected finished run's curve
+RW_CHECKPOINTS = lambda p: p.locator(TABLE)  # the run's checkpoints (rw_ckpts)
+RW_TO_SWEEP = lambda p: p.locator(f"{key('rw_to_sweep')} button")
+SW_START = lambda p: p.locator(f"{key('sw_start')} button:enabled")
+SW_CANCEL = lambda p: p.locator(key("sw_cancel"))  # the job panel's Cancel: there while the sweep runs
+SW_RESULT = lambda p: [p.locator(f"{key('sw_macro')} {PLOT}"), p.locator(f"{key('sw_relations')} {PLOT}"),
+                       p.get_by_text("best checkpoint (step", exact=False)]
+
+# Every page of the app: (URL path, screenshot name, its title[, the state to wait for]); the default page (Probe)
+# is opened on a share link, which probes at once.
+PAGES = [
+    ("?model=default&dataset=demo&relation=may_treat&query=may_treat:0003", "probe", "Probe", PROBE_RESULT),
+    ("context", "context", "Context"),
+    ("corpora", "corpora", "Corpora"),
+    ("benchmark", "benchmark", "Benchmark"),
+    ("compare", "compare", "Compare runs"),
+    ("layers", "layers", "Layer"),
+    ("grid", "grid", "grid"),
+    ("diskne", "diskne", "DisKnE"),
+    ("templates", "templates", "Templates vs free text"),
+    ("rewire", "rewire", "rewiring"),
+    ("sweep", "sweep", "Checkpoint sweep"),
+    ("annotate", "annotate", "Annotate"),
+    ("results", "results", "Annotation results"),
+]
+SCREEN = {"width": 1280, "height": 720}
+# ================================================================
+
+
+# Idle: connected, no script (or fragment) running, no "Running…" widget, no element left from the last run, no
+# element still loading its code (widgets render lazily, some only after the script has finished).
+_IDLE_JS = f"""() => {{
+  const app = document.querySelector('{APP}');
+  return !!app && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+    && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('{STATUS}') && !document.querySelector('{STALE}')
+    && !document.querySelector('{SKELETON}');
+}}"""
+
+
+def wait_idle(page, *expected, timeout: float = TIMEOUT_MS) -> None:
+    """Wait until Streamlit has finished running and every ``expected`` state holds at the same moment.
+
+    ``expected``: a Locator (some element of it visible; ``button:enabled`` and the like express more) or a
+    ``(Locator, n)`` pair (exactly n elements). Waiting for the expected state too closes the gap between an
+    action and the rerun it causes (the app still looks idle until the rerun starts); both are checked again
+    together, so a state seen during a rerun (a stale element) does not count.
+    """
+    from playwright.sync_api import expect
+
+    deadline = time.monotonic() + timeout / 1000
+    left = lambda: max(1.0, (deadline - time.monotonic()) * 1000)
+
+    def holds(e) -> bool:
+        if isinstance(e, tuple):
+            return e[0].count() == e[1]
+        return e.filter(visible=True).count() > 0
+
+    while True:
+        try:
+            for e in expected:
+                if isinstance(e, tuple):
+                    expect(e[0]).to_have_count(e[1], timeout=left())
+                else:
+                    e.filter(visible=True).first.wait_for(timeout=left())
+            page.wait_for_function(_IDLE_JS, timeout=left(), polling="raf")
+        except Exception as err:  # a Playwright timeout: say what was awaited
+            raise AssertionError(f"app not idle with {expected} within {timeout / 1000:.0f} s: {err}") from err
+        if page.evaluate(_IDLE_JS) and all(holds(e) for e in expected):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"app not idle with {expected} within {timeout / 1000:.0f} s")
+
+
+def no_exception(page) -> None:
+    assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
+    assert page.locator(ERROR).count() == 0, page.locator(ERROR).first.inner_text()
+
+
+def open_page(page, url: str, title_text: str, *expected) -> None:
+    page.goto(url)
+    wait_idle(page, title(page, title_text), *expected)
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -47,13 +189,15 @@ def serve(env: dict, log_path: Path):
          "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 90
+        deadline = time.time() + 120
         while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited: {log_path.read_text()[-2000:]}")
             try:
                 if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
                     break
             except OSError:
-                time.sleep(0.5)
+                time.sleep(0.5)  # polling the health endpoint, not timing the app
         else:
             pytest.fail(f"streamlit did not start: {log_path.read_text()[-2000:]}")
         yield url
@@ -84,63 +228,63 @@ def app_url(tmp_path_factory):
         "\n".join(f"In this cohort {q.subject.lower()} was associated with {g.lower()} in most patients"
                   for q in demo.queries for g in q.golds) + "\n")
     env = {**os.environ, "PROBEKIT_CACHE_DIR": str(base / "cache"), "PROBEKIT_DB": str(base / "pk.duckdb"),
-           "PROBEKIT_CORPORA_DIR": str(corpora), "PROBEKIT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+           "PROBEKIT_DATA_DIR": str(base / "data"), "PROBEKIT_CORPORA_DIR": str(corpora),
+           "PROBEKIT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    env.pop("PROBEKIT_ORGANISER_TOKEN", None)  # the organiser's pages open without signing in
     with serve(env, base / "server.log") as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def page(app_url, tmp_path_factory):
+def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = launch(pw)
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = ctx.new_page()
-        pg.set_default_timeout(120_000)
-        yield pg
-        browser.close()
+        b = launch(pw)
+        yield b
+        b.close()
 
 
-def _shot(page, name: str) -> None:
-    folder = os.environ.get("PROBEKIT_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+@pytest.fixture(scope="module")
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    yield pg
+    ctx.close()
 
 
 def test_probe_main_flow(page, app_url):
-    page.goto(app_url)
-    page.get_by_test_id("stBaseButton-primary").click()
-    page.get_by_test_id("stDataFrame").first.wait_for()
-    # The table draws on a canvas: check its caption line and the chart instead of cell text.
-    page.get_by_text("candidates", exact=False).first.wait_for()
-    page.locator(".js-plotly-plot").first.wait_for()
+    open_page(page, app_url, "Probe", PROBE_RUN(page))
+    PROBE_RUN(page).first.click()
+    wait_idle(page, *PROBE_RESULT(page))
     assert "query=" in page.url and "model=" in page.url
-    assert page.get_by_test_id("stException").count() == 0
-    _shot(page, "probe")
+    no_exception(page)
 
 
-def _no_exception(page) -> None:
-    assert page.get_by_test_id("stException").count() == 0
-    assert page.get_by_test_id("stAlertContentError").count() == 0
+def test_probe_typed_query(page, app_url):
+    """A typed cloze query is probed and shown as the result's caption; the URL holds the text."""
+    open_page(page, app_url, "Probe", PROBE_SOURCE_TYPED(page))
+    PROBE_SOURCE_TYPED(page).click()
+    wait_idle(page, PROBE_QUERY_BOX(page))
+    PROBE_QUERY_BOX(page).fill("Aspirin might prevent [MASK].")
+    PROBE_SUBMIT(page).first.click()
+    wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"))
+    assert "text=" in page.url
+    no_exception(page)
 
 
 def test_benchmark_run_then_reopen_from_the_store(page, app_url):
     """Start a demo benchmark in the browser (background job, live progress), see its charts, then open the
     page afresh: the stored run is shown without running anything."""
-    page.goto(f"{app_url}/benchmark")
-    page.get_by_text("No stored runs yet").wait_for()
-    page.get_by_role("button", name="Start").click()
-    page.get_by_text("Accuracy (%): full set vs its hard subset").wait_for()
-    page.locator(".js-plotly-plot").nth(1).wait_for()  # per-relation and by-length charts
-    _no_exception(page)
-    page.goto(f"{app_url}/benchmark")  # a new browser session: the run comes from DuckDB
-    page.get_by_text("Accuracy (%): full set vs its hard subset").wait_for()
-    page.locator(".js-plotly-plot").nth(1).wait_for()
-    assert page.get_by_text("No stored runs yet").count() == 0
-    _no_exception(page)
-    _shot(page, "benchmark")
+    open_page(page, f"{app_url}/benchmark", "Benchmark", BM_EMPTY(page), BM_START(page))
+    BM_START(page).click()
+    # partial results show while it runs: wait for the end
+    wait_idle(page, *BM_RESULT(page), (BM_CANCEL(page), 0), timeout=JOB_TIMEOUT_MS)
+    no_exception(page)
+    open_page(page, f"{app_url}/benchmark", "Benchmark", *BM_RESULT(page))  # a new session: the run from DuckDB
+    assert BM_EMPTY(page).count() == 0
+    no_exception(page)
 
 
 def test_context_draws_a_rank_change_curve(page, app_url):
@@ -153,48 +297,63 @@ def test_context_draws_a_rank_change_curve(page, app_url):
     note = (f"{q.subject} was suspected. MRI of the {q.golds[1].lower()} was normal, the {pool[0].lower()} too. "
             f"Lesions were seen in the {q.golds[0].lower()}. Biopsy of the {pool[1].lower()} was negative; "
             f"the {q.golds[-1].lower()} is involved.")
-    page.goto(f"{app_url}/context")
-    box = page.get_by_label("Document (e.g. a clinical note mentioning S and O_t)")
-    box.fill(note)
-    box.press("Control+Enter")
-    page.get_by_text("segments; blue = O_t").wait_for()
-    page.get_by_role("button", name="Run", exact=True).click()
-    # the UCM sentence of the run (whichever way it reads), once the run is drawn
-    page.get_by_text(re.compile(r"Over \d+ steps? that added a correct object|No correct object \(O_cor\) was added"))\
-        .first.wait_for()
-    page.locator(".js-plotly-plot").first.wait_for()
-    assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 4  # O_t, O_cor, O_incor, O_a
-    _no_exception(page)
-    _shot(page, "context")
+    open_page(page, f"{app_url}/context", "Context", CTX_DOC(page))
+    CTX_DOC(page).fill(note)
+    CTX_DOC(page).press("Control+Enter")
+    wait_idle(page, CTX_RUN_ENABLED(page), CTX_MARKS(page))
+    CTX_RUN(page).click()
+    wait_idle(page, CTX_CURVE(page), CTX_UCM(page))
+    assert CTX_TRACES(page).count() >= 4  # O_t, O_cor, O_incor, O_a
+    no_exception(page)
 
 
-def _set_number(page, label: str, value: int) -> None:
-    box = page.get_by_label(label, exact=True)
+def _set_number(page, widget_key: str, value: int) -> None:
+    from playwright.sync_api import expect
+
+    box = RW_NUMBER(page, widget_key)
     box.fill(str(value))
     box.press("Enter")
+    wait_idle(page, box)
+    expect(box).to_have_value(str(value))
 
 
 def test_rewire_then_sweep_the_checkpoints(page, app_url):
     """Rewire the default model on pubmed_0 for a few steps from the UI (live loss, checkpoints), then sweep
     its checkpoints on the demo dataset and see the acc@k-vs-step plot."""
-    page.goto(f"{app_url}/rewire")
-    page.get_by_text("No rewiring runs yet").wait_for()
-    _set_number(page, "Steps", 6)
-    _set_number(page, "Checkpoint every", 3)
-    _set_number(page, "Batch size (pairs)", 8)
-    page.get_by_role("button", name="Start training").click()
-    stop = page.locator(".st-key-rw_stop")  # the job panel's Stop button: there while training runs
-    stop.wait_for()
-    page.locator(".st-key-rw_live .js-plotly-plot").first.wait_for()  # the live loss curve (reruns may draw it twice)
-    stop.wait_for(state="detached")
-    page.locator(".st-key-rw_curve .js-plotly-plot").first.wait_for()  # the finished run's curve and checkpoints
-    sweep = page.get_by_role("button", name="Sweep these checkpoints")
-    assert sweep.is_enabled()  # checkpoints at steps 3 and 6
-    _no_exception(page)
-    _shot(page, "rewire")
-    sweep.click()
-    page.get_by_role("button", name="Run sweep").click()
-    page.get_by_text("best checkpoint (step").wait_for()
-    page.locator(".js-plotly-plot").nth(1).wait_for()  # macro/micro vs step, and per relation
-    _no_exception(page)
-    _shot(page, "sweep")
+    open_page(page, f"{app_url}/rewire", "rewiring", RW_EMPTY(page), RW_START(page))
+    _set_number(page, "rw_steps", 6)
+    _set_number(page, "rw_every", 3)
+    _set_number(page, "rw_batch", 8)
+    RW_START(page).click()
+    # while it trains the job panel reruns every second (never idle for long): wait for a visible live curve
+    RW_LIVE(page).filter(visible=True).first.wait_for(timeout=JOB_TIMEOUT_MS)
+    wait_idle(page, RW_CURVE(page), RW_CHECKPOINTS(page), (RW_STOP(page), 0), (RW_LIVE(page), 0),
+              timeout=JOB_TIMEOUT_MS)
+    assert RW_TO_SWEEP(page).is_enabled()  # checkpoints at steps 3 and 6
+    no_exception(page)
+    RW_TO_SWEEP(page).click()
+    wait_idle(page, title(page, "Checkpoint sweep"), SW_START(page))
+    SW_START(page).click()
+    wait_idle(page, *SW_RESULT(page), (SW_CANCEL(page), 0), timeout=JOB_TIMEOUT_MS)
+    no_exception(page)
+
+
+def test_screenshot_every_page(browser, app_url, tmp_path):
+    """Every page at 1280×720, loaded, idle, without an exception or error; runs last, so the pages show the
+    runs the tests above stored."""
+    # $PROBEKIT_SCREENSHOTS (`make screenshots`: docs/screenshots), else pytest's temporary folder: a plain test run
+    # leaves the repository clean
+    out = Path(os.environ.get("PROBEKIT_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = browser.new_context(viewport=SCREEN)
+    page = ctx.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        for path, name, title_text, *state in PAGES:
+            open_page(page, f"{app_url}/{path}", title_text, *(state[0](page) if state else []))
+            assert page.locator(EXCEPTION).count() == 0, f"{name}: {page.locator(EXCEPTION).first.inner_text()}"
+            assert page.locator(ERROR).count() == 0, f"{name}: {page.locator(ERROR).first.inner_text()}"
+            page.screenshot(path=str(out / f"{name}.png"))
+            assert (out / f"{name}.png").stat().st_size > 10_000, name
+    finally:
+        ctx.close()
