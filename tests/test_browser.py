@@ -263,12 +263,13 @@ def test_probe_main_flow(page, app_url):
 
 
 def test_probe_typed_query(page, app_url):
-    """A typed cloze query is probed and shown as the result's caption; the URL holds the text."""
+    """A typed cloze query is probed by pressing Enter in the query box (issue 18 §5: "Enter in the query box
+    must run the probe"), shown as the result's caption; the URL holds the text."""
     open_page(page, app_url, "Probe", PROBE_SOURCE_TYPED(page))
     PROBE_SOURCE_TYPED(page).click()
-    wait_idle(page, PROBE_QUERY_BOX(page))
+    wait_idle(page, PROBE_QUERY_BOX(page), PROBE_SUBMIT(page))
     PROBE_QUERY_BOX(page).fill("Aspirin might prevent [MASK].")
-    PROBE_SUBMIT(page).first.click()
+    PROBE_QUERY_BOX(page).press("Enter")  # focus stays in the box: the form submits
     wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"))
     assert "text=" in page.url
     no_exception(page)
