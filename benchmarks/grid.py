@@ -51,6 +51,9 @@ def main() -> int:
     ap.add_argument("--layers", nargs="+", type=int, default=[2, 4, 6])
     ap.add_argument("--poolings", nargs="+", default=["cls", "mean"])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-share", action="store_true",
+                    help="every cell encodes on its own (no pass shared between the layers of a grid): cells of "
+                         ">= 10 s, the issue's setting for the ratio")
     ap.add_argument("--local-threads", type=int, default=None,
                     help="torch threads of the local backend (default: torch's own, all cores); each Ray worker "
                          "uses cores/workers threads")
@@ -65,15 +68,18 @@ def main() -> int:
         data = {"name": "bench", "models": [args.model], "datasets": [ds],
                 "probes": [{"name": "retrieval", "options": {"pooling": args.poolings}}], "layers": args.layers}
         if ds.startswith("medlama") and relations:
-            specs += [GridSpec.from_dict({**data, "relations": [r]}) for r in relations]
+            specs.append(GridSpec.from_dict({**data, "relation_groups": [[r] for r in relations]}))
         else:
             specs.append(GridSpec.from_dict(data))
     n_cells = sum(len(s.cells()) for s in specs)
-    print(f"grid: {n_cells} cells ({', '.join(args.datasets)}; layers {args.layers}; poolings {args.poolings})")
+    print(f"grid: {n_cells} cells ({', '.join(args.datasets)}; layers {args.layers}; poolings {args.poolings}; "
+          f"{'no ' if args.no_share else ''}shared encoding passes)")
 
     walls, results, cell_seconds = {}, {}, {}
     for backend in ("local", "ray"):
         _fresh_paths(backend)
+        from probekit.grid.backends import make_backend
+
         options = {"workers": args.workers} if backend == "ray" else {}
         import torch
 
@@ -89,10 +95,15 @@ def main() -> int:
             print(f"ray: started a local cluster in {time.perf_counter() - t:.1f} s (not counted below)")
         t0 = time.perf_counter()
         frames = []
-        for spec in specs:
-            res = run_grid(spec, backend=backend, **options)
-            assert (res.cells.status == "done").all(), res.cells[["label", "error"]]
-            frames.append(res.cells)
+        be = make_backend(backend, share_layers=not args.no_share, **options)  # one set of workers for all specs
+        try:
+            for spec in specs:
+                res = run_grid(spec, backend=be)
+                assert (res.cells.status == "done").all(), res.cells[["label", "error"]]
+                frames.append(res.cells)
+        finally:
+            if hasattr(be, "shutdown"):
+                be.shutdown()
         walls[backend] = time.perf_counter() - t0
         import pandas as pd
 
@@ -105,6 +116,7 @@ def main() -> int:
             ray.shutdown()
         else:
             torch.set_num_threads(default_threads)
+        sys.stdout.flush()
     ratio = walls["local"] / walls["ray"]
     ideal = cell_seconds["ray"] / args.workers
     overhead = max(0.0, walls["ray"] - ideal) / n_cells

@@ -250,3 +250,19 @@ def test_ray_scheduler_never_encodes_the_same_thing_twice_at_once():
     only_same = [c for c in pending if c.share_key == first.share_key]
     assert next_cell(only_same, busy={first.share_key}, last=None, waiting_ok=True) is None
     assert next_cell(only_same, busy={first.share_key}, last=None, waiting_ok=False) == 0
+
+
+def test_relation_groups_are_an_axis_and_keep_the_sets_vocabulary(tiny_encoder_dir, facts):
+    spec = spec_for(str(tiny_encoder_dir), facts, relation_groups=[["may_treat"], ["may_prevent"]])
+    cells = spec.cells()
+    assert len(cells) == 2 * 4 and {c.relations for c in cells} == {("may_treat",), ("may_prevent",)}
+    assert GridSpec.from_dict(spec.to_dict()).cells() == cells
+    assert "relation_groups" not in spec_for(str(tiny_encoder_dir), facts).to_dict()  # old grid ids unchanged
+    res = run_grid(spec, backend="local")
+    assert (res.cells.status == "done").all()
+    from probekit.bench import runs
+
+    sizes = {runs.load_run(r).frame.n_candidates.iloc[0] for r in res.cells.run_id}
+    assert len(sizes) == 1  # every group ranked among the same set's names
+    with pytest.raises(ProbekitError, match="either relations"):
+        spec_for("m", facts, relations=["may_treat"], relation_groups=[["may_treat"]])

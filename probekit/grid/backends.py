@@ -63,13 +63,13 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, *, device: str | None = None):
-        self.device = device
+    def __init__(self, *, device: str | None = None, share_layers: bool = True):
+        self.device, self.share_layers = device, share_layers
 
     def run(self, cells: Sequence[Cell], *, should_cancel: Callable[[], bool] = lambda: False,
             on_start: Callable[[Cell], None] | None = None) -> Iterator[Outcome]:
         slot = _ModelSlot(self.device)
-        siblings = sibling_layers(cells)
+        siblings = sibling_layers(cells) if self.share_layers else {}
         try:
             for cell in cells:
                 if should_cancel():
@@ -85,7 +85,8 @@ class LocalBackend:
             slot.release()
 
 
-def next_cell(pending: Sequence[Cell], *, busy: set[str], last: Cell | None, waiting_ok: bool) -> int | None:
+def next_cell(pending: Sequence[Cell], *, busy: set, last: Cell | None, waiting_ok: bool,
+              key: Callable[[Cell], object] = lambda c: c.share_key) -> int | None:
     """Which pending cell an idle worker takes (its index), or None to wait for a running one.
 
     First a cell sharing the worker's last cell's encodings (in its memory already), then one of the same
@@ -105,10 +106,10 @@ def next_cell(pending: Sequence[Cell], *, busy: set[str], last: Cell | None, wai
     if not pending:
         return None
     if last is not None:
-        same = [n for n, c in enumerate(pending) if c.share_key == last.share_key]
+        same = [n for n, c in enumerate(pending) if key(c) == key(last)]
         if same:
             return same[0]
-    free = [n for n, c in enumerate(pending) if c.share_key not in busy]
+    free = [n for n, c in enumerate(pending) if key(c) not in busy]
     if last is not None:
         for n in free:
             if pending[n].model == last.model:
@@ -158,12 +159,12 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, *, address: str | None = None, workers: int = 2, gpus_per_worker: float | None = None,
-                 max_retries: int = 2, device: str | None = None):
+                 max_retries: int = 2, device: str | None = None, share_layers: bool = True):
         if workers < 1:
             raise ProbekitError(f"workers must be at least 1, got {workers}")
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.workers, self.max_retries, self.device = int(workers), int(max_retries), device
-        self.gpus_per_worker = gpus_per_worker
+        self.gpus_per_worker, self.share_layers = gpus_per_worker, share_layers
         self.actors: list = []
 
     def _ray(self):
@@ -216,7 +217,9 @@ class RayBackend:
         ray = self._ray()
         actors = self.start()
         pending = list(cells)
-        siblings = sibling_layers(cells)
+        siblings = sibling_layers(cells) if self.share_layers else {}
+        # what a cell encodes: with shared layers one pass serves every layer of its share key
+        encodes = (lambda c: c.share_key) if self.share_layers else (lambda c: (c.share_key, c.layer))
         last: dict[int, Cell | None] = {i: None for i in range(len(actors))}
         running: dict = {}  # object ref -> (cell, actor index)
         idle = list(range(len(actors)))
@@ -224,8 +227,8 @@ class RayBackend:
         def fill() -> None:
             # give idle workers a cell; a worker waits rather than encode what another is encoding now
             for i in list(idle):
-                busy = {c.share_key for c, _ in running.values()}
-                j = next_cell(pending, busy=busy, last=last[i], waiting_ok=bool(running))
+                busy = {encodes(c) for c, _ in running.values()}
+                j = next_cell(pending, busy=busy, last=last[i], waiting_ok=bool(running), key=encodes)
                 if j is None:
                     continue
                 cell = pending.pop(j)
@@ -270,7 +273,7 @@ class RayBackend:
 
 def make_backend(name: str, **options):
     if name == "local":
-        return LocalBackend(device=options.get("device"))
+        return LocalBackend(device=options.get("device"), share_layers=options.get("share_layers", True))
     if name == "ray":
         return RayBackend(**options)
     raise ProbekitError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")

@@ -133,16 +133,19 @@ class GridResult:
         return int((self.cells.status == "failed").sum())
 
 
-def run_grid(spec: GridSpec, *, backend: str = "local", progress: Progress | None = None,
+def run_grid(spec: GridSpec, *, backend="local", progress: Progress | None = None,
              should_cancel: Callable[[], bool] | None = None, retry_failed: bool = True,
              **backend_options) -> GridResult:
     """Run every cell not yet stored; returns the grid's cells with their outcome.
 
-    ``backend`` is ``local`` or ``ray`` (``address``, ``workers``, ``gpus_per_worker``, ``max_retries``).
+    ``backend`` is ``local`` or ``ray`` (``address``, ``workers``, ``gpus_per_worker``, ``max_retries``;
+    both take ``share_layers=False`` to encode every cell on its own), or a backend object made by
+    :func:`~probekit.grid.backends.make_backend`, kept open after the grid (several grids on the same workers).
     """
     should_cancel = should_cancel or (lambda: False)
     report = progress or (lambda done, total, stage="": None)
-    be = make_backend(backend, **backend_options)
+    own = isinstance(backend, str)
+    be = make_backend(backend, **backend_options) if own else backend
     gid = register(spec)
     before = cells_frame(gid)
     todo_keys = set(before.cell_key[before.status == "pending"])
@@ -169,7 +172,7 @@ def run_grid(spec: GridSpec, *, backend: str = "local", progress: Progress | Non
         if should_cancel():
             raise Cancelled("the grid was cancelled; stored cells are kept and the rest run next time")
     finally:
-        if hasattr(be, "shutdown"):
+        if own and hasattr(be, "shutdown"):
             be.shutdown()
     return GridResult(gid, cells_frame(gid), time.perf_counter() - t0, ran=len(cells), skipped=total - len(cells))
 

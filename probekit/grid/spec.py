@@ -6,6 +6,7 @@ A grid is declared in a YAML or JSON file (or a dict from the Grid page)::
     models: [default]
     datasets: [demo, medlama:hard]          # dataset specs as in the sidebar (name[:set])
     relations: [may_treat]                  # optional: only these relations (the vocabulary stays the set's)
+    relation_groups: [[may_treat], [may_prevent, may_diagnose]]   # optional axis: one cell per group
     probes:
       - name: retrieval
         options: {pooling: [cls, mean]}     # a list is a grid axis, a scalar a fixed value
@@ -36,7 +37,7 @@ from pathlib import Path
 from ..errors import ProbekitError
 
 MAX_CELLS = 5000
-FIELDS = ("name", "models", "datasets", "relations", "probes", "layers", "seeds", "vocab", "k")
+FIELDS = ("name", "models", "datasets", "relations", "relation_groups", "probes", "layers", "seeds", "vocab", "k")
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class GridSpec:
     probes: tuple[tuple[str, tuple[tuple[str, tuple], ...]], ...]
     relations: tuple[str, ...] = ()
     layers: tuple[int, ...] = ()
+    relation_groups: tuple[tuple[str, ...], ...] = ()
     seeds: tuple[int, ...] = ()
     vocab: str = "heads+tails"
     k: int = 10
@@ -165,9 +167,19 @@ class GridSpec:
             raise ProbekitError(f"layers, seeds and k must be integers ({e})") from None
         if not 1 <= k <= 1000:
             raise ProbekitError(f"k must be between 1 and 1000, got {k}")
+        groups = []
+        for g in _as_list(data.get("relation_groups"), "relation_groups"):
+            group = tuple(str(r) for r in _as_list(g, "relation_groups"))
+            if not group:
+                raise ProbekitError("an empty relation group; give e.g. relation_groups: [[may_treat], [may_prevent]]")
+            groups.append(group)
+        if groups and data.get("relations"):
+            raise ProbekitError("give either relations (one filter for every cell) or relation_groups (an axis: one "
+                                "cell per group), not both")
         spec = cls(name=str(data.get("name") or "grid"), models=tuple(models), datasets=tuple(datasets),
                    probes=tuple(probes), relations=tuple(str(r) for r in _as_list(data.get("relations"), "relations")),
-                   layers=layers, seeds=seeds, vocab=str(data.get("vocab", "heads+tails")), k=k)
+                   layers=layers, seeds=seeds, vocab=str(data.get("vocab", "heads+tails")), k=k,
+                   relation_groups=tuple(groups))
         n = len(spec.cells())
         if n > MAX_CELLS:
             raise ProbekitError(f"the grid has {n:,} cells; split it (at most {MAX_CELLS:,} a grid)")
@@ -194,6 +206,8 @@ class GridSpec:
     def to_dict(self) -> dict:
         return {"name": self.name, "models": list(self.models), "datasets": list(self.datasets),
                 "relations": list(self.relations),
+                # only when given, so the id of a grid declared without groups stays what it was
+                **({"relation_groups": [list(g) for g in self.relation_groups]} if self.relation_groups else {}),
                 "probes": [{"name": n, "options": {k: list(v) for k, v in axes}} for n, axes in self.probes],
                 "layers": list(self.layers), "seeds": list(self.seeds), "vocab": self.vocab, "k": self.k}
 
@@ -207,8 +221,9 @@ class GridSpec:
                 if self.layers:
                     axes.setdefault("layer", self.layers)
                 keys = sorted(axes)
-                for values in itertools.product(*(axes[k] for k in keys)):
-                    for seed in seeds:
-                        out.append(Cell(model=model, dataset=dataset, probe=name, options=dict(zip(keys, values)),
-                                        relations=self.relations, vocab=self.vocab, k=self.k, seed=seed))
+                for group in self.relation_groups or (self.relations,):
+                    for values in itertools.product(*(axes[k] for k in keys)):
+                        for seed in seeds:
+                            out.append(Cell(model=model, dataset=dataset, probe=name, options=dict(zip(keys, values)),
+                                            relations=group, vocab=self.vocab, k=self.k, seed=seed))
         return out
