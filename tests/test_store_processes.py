@@ -47,6 +47,20 @@ APP = textwrap.dedent("""
     print("done", n, flush=True)
 """)
 
+SLOW_RANK = textwrap.dedent("""
+    # `python -m probekit` whose probe takes 0.6 s a relation, so the run spans the app's ratings whatever the load
+    import sys, time
+    from probekit.cli import main
+    from probekit.probes import get_probe
+    cls = type(get_probe("retrieval"))
+    original = cls.rank
+    def rank(self, *a, **kw):
+        time.sleep(0.6)
+        return original(self, *a, **kw)
+    cls.rank = rank
+    sys.exit(main(sys.argv[1:]))
+""")
+
 BLOCK_SECOND_RELATION = textwrap.dedent("""
     # `python -m probekit` whose probe hangs on the second relation, as if still computing when killed.
     import sys, time
@@ -115,7 +129,7 @@ def test_app_and_cli_write_one_database_at_the_same_time(tmp_path, tiny_encoder_
     try:
         out = _lines(app.stdout)
         sid = _wait_for(out, r"^ready (\S+)").group(1)
-        cli = subprocess.run([sys.executable, "-m", "probekit", *_bench_args(tiny_encoder_dir, facts), "--format",
+        cli = subprocess.run([sys.executable, "-c", SLOW_RANK, *_bench_args(tiny_encoder_dir, facts), "--format",
                               "json", "--quiet"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
         stop.touch()
         assert app.wait(timeout=120) == 0, app.stderr.read()
