@@ -56,8 +56,9 @@ with right:
         opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,
                                        nested=True)
     if opts.get("exclude_subject"):
-        st.caption("The query's own subject is left out of the candidates: untuned encoders return it as answer "
-                   "#1 (e.g. 'Nephrolithiasis → Nephrolithiasis'). Stored benchmark runs keep it, as the papers do.")
+        st.caption("The query's own subject (in a typed query: any candidate its text names) is left out of the "
+                   "candidates: untuned encoders return it as answer #1 (e.g. 'Nephrolithiasis → Nephrolithiasis'). "
+                   "Stored benchmark runs keep it, as the papers do.")
 with left:
     if source == TYPED:  # a form: Enter in the query box runs the probe
         with st.form("pk_form", border=False):

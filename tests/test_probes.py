@@ -288,6 +288,23 @@ def test_exclude_subject_is_as_if_the_subject_were_not_a_candidate(tiny_mlm, nam
                 assert rank == 1 + sum(score[n] > score[g] for n in others)
 
 
+@pytest.mark.parametrize("name", ["retrieval", "mask_average"])
+def test_a_typed_query_leaves_out_the_names_its_text_spells(tiny_mlm, name):
+    """A typed query has no separate subject: with exclude subject on, every candidate its text names is left out
+    ("Stroke might cause [MASK]." must not answer "Stroke"), other candidates keep their order; a dataset query
+    whose subject is given leaves out only that subject, and off leaves everything in."""
+    from probekit.types import parse_free_query
+
+    probe = get_probe(name)
+    full = CandidateSet.from_names(SELF_NAMES)
+    q = parse_free_query("Stroke, or insulin, might cause [MASK].")
+    on = probe.rank(tiny_mlm, [q], full, k=len(SELF_NAMES), exclude_subject=True)[0]
+    off = probe.rank(tiny_mlm, [q], full, k=len(SELF_NAMES), exclude_subject=False)[0]
+    named = {n for n in SELF_NAMES if n.lower() in ("stroke", "insulin")}
+    assert named and named <= set(off.names) and not named & set(on.names)
+    assert list(on.names) == [n for n in off.names if n not in named]
+
+
 def test_exclude_subject_is_a_stored_run_setting(tiny_encoder, tiny_dataset):
     from probekit.bench import runs
 

@@ -147,10 +147,29 @@ def subject_ids(query: Query, candidates: CandidateSet) -> list[int]:
     >>> c = CandidateSet.from_names(["Pain", "fever", "pain"])
     >>> subject_ids(Query("q", "pain", "r", "[X] [Y]"), c)
     [0, 2]
+    >>> subject_ids(Query("free", "", "free", "Pain, not fever, might cause [Y]."), c)  # typed: names in the text
+    [0, 1, 2]
     """
-    if not query.subject.strip():
+    table = _ids_by_norm(candidates)
+    if query.subject.strip():
+        return list(table.get(normalize_name(query.subject), []))
+    if query.id != FREE_ID:
         return []
-    return list(_ids_by_norm(candidates).get(normalize_name(query.subject), []))
+    # a typed query without [X] names its subject in its text: every candidate the text spells out is left out
+    # ("Aspirin might prevent [MASK]." must not answer "Aspirin")
+    words = [w.strip(_PUNCT) for w in query.template.replace(OBJECT, " ").split()]
+    words = [w for w in words if w]
+    found: list[int] = []
+    for n in range(1, min(_MAX_NAME_WORDS, len(words)) + 1):
+        for i in range(len(words) - n + 1):
+            found += table.get(normalize_name(" ".join(words[i:i + n])), [])
+    return sorted(set(found))
+
+
+FREE_ID = "free"
+"""Query id of a typed query (:func:`probekit.types.parse_free_query`)."""
+_PUNCT = ".,;:!?()[]{}\"'"
+_MAX_NAME_WORDS = 8
 
 
 def excluded_ids(query: Query, candidates: CandidateSet) -> list[int]:
