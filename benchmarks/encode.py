@@ -35,7 +35,7 @@ from probekit import metrics, models  # noqa: E402
 from probekit.datasets import load_dataset  # noqa: E402
 from probekit.encode import encode  # noqa: E402
 from probekit.index import NAME_MAX_LENGTH, EntityIndex  # noqa: E402
-from probekit.probes import ranking_from_scores  # noqa: E402
+from probekit.probes import NOTHING_EXCLUDED, ranking_from_scores  # noqa: E402
 from probekit.probes.retrieval import QUERY_MAX_LENGTH  # noqa: E402
 
 
@@ -61,7 +61,8 @@ def _acc10(names_vec, enc_texts, ds, cands) -> dict:
     rankings = []
     for start in range(0, len(ds.queries), 512):
         sims = idx.all_scores(qvec[start:start + 512])
-        rankings += [ranking_from_scores(q, cands, sims[j], 10) for j, q in enumerate(ds.queries[start:start + 512])]
+        rankings += [ranking_from_scores(q, cands, sims[j], 10, excluded=NOTHING_EXCLUDED)
+                     for j, q in enumerate(ds.queries[start:start + 512])]
     return {f"acc@10_{avg}": round(100 * metrics.acc_at_k(rankings, k=10, average=avg), 2)
             for avg in ("micro", "macro")}
 

@@ -8,6 +8,7 @@ import contextlib
 import streamlit as st
 
 from probekit.bench.views import DEFAULT_TEXT, option_text
+from probekit.errors import ProbekitError
 
 
 # ---------------------------------------------------------------- probe options
@@ -29,6 +30,9 @@ def _option_widget(where, option, default, key: str):
     session state (set by another page, e.g. "open on the Probe page") wins over the default."""
     label, kind, help_ = _option_label(option.name), option.value_type, option.help or None
     preset = key in st.session_state
+    if preset and not _valid(option, st.session_state[key]):  # a widget never holds a value its option refuses
+        del st.session_state[key]
+        preset = False
     if kind is bool:
         return where.checkbox(label, key=key, help=help_, **({} if preset else {"value": bool(default)}))
     if option.choices:
@@ -41,11 +45,20 @@ def _option_widget(where, option, default, key: str):
                                format_func=lambda v: option_text(option.name, v))  # one vocabulary (issue 18)
     if kind in (int, float):
         start = {} if preset else {"value": None if default is None else kind(default)}
-        return where.number_input(label, min_value=kind(0), step=kind(1), key=key, help=help_,
+        low = kind(option.minimum if option.minimum is not None else 0)
+        return where.number_input(label, min_value=low, step=kind(1), key=key, help=help_,
                                   placeholder=option_text(option.name, None), **start)
     start = {} if preset else {"value": "" if default is None else str(default)}
     value = where.text_input(label, key=key, help=help_, placeholder=none_label(option.name), **start)
     return value or (None if default is None else value)
+
+
+def _valid(option, value) -> bool:
+    try:
+        option.check(value, "")
+    except ProbekitError:
+        return False
+    return True
 
 
 def option_state(probe, options: dict, *, key: str) -> dict:
@@ -84,3 +97,20 @@ def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, conta
                 values[o.name] = _option_widget(box if nested else st, o, defaults.get(o.name, o.default),
                                                 f"{key}_{probe.name}_{o.name}")
     return values
+
+
+def option_axes(probe, *, key: str) -> dict:
+    """A grid's axes for ``probe``: one multiselect per option with choices (not the advanced ones), opening on the
+    option's default; generated from its :class:`~probekit.probes.Option`s like :func:`probe_option_widgets`.
+    Returns ``{option name: [values]}`` for a grid spec (an empty pick leaves the option at its default)."""
+    axes = [o for o in probe.options if o.choices and not o.advanced]
+    if not axes:
+        return {}
+    out = {}
+    for col, o in zip(st.columns(len(axes)), axes):
+        picked = col.multiselect(f"{probe.name}: {_option_label(o.name).lower()}", list(o.choices),
+                                 default=[o.default], key=f"{key}_{probe.name}_{o.name}", help=o.help or None,
+                                 format_func=lambda v, name=o.name: option_text(name, v))
+        if picked:
+            out[o.name] = picked
+    return out

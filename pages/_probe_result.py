@@ -1,12 +1,12 @@
-"""The Probe page's result: top-k table and chart (green = gold answer), where each gold ranks, mask_predict's
-decoding; and the first-visit paragraph. Data shows as text (ui.md, ui.chart_text)."""
+"""The Probe page's result: top-k table and chart (green = gold answer), where each gold ranks, how the probe
+reached its answer (its :class:`~probekit.probes.Explanation`, e.g. mask_predict's decoding); and the first-visit
+paragraph. Data shows as text (ui.md, ui.chart_text)."""
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
-from probekit.probes import mask_predict as mp
 
 GOLD, OTHER = "#2e7d32", "#90a4ae"
 ABOUT = (
@@ -40,7 +40,7 @@ def chart(top: pd.DataFrame):
     return ui.legible(fig, height=max(280, 26 * len(top) + 60))
 
 
-def draw(model, ranking, model_id: str, probe_name: str, n_cands: int, decoded) -> None:
+def draw(model, ranking, model_id: str, probe_name: str, n_cands: int, explanation) -> None:
     q = ranking.query
     st.markdown(f"**{ui.md(q.text(model.mask_token))}** — {ui.md(model_id)}, {probe_name}, {n_cands:,} candidates")
     tok = model.tokenizer
@@ -56,13 +56,18 @@ def draw(model, ranking, model_id: str, probe_name: str, n_cands: int, decoded) 
         st.subheader("Gold answers")
         st.dataframe(gold_table(ranking), hide_index=True, key="pk_golds_table",
                      column_config={"rank": st.column_config.NumberColumn("rank", format="%d")})
-    # ---- mask_predict (issue 14): how the answer was built, each slot's top tokens per step
-    if probe_name == "mask_predict" and decoded is not None and decoded.predictions:
-        st.subheader("Decoding")
-        counts = sorted(decoded.traces)
-        n = st.segmented_control("Masks", counts, default=mp.best_n_masks(decoded), key="pk_trace_n",
-                                 help="the answers of every mask count are ranked together; the best one's is shown "
-                                      "first") or mp.best_n_masks(decoded)
-        st.dataframe(pd.DataFrame(mp.trace_rows(decoded, n)), hide_index=True, key="pk_trace")
-        st.caption("One row per step of the best hypothesis: a slot the step predicted shows its top tokens "
-                   "with probabilities, the others the token kept so far.")
+    if explanation is not None and explanation.views:
+        explain(explanation)
+
+
+def explain(e) -> None:
+    """Any probe's :class:`~probekit.probes.Explanation`: its tables, one at a time when there are several."""
+    st.subheader(e.title)
+    labels = list(e.views)
+    label = e.default if e.default in e.views else labels[0]
+    if len(labels) > 1:
+        label = st.segmented_control(e.choose or "View", labels, default=label, key="pk_explain_view",
+                                     help=e.help or None) or label
+    st.dataframe(pd.DataFrame(e.views[label]), hide_index=True, key="pk_explain")
+    if e.caption:
+        st.caption(e.caption)

@@ -28,14 +28,15 @@ with st.container(border=True):
         data_names = dict(available_datasets())
         chosen_data = c2.multiselect("Datasets", list(data_names), default=["demo"], key="gr_datasets",
                                      format_func=data_names.get)
-        c1, c2, c3, c4 = st.columns(4)
-        poolings = c1.multiselect("Pooling", ["cls", "mean"], default=["cls", "mean"], key="gr_pooling")
-        sims = c2.multiselect("Similarity", ["cosine", "l2", "dot"], default=["cosine"], key="gr_sim")
-        layers = c3.text_input("Layers", "", key="gr_layers", placeholder="e.g. 2 4 6 (empty: last)")
-        vocab = c4.selectbox("Candidates", VOCABS, key="gr_vocab")
+        chosen_probes = st.multiselect("Probes", list(PROBES), default=["retrieval"], key="gr_probes",
+                                       help="every chosen model runs every chosen probe; each probe's options "
+                                            "below are grid axes")
+        probes = [{"name": name, "options": ui.option_axes(PROBES[name], key="gr_opt")} for name in chosen_probes]
+        c1, c2 = st.columns(2)
+        layers = c1.text_input("Layers", "", key="gr_layers", placeholder="e.g. 2 4 6 (empty: last)")
+        vocab = c2.selectbox("Candidates", VOCABS, key="gr_vocab")
         spec_dict = {"name": st.text_input("Grid name", "grid", key="gr_name"), "models": chosen_models,
-                     "datasets": chosen_data, "vocab": vocab,
-                     "probes": [{"name": "retrieval", "options": {"pooling": poolings, "similarity": sims}}],
+                     "datasets": chosen_data, "vocab": vocab, "probes": probes,
                      "layers": layers.replace(",", " ").split()}
     else:
         example = ("name: minilm-layers\nmodels: [default]\ndatasets: [demo]\nprobes:\n  - name: retrieval\n"

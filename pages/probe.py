@@ -93,13 +93,9 @@ if clicked or st.session_state.pop("pk_autorun", False):
             q = ds.query(view.query)
             cands = ds.candidates(vocab, q.relation)
         report = ui.progress("Preparing candidates")
-        decoded = None
-        if probe.name == "mask_predict":  # the same decoding, with its trace for the view below
-            ranking, decoded = probe.explain(model, q, cands, k=k, progress=report, **opts)
-        else:
-            ranking = probe.rank(model, [q], cands, k=k, progress=report, **opts)[0]
+        ranking, explanation = probe.explain(model, q, cands, k=k, progress=report, **opts)
         report.clear()
-        ui.keep("pk_result", inputs, (ranking, model.id, probe.name, len(cands), decoded))
+        ui.keep("pk_result", inputs, (ranking, model.id, probe.name, len(cands), explanation))
 
 result = ui.kept("pk_result", inputs)
 if result:

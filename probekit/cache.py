@@ -12,15 +12,13 @@ The memo holds at most :data:`MEMO_BYTES`; an array larger than that is not memo
 still has it). Callers that keep the vectors elsewhere (the entity index keeps them inside faiss) pass
 ``memo=False`` so no second copy stays in memory.
 
-Inside ``with sharing_layers([2, 4, 6]):`` a pass that encodes any layer also pools and stores the other
-listed layers that are not cached yet: one forward pass yields every layer's hidden states, so a grid
-over layers (or a layer-wise run split into cells) pays for one pass instead of one per layer.
+``share_layers=[2, 4, 6]`` makes a pass that encodes any layer also pool and store the other listed
+layers that are not cached yet: one forward pass yields every layer's hidden states, so a grid over
+layers (or a layer-wise run split into cells) pays for one pass instead of one per layer.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 import json
 import os
@@ -40,24 +38,6 @@ MEMO_BYTES = 512 * 2**20
 
 _MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
 _LOCK = threading.Lock()
-_SHARED_LAYERS: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("shared_layers", default=())
-
-
-@contextlib.contextmanager
-def sharing_layers(layers: Sequence[int]):
-    """Within the block, an encoding pass also computes and caches these layers (see the module doc).
-
-    >>> with sharing_layers([4, 2, 2]):
-    ...     _SHARED_LAYERS.get()
-    (2, 4)
-    >>> _SHARED_LAYERS.get()
-    ()
-    """
-    token = _SHARED_LAYERS.set(tuple(sorted({int(x) for x in layers})))
-    try:
-        yield
-    finally:
-        _SHARED_LAYERS.reset(token)
 
 
 def texts_key(texts: Sequence[str]) -> str:
@@ -130,11 +110,13 @@ def save_npy(vec: np.ndarray, path: Path) -> None:
 
 def embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pooling: str, max_length: int,
                fast: bool = False, batch_size: int = 128, progress: Callable[[int, int], None] | None = None,
-               use_cache: bool = True, memo: bool = True, key: str | None = None) -> dict[int, np.ndarray]:
+               use_cache: bool = True, memo: bool = True, key: str | None = None,
+               share_layers: Sequence[int] = ()) -> dict[int, np.ndarray]:
     """{layer: (n_texts, dim) float32}: from the memo, the disk cache, or ONE encoding pass of the missing layers.
 
     ``key`` is the texts' fingerprint when the caller has it (a :class:`CandidateSet`'s ``key``);
     ``use_cache=False`` neither reads nor writes the cache; ``memo=False`` skips the in-process memo.
+    ``share_layers``: layers a pass that runs anyway also computes and writes to the disk cache (not returned).
     """
     texts = [str(t) for t in texts]
     tkey = key or texts_key(texts)
@@ -160,7 +142,7 @@ def embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pooling: s
             k = embedding_key(model, texts=tkey, layer=layer, pooling=pooling, max_length=max_length, fast=fast)
             return (folder() / f"{k}.npy").exists()
 
-        siblings = [x for x in _SHARED_LAYERS.get()
+        siblings = [x for x in sorted({int(x) for x in share_layers})
                     if use_cache and x not in layers and 0 <= x <= model.num_layers and not cached(x)]
         vecs = encode_layers(model, texts, layers=missing + siblings, pooling=pooling, batch_size=batch_size,
                              max_length=max_length, progress=progress, fast=fast)  # (n_pass_layers, n_texts, dim)

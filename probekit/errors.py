@@ -43,6 +43,35 @@ class Registry(dict):
     def __init__(self, kind: str):
         super().__init__()
         self.kind = kind
+        self.checks: list = []
+
+    def __setitem__(self, name, obj) -> None:
+        """Register ``obj``; every check added by :meth:`add_check` must accept it first."""
+        for check in self.checks:
+            check(name, obj)
+        super().__setitem__(name, obj)
+
+    def add_check(self, check, *, now: bool = True) -> None:
+        """``check(name, obj)`` raises for an entry that breaks a rule of the registry's users (e.g. a probe option
+        clashing with a command's flag); it runs at each later registration and, with ``now``, over every entry.
+
+        >>> r = Registry("probe"); r["a"] = 1
+        >>> def positive(name, obj):
+        ...     if obj <= 0:
+        ...         raise ProbekitError(f"{name} must be positive")
+        >>> r.add_check(positive); r["b"] = 0
+        Traceback (most recent call last):
+        ...
+        probekit.errors.ProbekitError: b must be positive
+        """
+        for name, obj in self.items() if now else ():
+            check(name, obj)
+        if check not in self.checks:
+            self.checks.append(check)
+
+    def remove_check(self, check) -> None:
+        if check in self.checks:
+            self.checks.remove(check)
 
     def get_or_raise(self, name: str):
         if name not in self:

@@ -59,11 +59,13 @@ def clear_memo() -> None:
 
 def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers: Sequence[int],
                          pooling: str, batch_size: int = 128, progress: Progress | None = None,
-                         use_cache: bool = True, fast: bool = False, memo: bool = True) -> dict[int, np.ndarray]:
-    """(n_names, dim) float32 per layer from the one embedding cache (names cut at :data:`NAME_MAX_LENGTH`)."""
+                         use_cache: bool = True, fast: bool = False, memo: bool = True,
+                         share_layers: Sequence[int] = ()) -> dict[int, np.ndarray]:
+    """(n_names, dim) float32 per layer from the one embedding cache (names cut at :data:`NAME_MAX_LENGTH`);
+    ``share_layers``: see :func:`probekit.cache.embeddings`."""
     return cache.embeddings(model, candidates.names, layers=layers, pooling=pooling, max_length=NAME_MAX_LENGTH,
                             fast=fast, batch_size=batch_size, progress=progress, use_cache=use_cache, memo=memo,
-                            key=candidates.key)
+                            key=candidates.key, share_layers=share_layers)
 
 
 def _prepare(vectors: np.ndarray, similarity: str) -> np.ndarray:
@@ -293,10 +295,11 @@ class EntityIndex:
 
 def build_index(model: LoadedModel, candidates: CandidateSet, *, layer: int | None = None, pooling: str = "mean",
                 similarity: str = "cosine", batch_size: int = 128, progress: Progress | None = None,
-                use_cache: bool = True, fast: bool = False) -> EntityIndex:
+                use_cache: bool = True, fast: bool = False, share_layers: Sequence[int] = ()) -> EntityIndex:
     """The index for one (model, layer, pooling, candidate set, similarity), from cache when possible.
 
-    The raw vectors are not memoised beside it (``memo=False``): the index holds the only copy.
+    The raw vectors are not memoised beside it (``memo=False``): the index holds the only copy. An encoding pass
+    also caches the vectors of ``share_layers`` (:func:`probekit.cache.embeddings`).
     """
     if len(candidates) == 0:
         raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
@@ -310,7 +313,8 @@ def build_index(model: LoadedModel, candidates: CandidateSet, *, layer: int | No
             _INDEX_MEMO.move_to_end(key)
             return hit
     vec = candidate_embeddings(model, candidates, layers=[layer], pooling=pooling, batch_size=batch_size,
-                               progress=progress, use_cache=use_cache, fast=fast, memo=False)[layer]
+                               progress=progress, use_cache=use_cache, fast=fast, memo=False,
+                               share_layers=share_layers)[layer]
     index = EntityIndex(vec, similarity=similarity)
     del vec
     if use_cache:

@@ -211,13 +211,14 @@ def test_one_encoding_pass_serves_every_layer_of_the_grid(tiny_encoder, facts, m
     texts = ["type 2 diabetes", "pain", "stroke"]
     alone = {layer: real(tiny_encoder, texts, layers=[layer], pooling="mean", max_length=25)[0] for layer in (1, 2)}
     monkeypatch.setattr(cache, "encode_layers", counting)
-    with cache.sharing_layers([1, 2]):
-        first = cache.embeddings(tiny_encoder, texts, layers=[1], pooling="mean", max_length=25, memo=False)
-        second = cache.embeddings(tiny_encoder, texts, layers=[2], pooling="mean", max_length=25, memo=False)
+    first = cache.embeddings(tiny_encoder, texts, layers=[1], pooling="mean", max_length=25, memo=False,
+                             share_layers=[1, 2])
+    second = cache.embeddings(tiny_encoder, texts, layers=[2], pooling="mean", max_length=25, memo=False,
+                              share_layers=[1, 2])
     assert calls == [(1, 2)]  # one pass computed both; the layer-2 call read the cache
     for layer, vec in ((1, first[1]), (2, second[2])):
         assert abs(vec - alone[layer]).max() < 1e-5
-    cache.embeddings(tiny_encoder, ["fever"], layers=[1], pooling="mean", max_length=25)  # outside: no siblings
+    cache.embeddings(tiny_encoder, ["fever"], layers=[1], pooling="mean", max_length=25)  # not asked: no siblings
     assert calls[-1] == (1,)
 
 

@@ -16,9 +16,9 @@ from _tiny_seq2seq import save_toy_bert
 
 from probekit import metrics, models
 from probekit.errors import ProbekitError
-from probekit.probes import get_probe, probes_for
+from probekit.probes import NOTHING_EXCLUDED, get_probe, probes_for
 from probekit.probes.generated import answer_keys, ranking_from_predictions
-from probekit.probes.mask_predict import DECODINGS, decode
+from probekit.probes.mask_predict import DECODINGS, best_n_masks, decode, trace_rows
 from probekit.types import CandidateSet, Query, normalize_name
 
 QUERIES = [
@@ -161,9 +161,12 @@ def test_independent_is_exact_k_best(toy):
 
 
 def test_trace_shows_each_slot_per_step(toy):
-    r, d = get_probe("mask_predict").explain(toy, QUERIES[0], CANDS, k=5, decoding="confidence+order",
+    r, e = get_probe("mask_predict").explain(toy, QUERIES[0], CANDS, k=5, decoding="confidence+order",
                                              beam=2, n_masks=3)
+    d = decode(toy, [QUERIES[0]], trace=True, decoding="confidence+order", beam=2, n_masks=3)[0]
     assert r.names and r.generated and set(d.traces) == {1, 2, 3}
+    # the explanation the pages show is this decoding's trace, one table per number of masks
+    assert e.views == {str(n): trace_rows(d, n) for n in (1, 2, 3)} and e.default == str(best_n_masks(d))
     steps = d.traces[3]
     assert [s.phase for s in steps[:3]] == ["initial"] * 3 and steps[3].phase == "refine"
     # confidence sees every still-masked slot and fills the most confident one; order refinement one slot a step
@@ -175,7 +178,7 @@ def test_trace_shows_each_slot_per_step(toy):
             ps = [p for _, p in probs]
             assert len(probs) == 5 and ps == sorted(ps, reverse=True) and 0 < sum(ps) <= 1
     assert steps[0].best.count(toy.tokenizer.mask_token) == 2 and toy.tokenizer.mask_token not in steps[2].best
-    indep = get_probe("mask_predict").explain(toy, QUERIES[0], CANDS, decoding="independent", n_masks=3)[1]
+    indep = decode(toy, [QUERIES[0]], trace=True, decoding="independent", n_masks=3)[0]
     assert len(indep.traces[3]) == 1 and set(indep.traces[3][0].predicted) == {0, 1, 2}
     with pytest.raises(ProbekitError, match="unknown option 'colour'"):
         get_probe("mask_predict").explain(toy, QUERIES[0], CANDS, colour="red")
@@ -196,7 +199,7 @@ def test_answer_keys_join_word_pieces(toy, tiny_mlm):
 def test_ranking_from_predictions_hit_rule(toy):
     q = Query("h", "aspirin", "may_prevent", "[X] prevents [Y].", golds=("Heart Attack", "stroke", "rickets"))
     preds = [("pain", -1.0), ("heart  attack", -0.5), ("HEART ATTACK", -0.2), ("", 0.0), ("stroke", -3.0)]
-    r = ranking_from_predictions(q, preds, CANDS, 2, toy.tokenizer)
+    r = ranking_from_predictions(q, preds, CANDS, 2, toy.tokenizer, excluded=NOTHING_EXCLUDED)
     assert r.names == ("HEART ATTACK", "pain")  # sorted, merged by key (the best spelling kept), empty dropped
     assert r.scores == (-0.2, -1.0) and r.ids == (-1, CANDS.index_of("pain"))
     assert r.gold_ranks == (1, 3, None) and r.n_candidates == 3  # stroke beyond k still ranked; rickets not generated
@@ -226,11 +229,11 @@ def test_listed_for_mlm_models(toy):
 
 @pytest.mark.parametrize("options, match", [
     ({"decoding": "sideways"}, "decoding='sideways'.*must be one of"),
-    ({"beam": 0}, "beam must be an integer"),
-    ({"beam": 2.5}, "beam must be an integer"),
+    ({"beam": 0}, "beam.*must be an integer"),
+    ({"beam": 2.5}, "beam.*must be an integer"),
     ({"n_masks": 11}, "n_masks must be an integer 1..10"),
-    ({"max_iter": -1}, "max_iter must be an integer"),
-    ({"batch_size": 0}, "batch_size must be an integer"),
+    ({"max_iter": -1}, "max_iter.*must be an integer"),
+    ({"batch_size": 0}, "batch_size.*must be an integer"),
     ({"max_length": 8}, "too long to hold"),
 ])
 def test_bad_options(toy, options, match):
@@ -249,7 +252,7 @@ def test_trace_rows_table(toy):
     """The Probe page's decoding table: one row per step, one column per slot, top tokens where predicted."""
     from probekit.probes.mask_predict import best_n_masks, trace_rows
 
-    _, d = get_probe("mask_predict").explain(toy, QUERIES[1], CANDS, decoding="order+order", beam=2, n_masks=3)
+    d = decode(toy, [QUERIES[1]], trace=True, decoding="order+order", beam=2, n_masks=3)[0]
     assert best_n_masks(d) == max(d.predictions, key=lambda p: p.score).n_masks
     rows = trace_rows(d, 3, top=2)
     assert len(rows) == len(d.traces[3]) and list(rows[0])[:5] == ["step", "phase", "slot 1", "slot 2", "slot 3"]
@@ -277,6 +280,7 @@ def test_full_forward_fallback_gives_the_same_answers(toy, monkeypatch):
 def test_is_gold_uses_the_tokenizer_match(tiny_mlm):
     """The gold marker of a generated ranking agrees with gold_ranks (matched in the model's tokenisation)."""
     q = Query("m", "aspirin", "may_prevent", "[X] prevents [Y].", golds=("Heart-Attack",))
-    r = ranking_from_predictions(q, [("heart - attack", -0.1), ("stroke", -0.3)], CANDS, 2, tiny_mlm.tokenizer)
+    r = ranking_from_predictions(q, [("heart - attack", -0.1), ("stroke", -0.3)], CANDS, 2, tiny_mlm.tokenizer,
+                                 excluded=NOTHING_EXCLUDED)
     assert r.gold_ranks == (1,) and r.is_gold("heart - attack") and not r.is_gold("stroke")
     assert [t["gold"] for t in r.to_dict()["top"]] == [True, False]

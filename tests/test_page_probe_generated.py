@@ -1,8 +1,11 @@
-"""AppTest of the Probe page with the open-vocabulary probes (issue 14): mask_predict's decoding view, generative."""
+"""AppTest of the Probe page with the open-vocabulary probes: mask_predict's decoding (its Explanation), generative."""
 
 import pytest
 from _tiny_seq2seq import save_tiny_t5, save_toy_bert
 from apptest_utils import as_text, errors, open_app, rendered
+
+from probekit import models
+from probekit.probes import probes_for
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +20,7 @@ def tiny_t5_dir(tmp_path_factory):
 
 def test_mask_predict_shows_decoding_per_step(toy_bert_dir):
     at = open_app(model=str(toy_bert_dir))
-    assert "mask_predict" in at.selectbox(key="pk_probe").options and "generative" not in \
-        at.selectbox(key="pk_probe").options
+    assert at.selectbox(key="pk_probe").options == probes_for(models.load(str(toy_bert_dir), device="cpu"))
     at.selectbox(key="pk_probe").set_value("mask_predict").run()
     at.segmented_control(key="pk_source").set_value("Type a query").run()
     at.selectbox(key="pk_opt_decoding").set_value("confidence+order").run()
@@ -35,12 +37,12 @@ def test_mask_predict_shows_decoding_per_step(toy_bert_dir):
     golds = next(d.value for d in at.dataframe if "gold answer" in d.value.columns)
     assert list(golds["status"]) == ["not generated"] and golds["rank"].isna().all()
     trace = at.dataframe[-1].value
-    n = at.segmented_control(key="pk_trace_n").value
+    n = int(at.segmented_control(key="pk_explain_view").value)
     assert n in (1, 2, 3) and list(trace.columns[:2]) == ["step", "phase"]
     assert [c for c in trace.columns if c.startswith("slot")] == [f"slot {j}" for j in range(1, n + 1)]
     assert list(trace["phase"][:n]) == ["initial"] * n  # confidence fills one slot per step
     assert "·" in trace["slot 1"][0]  # top tokens with probabilities
-    at.segmented_control(key="pk_trace_n").set_value(3).run()
+    at.segmented_control(key="pk_explain_view").set_value("3").run()
     trace = at.dataframe[-1].value
     assert [c for c in trace.columns if c.startswith("slot")] == ["slot 1", "slot 2", "slot 3"]
     assert "[MASK]" not in trace["answer so far"].iloc[-1]
@@ -48,7 +50,7 @@ def test_mask_predict_shows_decoding_per_step(toy_bert_dir):
 
 def test_generative_on_t5(tiny_t5_dir):
     at = open_app(model=str(tiny_t5_dir))
-    assert set(at.selectbox(key="pk_probe").options) == {"retrieval", "generative"}
+    assert at.selectbox(key="pk_probe").options == probes_for(models.load(str(tiny_t5_dir), device="cpu"))
     at.selectbox(key="pk_probe").set_value("generative").run()
     at.number_input(key="pk_opt_max_new_tokens").set_value(5).run()
     at.slider(key="pk_k").set_value(3)

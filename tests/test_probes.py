@@ -1,4 +1,5 @@
-"""probes: retrieval against brute force, mask_average against a naive per-candidate loop, input checks."""
+"""probes: retrieval against brute force, mask_average against a naive per-candidate loop, probe-specific input
+checks and exclude_subject's exact rule on score rows. The rules every probe shares are in test_probe_contract.py."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import pytest
 import torch
 
 from probekit.encode import encode
-from probekit.errors import ProbekitError, UnknownNameError
-from probekit.probes import PROBES, get_probe, probes_for, ranking_from_scores
-from probekit.probes.base import top_k_and_gold_ranks
+from probekit.errors import ProbekitError
+from probekit.index import TIE_TOLERANCE
+from probekit.probes import NOTHING_EXCLUDED, get_probe, ranking_from_scores
+from probekit.probes.base import exclusion, top_k_and_gold_ranks
 from probekit.types import CandidateSet, Query
 
 NAMES = ["pain", "fever", "type 2 diabetes", "myocardial infarction", "stroke", "heart attack",
@@ -101,7 +103,7 @@ def test_case_variant_tie_counts_as_hit(cands):
     """'Pain' and 'pain' get one vector from an uncased model: the gold spelling must not lose the tie."""
     c = CandidateSet.from_names(["Pain", "fever", "pain"])
     q = Query("t", "aspirin", "may_treat", "[X] treats [Y].", golds=("pain",))
-    r = ranking_from_scores(q, c, np.array([0.8, 0.1, 0.8], dtype=np.float32), 1)
+    r = ranking_from_scores(q, c, np.array([0.8, 0.1, 0.8], dtype=np.float32), 1, excluded=NOTHING_EXCLUDED)
     assert r.names == ("pain",) and r.gold_ranks == (1,) and r.hit(1)
 
 
@@ -109,7 +111,7 @@ def test_ranking_from_scores_matches_brute_force(cands):
     rng = np.random.default_rng(3)
     for _ in range(20):
         scores = rng.normal(size=len(NAMES)).astype(np.float32)
-        r = ranking_from_scores(QUERIES[1], cands, scores, 4)
+        r = ranking_from_scores(QUERIES[1], cands, scores, 4, excluded=NOTHING_EXCLUDED)
         order = np.argsort(-scores, kind="stable")
         assert list(r.ids) == list(order[:4])
         assert list(r.gold_ranks) == [int(np.flatnonzero(order == NAMES.index(g))[0]) + 1 for g in QUERIES[1].golds]
@@ -200,29 +202,14 @@ def test_mask_average_needs_mlm(tiny_encoder, cands):
     assert "retrieval" in str(info.value)  # says what to use instead
 
 
-# ---------------------------------------------------------------- input checks and registry
-@pytest.mark.parametrize("name", ["retrieval", "mask_average"])
-@pytest.mark.parametrize("query, k, options, match", [
-    (Query("e", "", "r", "[Y]"), 3, {}, "empty apart from the mask"),
-    (Query("e", "", "r", " [Y] . "), 3, {}, "empty apart from the mask"),
-    (Query("m", "aspirin", "r", "[X] treats pain"), 3, {}, "no object slot"),
-    (QUERIES[0], 0, {}, "k must be a positive integer"),
-    (QUERIES[0], -2, {}, "k must be a positive integer"),
-    (QUERIES[0], 2.5, {}, "k must be a positive integer"),
-    (QUERIES[0], 3, {"colour": "red"}, "unknown option 'colour'"),
-])
-def test_bad_input(tiny_mlm, cands, name, query, k, options, match):
-    with pytest.raises(ProbekitError, match=match):
-        get_probe(name).rank(tiny_mlm, [query], cands, k=k, **options)
-
-
+# ---------------------------------------------------------------- probe-specific input checks
 def test_bad_options_and_sets(tiny_mlm, cands):
     retrieval = get_probe("retrieval")
     with pytest.raises(ProbekitError, match="similarity='jaccard'.*must be one of"):
         retrieval.rank(tiny_mlm, QUERIES, cands, similarity="jaccard")
     with pytest.raises(ProbekitError, match="pooling"):
         retrieval.rank(tiny_mlm, QUERIES, cands, pooling="max")
-    with pytest.raises(ProbekitError, match="layer must be an integer"):
+    with pytest.raises(ProbekitError, match="layer.*must be an integer"):
         retrieval.rank(tiny_mlm, QUERIES, cands, layer="top")
     with pytest.raises(ProbekitError, match="layer 7 out of range"):
         retrieval.rank(tiny_mlm, QUERIES, cands, layer=7)
@@ -230,19 +217,6 @@ def test_bad_options_and_sets(tiny_mlm, cands):
         retrieval.rank(tiny_mlm, [], cands)
     with pytest.raises(ProbekitError, match="candidate set is empty"):
         retrieval.rank(tiny_mlm, QUERIES, CandidateSet.from_names([]))
-
-
-def test_registry():
-    assert sorted(PROBES) == ["generative", "mask_average", "mask_predict", "retrieval"]
-    with pytest.raises(UnknownNameError, match="did you mean 'retrieval'"):
-        get_probe("retreival")
-    with pytest.raises(ProbekitError, match="available: generative, mask_average, mask_predict, retrieval"):
-        get_probe("mask_predict_xyz")
-
-
-def test_probes_for(tiny_mlm, tiny_encoder):
-    assert probes_for(tiny_encoder) == ["retrieval"]
-    assert set(probes_for(tiny_mlm)) == {"retrieval", "mask_average", "mask_predict"}
 
 
 def test_retrieval_fast_mode_close_to_exact(tiny_encoder, cands):
@@ -255,37 +229,56 @@ def test_retrieval_fast_mode_close_to_exact(tiny_encoder, cands):
         get_probe("retrieval").rank(tiny_encoder, QUERIES, cands, fast="yes")
 
 
-# ---------------------------------------------------------------- exclude_subject (issue 12, item 6)
+# ---------------------------------------------------------------- exclude_subject's exact rule on score rows
 SELF = [Query("s1", "Stroke", "may_cause", "[X] may cause [Y].", golds=("stroke", "heart attack")),
         Query("s2", "insulin", "may_treat", "[X] might treat [Y].", golds=("type 2 diabetes",))]
 SELF_NAMES = NAMES + ["Stroke", "STROKE"]
 
 
+def test_exclude_subject_ranks_as_if_the_subject_were_not_a_candidate():
+    """ranking_from_scores with a query's exclusion equals ranking the candidate set without the subject's
+    spellings (checked on random score rows with exact ties; a gold that is the subject has no rank)."""
+    rng = np.random.default_rng(5)
+    full = CandidateSet.from_names(SELF_NAMES)
+    for q in SELF:
+        ex = exclusion(q, full)
+        assert {SELF_NAMES[i] for i in ex.ids} == {n for n in SELF_NAMES if n.lower() == q.subject.lower()}
+        rest = [i for i in range(len(SELF_NAMES)) if i not in ex.ids]
+        without = CandidateSet.from_names([SELF_NAMES[i] for i in rest])
+        for _ in range(20):
+            scores = rng.integers(0, 5, size=len(SELF_NAMES)).astype(np.float32)  # many exact ties
+            on = ranking_from_scores(q, full, scores, len(SELF_NAMES), excluded=ex)
+            ref = ranking_from_scores(q, without, scores[rest], len(SELF_NAMES), excluded=NOTHING_EXCLUDED)
+            assert on.names == ref.names and on.n_candidates == len(rest)
+            for g, a, b in zip(q.golds, on.gold_ranks, ref.gold_ranks):
+                assert a == (None if g.lower() == q.subject.lower() else b)
+
+
 @pytest.mark.parametrize("name", ["retrieval", "mask_average"])
-def test_exclude_subject_is_as_if_the_subject_were_not_a_candidate(tiny_mlm, name):
-    """'The query's own subject is a candidate (heads+tails) and comes back as answer #1 ... add an
-    exclude subject option' (issue 12): every spelling of the subject is left out of the top-k and of the
-    gold ranks, which are then those of the candidate set without it; off by default (the reference)."""
+def test_exclude_subject_on_real_scores(tiny_mlm, name):
+    """The same rule through a probe: the subject's spellings leave the top-k, the other candidates keep their
+    order, and a gold's rank counts the candidates that beat it by the probes' tie rule (1 + the number scoring
+    higher; retrieval treats scores within TIE_TOLERANCE of the scale as ties, settled for the gold)."""
     probe = get_probe(name)
     full = CandidateSet.from_names(SELF_NAMES)
     k = len(SELF_NAMES)
     on = probe.rank(tiny_mlm, SELF, full, k=k, exclude_subject=True)
     off = probe.rank(tiny_mlm, SELF, full, k=k)
-    assert [o.ids for o in off] == [o.ids for o in probe.rank(tiny_mlm, SELF, full, k=k, exclude_subject=False)]
     assert {"Stroke", "STROKE", "stroke"} <= set(off[0].names)  # by default the subject competes
     for q, r_on, r_off in zip(SELF, on, off):
         subject = {n for n in SELF_NAMES if n.lower() == q.subject.lower()}
         assert not subject & set(r_on.names) and r_on.n_candidates == len(SELF_NAMES) - len(subject)
-        assert r_on.k == len(SELF_NAMES) - len(subject)
-        # same order as the full ranking with the subject's spellings removed (all scores stay as they were)
         assert list(r_on.names) == [n for n in r_off.names if n not in subject]
         score = dict(zip(r_off.names, r_off.scores))
+        # retrieval's tolerance is relative to the scores' scale (at most |q||x| <= 1 for cosine): a bound of it
+        tol = 4 * TIE_TOLERANCE * max(1.0, max(abs(v) for v in score.values())) if name == "retrieval" else 0.0
         for g, rank in zip(q.golds, r_on.gold_ranks):
             if g.lower() == q.subject.lower():
                 assert rank is None  # the gold is the subject itself: not a candidate any more
             else:
-                others = [n for n in SELF_NAMES if n not in subject]
-                assert rank == 1 + sum(score[n] > score[g] for n in others)
+                others = [score[n] for n in SELF_NAMES if n not in subject]
+                assert 1 + sum(s > score[g] + tol for s in others) <= rank <= 1 + sum(s > score[g] - tol
+                                                                                      for s in others)
 
 
 @pytest.mark.parametrize("name", ["retrieval", "mask_average"])

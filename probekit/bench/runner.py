@@ -137,14 +137,15 @@ def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict
 def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
                   vocab: str = "heads+tails", k: int = 10, progress: Progress | None = None,
                   should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
-                  label: str | None = None) -> Run:
+                  label: str | None = None, share_layers: Sequence[int] = ()) -> Run:
     """Probe every query of ``dataset`` with ``probe.rank``, relation by relation, and (by default) store the run.
 
     With ``reuse`` a finished run with the same settings is loaded instead, and an unfinished one
     (cancelled, failed or killed) is resumed: relations already stored are skipped. ``progress`` gets
     ``(done, total, stage)``; ``should_cancel`` is checked between relations and inside the probe's
     progress reports and stops the run with :class:`Cancelled` (finished relations stay stored).
-    ``reuse=False`` always computes a new run (cached embeddings are still used).
+    ``reuse=False`` always computes a new run (cached embeddings are still used). ``share_layers`` goes to
+    ``probe.rank`` (layers an encoding pass also caches for a grid's sibling cells).
     """
     probe, opts, settings = check_benchmark(model, dataset, probe=probe, options=options, vocab=vocab, k=k,
                                             save=save)
@@ -205,7 +206,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
                 report(shown, total, f"{_where} · {name} {n_done:,}/{n_total:,}")
 
             t = time.perf_counter()
-            rankings = probe.rank(model, queries, candidates, k=k, progress=stage, **opts)
+            rankings = probe.rank(model, queries, candidates, k=k, progress=stage, share_layers=share_layers, **opts)
             clock.close()
             timings["probing"] += time.perf_counter() - t
             t = time.perf_counter()

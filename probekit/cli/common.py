@@ -8,6 +8,7 @@ import json
 import sys
 
 from .. import config
+from ..errors import ProbekitError
 
 VOCABS = ("heads+tails", "tails", "relation")
 
@@ -42,21 +43,72 @@ def _probe_option_table() -> dict:
 
 def add_probe_args(p: argparse.ArgumentParser, *, vocab: bool = True) -> None:
     """``--probe`` and one flag per probe option, generated from :class:`probekit.probes.Option`s: a new
-    probe's options become flags with no change here. Unset flags leave the probe's default."""
+    probe's options become flags with no change here. Unset flags leave the probe's default; a boolean option
+    gets ``--name`` and ``--no-name`` (so an option defaulting to True can be switched off).
+
+    An option whose flag or name is already the command's own is refused with a message naming both."""
     from ..probes import PROBES
 
+    # probes present now are checked here, against this parser; one registered later is checked at registration
+    PROBES.add_check(check_probe_flags, now=False)
     p.add_argument("--probe", default="retrieval", help=" | ".join(PROBES))
     if vocab:
         p.add_argument("--vocab", default="heads+tails", choices=VOCABS, help="candidate vocabulary")
+    taken = {s: a for a in p._actions for s in a.option_strings} | {a.dest: a for a in p._actions}
     for name, (o, owners, defaults) in _probe_option_table().items():
+        clash = taken.get(o.flag) or taken.get(name) or taken.get("--no-" + o.flag[2:])
+        if clash is not None:
+            raise ProbekitError(f"option {name!r} of probe {owners[0]!r} clashes with {p.prog}'s own "
+                                f"{'/'.join(clash.option_strings) or clash.dest}: rename the option")
         where = f"[{', '.join(owners)}]"
         if o.value_type is bool:
-            p.add_argument(o.flag, dest=name, action="store_true", default=None, help=f"{o.help} {where}")
-            continue
-        choices = [c for c in o.choices if c is not None] or None
-        default = "" if o.default is None or len(defaults) > 1 else f"; default {o.default}"
-        p.add_argument(o.flag, dest=name, type=o.value_type, default=None, choices=choices,
-                       help=f"{o.help} {where}{default}")
+            action = p.add_argument(o.flag, dest=name, action=argparse.BooleanOptionalAction, default=None,
+                                    help=f"{o.help} {where}")
+        else:
+            choices = [c for c in o.choices if c is not None] or None
+            default = "" if o.default is None or len(defaults) > 1 else f"; default {o.default}"
+            action = p.add_argument(o.flag, dest=name, type=o.value_type, default=None, choices=choices,
+                                    help=f"{o.help} {where}{default}")
+        action.probe_option = True  # type: ignore[attr-defined]  # read by command_names()
+
+
+def command_names() -> dict[str, set[str]]:
+    """Every flag and argument name each command takes itself (probe option flags left out): what a probe option
+    may not be called. Builds every command's parser, so it is computed when a probe is registered late, not on
+    each command line."""
+    from .main import COMMANDS, build_parser
+
+    out: dict[str, set[str]] = {}
+    for command in COMMANDS:
+        parser = build_parser(command)
+        for sub_action in parser._subparsers._group_actions:  # type: ignore[union-attr]
+            for name, sub in sub_action.choices.items():
+                if name != command:
+                    continue
+                stack = [sub]
+                while stack:  # a command's own sub-commands too
+                    cur = stack.pop()
+                    for a in cur._actions:
+                        if getattr(a, "probe_option", False) or isinstance(a, argparse._HelpAction):
+                            continue
+                        if isinstance(a, argparse._SubParsersAction):
+                            stack += list(a.choices.values())
+                            continue
+                        out.setdefault(command, set()).update(a.option_strings)
+                        out[command].add(a.dest)
+    return out
+
+
+def check_probe_flags(name: str, probe) -> None:
+    """A registry check (:meth:`probekit.errors.Registry.add_check`): none of ``probe``'s options may be named like
+    a flag or argument of a command, which would make that command fail to start."""
+    names = command_names()
+    for o in probe.options:
+        for command, taken in names.items():
+            hit = next((x for x in (o.flag, o.name, "--no-" + o.flag[2:]) if x in taken), None)
+            if hit is not None:
+                raise ProbekitError(f"option {o.name!r} of probe {name!r} clashes with {hit!r} of command "
+                                    f"{command!r}: rename the option")
 
 
 def probe_options(args, probe) -> dict:

@@ -42,7 +42,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in COMMANDS:
         module = importlib.import_module(COMMANDS[command][0])
         before = set(sub.choices)
-        module.register(sub)
+        try:
+            module.register(sub)
+        except argparse.ArgumentError as e:  # a flag the command adds after a probe option took its name
+            raise ProbekitError(f"command {command!r} cannot start: {e} (a probe option is named like one of "
+                                "its flags: rename the option)") from None
         registered = set(sub.choices) - before
     for name, (_, help_text) in COMMANDS.items():
         if name not in registered:
@@ -56,7 +60,11 @@ def _command_of(argv: list[str]) -> str | None:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_of(argv))
+    try:
+        parser = build_parser(_command_of(argv))
+    except ProbekitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):  # pragma: no cover - every registered command sets func
         parser.error(f"unknown command {args.command!r}")

@@ -112,10 +112,9 @@ def token_budget(model, *, overhead: int = 0, limit: int | None = None) -> int:
 
 
 def probe_overhead(probe, model, candidates, **options) -> int:
-    """Tokens ``probe`` adds to a query beyond its one mask, through the probe's own ``input_overhead``
-    (mask_average: the extra masks of its longest candidate); 0 for probes that add none."""
-    fn = getattr(probe, "input_overhead", None)
-    return int(fn(model, candidates, **options)) if callable(fn) else 0
+    """Tokens ``probe`` adds to a query beyond its one mask: the probe's own :meth:`~probekit.probes.Probe.input_overhead`
+    (mask_average: the extra masks of its longest candidate; 0 for probes that add none)."""
+    return int(probe.input_overhead(model, candidates, **options))
 
 
 def fit_context(tokenizer, context: str, prompt: str, budget: int) -> tuple[str, str]:

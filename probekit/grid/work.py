@@ -84,7 +84,7 @@ def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str =
     is loaded here and released after. ``share_layers`` are the layers of the cell's siblings in the grid
     (:func:`probekit.grid.spec.sibling_layers`): the encoding pass computes and caches them too.
     """
-    from .. import cache, models
+    from .. import models
     from ..bench import runs
 
     own = model is None
@@ -93,9 +93,8 @@ def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str =
     try:
         dataset = load_cell_dataset(cell)
         t0 = time.perf_counter()
-        with cache.sharing_layers(share_layers):
-            run = runs.run_benchmark(model, dataset, probe=cell.probe, options=cell.options, vocab=cell.vocab,
-                                     k=cell.k, save=False, reuse=False)
+        run = runs.run_benchmark(model, dataset, probe=cell.probe, options=cell.options, vocab=cell.vocab,
+                                 k=cell.k, save=False, reuse=False, share_layers=share_layers)
         seconds = time.perf_counter() - t0
         return CellResult(cell=cell, model=ModelInfo.of(model), rankings=run.rankings(), seconds=seconds,
                           timings=dict(run.meta.get("timings") or {}), worker=worker)

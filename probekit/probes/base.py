@@ -1,9 +1,17 @@
-"""The one probe interface and the helpers every probe shares."""
+"""The one probe interface and the helpers every probe shares.
+
+The contract between :meth:`Probe.rank` and a probe module is explicit: ``rank`` checks the inputs and
+options, turns the options every probe takes (:data:`COMMON_OPTIONS`) into a :class:`Call`, and hands
+that to the probe's ``_rank(model, queries, candidates, call, **own_options)``. A probe builds its
+rankings with the shared helpers, which take what the call asks for as arguments
+(``ranking_from_scores(..., excluded=call.excluded[i])``, ``ranking_from_predictions(..., excluded=...)``);
+nothing reaches a probe through a global. :meth:`Probe.rank` then checks every returned ranking against
+the call (:func:`check_rankings`), so a probe that forgets an option fails loudly instead of silently.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,19 +19,18 @@ import numpy as np
 from ..errors import ProbekitError
 from ..models import LoadedModel
 from ..types import OBJECT, CandidateSet, Query, Ranking, normalize_name
-
-Progress = Callable[[int, int, str], None]
-"""progress(done, total, stage): probes report each stage (encoding, search, scoring)."""
+from .call import NOTHING_EXCLUDED, Call, Excluded, Explanation, Progress
+from .generated import answer_keys
 
 
 @dataclass(frozen=True)
 class Option:
-    """One user-facing option of a probe: the CLI flags (:func:`probekit.cli.common.add_probe_args`) and
-    the page widgets (``pages/_ui.py``'s ``probe_option_widgets``) are generated from these, so a new probe
+    """One user-facing option of a probe: the CLI flags (:func:`probekit.cli.common.add_probe_args`), the page
+    widgets (``pages/_options.py``) and the Grid page's pick entries are generated from these, so a new probe
     brings its own interface.
 
     ``type`` is the value type (inferred from ``default`` when not given; ``str`` for a ``None`` default).
-    ``advanced`` options go under an expander in the UI.
+    ``advanced`` options go under an expander in the UI. ``minimum`` bounds an integer option from below.
 
     >>> Option("layer", None, type=int).value_type, Option("fast", False).value_type
     (<class 'int'>, <class 'bool'>)
@@ -35,6 +42,7 @@ class Option:
     help: str = ""
     type: type | None = None
     advanced: bool = False
+    minimum: int | None = None
 
     @property
     def value_type(self) -> type:
@@ -46,73 +54,146 @@ class Option:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    def check(self, value, probe: str) -> object:
+        """``value`` when this option accepts it, else a :class:`ProbekitError` naming the option.
+
+        ``None`` is accepted where the default is ``None`` ("unset"); an integer option refuses ``True``
+        (a bool is an int to Python, never to a user); ``choices`` are exact.
+
+        >>> Option("batch_size", 32, minimum=1).check(0, "p")
+        Traceback (most recent call last):
+        ...
+        probekit.errors.ProbekitError: option batch_size of probe 'p' must be an integer >= 1, got 0
+        >>> Option("fast", False, (False, True)).check(True, "p")
+        True
+        """
+        if self.choices:
+            if not any(value is c or (type(value) is type(c) and value == c) for c in self.choices):
+                raise ProbekitError(f"option {self.name}={value!r} of probe {probe!r} must be one of "
+                                    f"{', '.join(map(str, self.choices))}")
+            return value
+        if value is None and self.default is None:
+            return value
+        kind = self.value_type
+        if kind is int:
+            if not isinstance(value, int) or isinstance(value, bool) or (
+                    self.minimum is not None and value < self.minimum):
+                bound = f" >= {self.minimum}" if self.minimum is not None else ""
+                raise ProbekitError(f"option {self.name} of probe {probe!r} must be an integer{bound}, got {value!r}")
+        elif kind is float:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ProbekitError(f"option {self.name} of probe {probe!r} must be a number, got {value!r}")
+        elif kind is bool:
+            if not isinstance(value, bool):
+                raise ProbekitError(f"option {self.name} of probe {probe!r} must be true or false, got {value!r}")
+        elif kind is str and not isinstance(value, str):
+            raise ProbekitError(f"option {self.name} of probe {probe!r} must be text, got {value!r}")
+        return value
+
 
 EXCLUDE_SUBJECT = Option(
     "exclude_subject", False, (False, True),
     "drop the query's own subject from its candidates (untuned encoders return it as answer #1); "
     "off = the reference behaviour of the papers")
 COMMON_OPTIONS: tuple[Option, ...] = (EXCLUDE_SUBJECT,)
-"""Options every probe takes; :meth:`Probe.rank` applies them itself, so a probe module never sees them."""
+"""Options every probe takes; :meth:`Probe.rank` turns them into the :class:`Call` a probe receives."""
 
-_EXCLUDE_SUBJECT: ContextVar[bool] = ContextVar("probekit_exclude_subject", default=False)
+
+class ProbeContractError(RuntimeError):
+    """A probe returned rankings that break the :class:`Probe` contract: a bug in that probe, not user input."""
 
 
 @dataclass
 class Probe:
     """A probing method: ``rank(model, queries, candidates, k=...) -> list[Ranking]``.
 
-    ``options`` are the probe's own :class:`Option`s followed by :data:`COMMON_OPTIONS`.
+    ``options`` are the probe's own :class:`Option`s followed by :data:`COMMON_OPTIONS`. A subclass implements
+    ``_rank(model, queries, candidates, call, **own_options)``; it may implement ``_explain`` (one query's ranking
+    with an :class:`Explanation`) and ``input_overhead`` (tokens it adds to a query beyond its one mask).
+    ``requires_mlm`` / ``requires_seq2seq`` say which models it can probe (:func:`probekit.probes.probes_for`).
     """
 
     name: str
     requires_mlm: bool
     options: tuple[Option, ...] = field(default_factory=tuple)
     description: str = ""
+    requires_seq2seq: bool = False
 
     def __post_init__(self):
         own = tuple(o for o in self.options if o.name not in {c.name for c in COMMON_OPTIONS})
         self.options = own + COMMON_OPTIONS
 
     def checked_options(self, options: dict | None = None) -> dict:
-        """Every option of this probe, defaults filled in; unknown names and values outside an option's
-        choices are refused with a message (the one check, used by :meth:`rank` and the benchmark runner)."""
+        """Every option of this probe, defaults filled in; unknown names and values an option refuses
+        (:meth:`Option.check`) fail with a message (the one check, used by :meth:`rank` and the benchmark runner)."""
         options = dict(options or {})
         known = {o.name: o for o in self.options}
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; "
                                 f"available: {', '.join(known) or 'none'}")
-        opts = {name: options.get(name, o.default) for name, o in known.items()}
-        for name, o in known.items():
-            if o.choices and opts[name] not in o.choices:
-                raise ProbekitError(f"option {name}={opts[name]!r} of probe {self.name!r} must be one of "
-                                    f"{', '.join(map(str, o.choices))}")
-        return opts
+        return {name: o.check(options.get(name, o.default), self.name) for name, o in known.items()}
 
-    def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
-             progress: Progress | None = None, **options) -> list[Ranking]:
-        """Check the inputs and options, then rank. ``exclude_subject=True`` ranks each query as if its own
-        subject (every spelling of it) were not a candidate; probes honour it through :func:`excluded_ids`
-        (used by :func:`ranking_from_scores` and :func:`gold_indices`)."""
+    def usable_with(self, model: LoadedModel) -> bool:
+        """Whether this probe can probe ``model`` (an MLM head, an encoder-decoder, as it requires)."""
+        return (model.has_mlm or not self.requires_mlm) and (
+            bool(getattr(model, "is_seq2seq", False)) or not self.requires_seq2seq)
+
+    def _call(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int,
+              progress: Progress | None, share_layers: Sequence[int], options: dict) -> tuple[Call, dict]:
         check_inputs(model, queries, candidates, k=k)
         if self.requires_mlm and not model.has_mlm:
             raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
                                 "(use 'retrieval', or a BERT-family model such as bert-base-uncased)")
+        if self.requires_seq2seq and not getattr(model, "is_seq2seq", False):
+            raise ProbekitError(f"probe {self.name!r} needs an encoder-decoder model (BART, T5, SciFive); "
+                                f"{model.id!r} is not one (try facebook/bart-base or t5-small, or another probe)")
         opts = self.checked_options(options)
         common = {o.name: opts.pop(o.name) for o in COMMON_OPTIONS}
-        token = _EXCLUDE_SUBJECT.set(bool(common["exclude_subject"]))
-        try:
-            return self._rank(model, list(queries), candidates, k=k, progress=progress, **opts)
-        finally:
-            _EXCLUDE_SUBJECT.reset(token)
+        excluded = tuple(exclusion(q, candidates) if common["exclude_subject"] else NOTHING_EXCLUDED
+                         for q in queries)
+        return Call(k=k, excluded=excluded, progress=progress,
+                    share_layers=tuple(sorted({int(x) for x in share_layers}))), opts
 
-    def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:  # pragma: no cover
+    def rank(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int = 10,
+             progress: Progress | None = None, share_layers: Sequence[int] = (), **options) -> list[Ranking]:
+        """Check the inputs and options, rank, and check the rankings against the call.
+
+        ``exclude_subject=True`` ranks each query as if its own subject (every spelling of it) were not a
+        candidate, for every probe: ranked probes never list those candidates nor count them against a gold,
+        open-vocabulary probes drop answers that spell them. ``share_layers``: see :class:`Call`."""
+        queries = list(queries)
+        call, opts = self._call(model, queries, candidates, k=k, progress=progress, share_layers=share_layers,
+                                options=options)
+        rankings = self._rank(model, queries, candidates, call, **opts)
+        check_rankings(self.name, rankings, queries, call, model.tokenizer)
+        return rankings
+
+    def explain(self, model: LoadedModel, query: Query, candidates: CandidateSet, *, k: int = 10,
+                progress: Progress | None = None, **options) -> tuple[Ranking, Explanation | None]:
+        """One query's ranking (as :meth:`rank` gives it) and, for probes that have one, how it was reached."""
+        call, opts = self._call(model, [query], candidates, k=k, progress=progress, share_layers=(), options=options)
+        ranking, explanation = self._explain(model, query, candidates, call, **opts)
+        check_rankings(self.name, [ranking], [query], call, model.tokenizer)
+        return ranking, explanation
+
+    def input_overhead(self, model: LoadedModel, candidates: CandidateSet, **options) -> int:
+        """Tokens this probe adds to a query beyond its one mask (callers that fit a context into the model's
+        input use it); 0 for probes that place one mask."""
+        return 0
+
+    def _rank(self, model: LoadedModel, queries: list[Query], candidates: CandidateSet, call: Call,
+              **opts) -> list[Ranking]:  # pragma: no cover - every probe implements it
         raise NotImplementedError
+
+    def _explain(self, model: LoadedModel, query: Query, candidates: CandidateSet, call: Call,
+                 **opts) -> tuple[Ranking, Explanation | None]:
+        return self._rank(model, [query], candidates, call, **opts)[0], None
 
 
 def check_inputs(model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int) -> None:
     """Refuse empty inputs, mask-less templates and nonsensical k with a clear message."""
-    if not isinstance(k, int) or k < 1:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ProbekitError(f"k must be a positive integer, got {k!r}")
     if len(candidates) == 0:
         raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
@@ -124,6 +205,32 @@ def check_inputs(model: LoadedModel, queries: Sequence[Query], candidates: Candi
                                 f"the answer goes, e.g. 'Metformin might treat [MASK].'; got {q.template!r}")
         if not q.text("").strip(" .[]"):
             raise ProbekitError(f"query {q.id!r} is empty apart from the mask")
+
+
+def check_rankings(probe: str, rankings: Sequence[Ranking], queries: Sequence[Query], call: Call,
+                   tokenizer=None) -> None:
+    """The rules every probe's rankings obey, checked after each call (a broken rule is a bug of the probe):
+    one ranking per query, in order; at most k listed; a gold rank per gold; nothing :class:`Excluded` listed,
+    and an excluded gold has no rank. Generated answers are compared with excluded names by their answer keys."""
+    if len(rankings) != len(queries):
+        raise ProbeContractError(f"probe {probe!r} returned {len(rankings)} rankings for {len(queries)} queries")
+    for r, q, ex in zip(rankings, queries, call.excluded):
+        if r.query != q:
+            raise ProbeContractError(f"probe {probe!r} returned the ranking of {r.query.id!r} for {q.id!r}")
+        if r.k > call.k or len(r.names) != r.k or len(r.scores) != r.k:
+            raise ProbeContractError(f"probe {probe!r} listed {r.k} answers for k={call.k} (query {q.id!r})")
+        if len(r.gold_ranks) != len(q.golds):
+            raise ProbeContractError(f"probe {probe!r} gave {len(r.gold_ranks)} gold ranks for {len(q.golds)} golds")
+        if not ex.names and not ex.ids:
+            continue
+        if r.generated:  # compared by the hit rule's answer keys
+            gone = set(answer_keys(tokenizer, list(ex.names))) if tokenizer is not None else set()
+            listed = answer_keys(tokenizer, list(r.names)) if tokenizer is not None else []
+        else:
+            gone, listed = set(ex.ids), list(r.ids)
+        if gone.intersection(listed):
+            raise ProbeContractError(f"probe {probe!r} listed an excluded answer for query {q.id!r} "
+                                     "(build rankings with call.excluded)")
 
 
 _BY_NORM: dict[str, dict[str, list[int]]] = {}
@@ -172,15 +279,22 @@ _PUNCT = ".,;:!?()[]{}\"'"
 _MAX_NAME_WORDS = 8
 
 
-def excluded_ids(query: Query, candidates: CandidateSet) -> list[int]:
-    """Candidates treated as absent for ``query`` in the current :meth:`Probe.rank` call
-    (the subject's spellings when ``exclude_subject`` is on, else none)."""
-    return subject_ids(query, candidates) if _EXCLUDE_SUBJECT.get() else []
+def exclusion(query: Query, candidates: CandidateSet) -> Excluded:
+    """What ``exclude_subject`` leaves out of ``query``'s ranking: the candidates spelling its subject
+    (:func:`subject_ids`) and, as names, the subject itself and those spellings.
+
+    >>> c = CandidateSet.from_names(["Pain", "fever", "pain"])
+    >>> exclusion(Query("q", "pain", "r", "[X] [Y]"), c)
+    Excluded(ids=(0, 2), names=('pain', 'Pain'))
+    """
+    ids = tuple(subject_ids(query, candidates))
+    names = ([query.subject] if query.subject.strip() else []) + [candidates.names[i] for i in ids]
+    return Excluded(ids=ids, names=tuple(dict.fromkeys(names)))
 
 
-def gold_indices(query: Query, candidates: CandidateSet) -> list[int | None]:
-    """Candidate id of each gold (``None``: not a candidate, or excluded in this call)."""
-    ex = set(excluded_ids(query, candidates))
+def gold_indices(query: Query, candidates: CandidateSet, excluded: Excluded) -> list[int | None]:
+    """Candidate id of each gold (``None``: not a candidate, or excluded)."""
+    ex = set(excluded.ids)
     out = []
     for g in query.golds:
         i = candidates.index_of(g)
@@ -224,10 +338,11 @@ def top_k_and_gold_ranks(scores: np.ndarray, k: int, golds: Sequence[int | None]
     return top, ranks
 
 
-def ranking_from_scores(query: Query, candidates: CandidateSet, scores: np.ndarray, k: int) -> Ranking:
-    """Top-k and gold ranks (see :func:`top_k_and_gold_ranks`) from one row of scores over all candidates."""
-    ex = excluded_ids(query, candidates)
-    top, gold_ranks = top_k_and_gold_ranks(scores, k, gold_indices(query, candidates), ex)
+def ranking_from_scores(query: Query, candidates: CandidateSet, scores: np.ndarray, k: int, *,
+                        excluded: Excluded) -> Ranking:
+    """Top-k and gold ranks (see :func:`top_k_and_gold_ranks`) from one row of scores over all candidates,
+    ranked without the ``excluded`` candidates (a probe passes ``call.excluded[i]``)."""
+    top, gold_ranks = top_k_and_gold_ranks(scores, k, gold_indices(query, candidates, excluded), excluded.ids)
     return Ranking(query=query, ids=tuple(int(i) for i in top), names=tuple(candidates.names[i] for i in top),
                    scores=tuple(float(scores[i]) for i in top), gold_ranks=tuple(gold_ranks),
-                   n_candidates=len(candidates) - len(ex))
+                   n_candidates=len(candidates) - len(excluded.ids))

@@ -4,7 +4,7 @@ mask_predict (X-FACTR) and generative (BART/T5) do not rank the candidate set: t
 answers from its own vocabulary. Both turn their scored strings into a :class:`~probekit.types.Ranking`
 with ``generated=True`` here, so acc@k, the store and the pages read them like any other ranking.
 
-The hit rule (MedLAMA §3, issue 14): a prediction equals a gold name after normalisation: lower
+The hit rule (MedLAMA §3): a prediction equals a gold name after normalisation: lower
 case, whitespace collapsed, word pieces joined. Both sides are normalised *in the model's own
 tokenisation*: a name is tokenised and decoded again, so "Heart-Attack" and the BERT prediction
 ``heart - attack`` (word pieces ``heart``, ``-``, ``attack``) share the key ``heart - attack``.
@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from ..types import CandidateSet, Query, Ranking, normalize_name
+from .call import Excluded
 
 _CANDIDATE_KEYS: OrderedDict = OrderedDict()  # (tokenizer id, candidate key) -> (tokenizer, {key: index})
 
@@ -49,19 +50,22 @@ def _candidate_index(tokenizer, candidates: CandidateSet) -> dict[str, int]:
 
 
 def ranking_from_predictions(query: Query, predictions: Sequence[tuple[str, float]], candidates: CandidateSet,
-                             k: int, tokenizer) -> Ranking:
+                             k: int, tokenizer, *, excluded: Excluded) -> Ranking:
     """A generated ranking from ``(text, score)`` pairs (any order; higher score = better).
 
     Predictions are sorted by score (stable: equal scores keep their given order), strings with the
-    same answer key are merged (the best keeps its place) and empty strings dropped. A gold's rank is
-    its 1-based position among all merged predictions, or ``None`` ("not generated").
+    same answer key are merged (the best keeps its place) and empty strings dropped. Answers whose key
+    is an ``excluded`` name's key are dropped too (``exclude_subject``: the model may not answer the
+    query's own subject), as if never generated. A gold's rank is its 1-based position among all
+    merged predictions, or ``None`` ("not generated", or excluded).
     """
     order = sorted(range(len(predictions)), key=lambda i: -predictions[i][1])
     texts = [predictions[i][0].strip() for i in order]
     keys = answer_keys(tokenizer, texts)
+    gone = set(answer_keys(tokenizer, list(excluded.names)))
     names, scores, seen = [], [], {}
     for i, text, key in zip(order, texts, keys):
-        if key and key not in seen:
+        if key and key not in seen and key not in gone:
             seen[key] = len(names) + 1
             names.append(text)
             scores.append(float(predictions[i][1]))

@@ -2,7 +2,7 @@
 
 MedLAMA §3 (Meng et al. 2022): "we utilize the cloze-style query with a single [MASK] token as the
 model input. The model then predicts the answer entities that correspond to the [MASK] token in an
-autoregressive manner." Issue 14: the mask in the model's own syntax (``<mask>`` for BART,
+autoregressive manner." The mask is in the model's own syntax (``<mask>`` for BART,
 ``<extra_id_0>`` for T5), beam search of size k, answers parsed from the generated text.
 
 Rules implemented:
@@ -33,7 +33,7 @@ import torch
 
 from ..errors import ProbekitError
 from ..types import Query, Ranking
-from .base import Option, Probe
+from .base import Call, Option, Probe
 from .generated import ranking_from_predictions
 
 PROMPT_MAX_LENGTH = 128
@@ -148,24 +148,23 @@ def generate(model, queries: Sequence[Query], *, beam: int, max_new_tokens: int 
 
 
 class GenerativeProbe(Probe):
-    requires_seq2seq = True  # read by probes_for(): listed only for encoder-decoder models
-
-    def _rank(self, model, queries, candidates, *, k, progress, beam, max_new_tokens, batch_size,
+    def _rank(self, model, queries, candidates, call: Call, *, beam, max_new_tokens, batch_size,
               max_length) -> list[Ranking]:
-        beams = generate(model, queries, beam=k if beam is None else beam, max_new_tokens=max_new_tokens,
-                         batch_size=batch_size, max_length=max_length, progress=progress)
-        return [ranking_from_predictions(q, [(a, s) for a, s, _ in b], candidates, k, model.tokenizer)
-                for q, b in zip(queries, beams)]
+        beams = generate(model, queries, beam=call.k if beam is None else beam, max_new_tokens=max_new_tokens,
+                         batch_size=batch_size, max_length=max_length, progress=call.progress)
+        return [ranking_from_predictions(q, [(a, s) for a, s, _ in b], candidates, call.k, model.tokenizer,
+                                         excluded=ex) for q, b, ex in zip(queries, beams, call.excluded)]
 
 
 PROBE = GenerativeProbe(
     name="generative",
     requires_mlm=False,
+    requires_seq2seq=True,  # listed by probes_for() only for encoder-decoder models
     options=(
-        Option("beam", None, (), "beam size, every beam returned; None = k", type=int),
-        Option("max_new_tokens", 24, (), "generated tokens at most (BART rewrites the whole sentence)"),
-        Option("batch_size", 16, (), "queries per generate call", advanced=True),
-        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens at most", advanced=True),
+        Option("beam", None, (), "beam size, every beam returned; None = k", type=int, minimum=1),
+        Option("max_new_tokens", 24, (), "generated tokens at most (BART rewrites the whole sentence)", minimum=1),
+        Option("batch_size", 16, (), "queries per generate call", advanced=True, minimum=1),
+        Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens at most", advanced=True, minimum=1),
     ),
     description="Seq2seq (BART/T5/SciFive): beam-search the masked span; rank the generated answers by beam score.",
 )

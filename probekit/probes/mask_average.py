@@ -17,7 +17,7 @@ import torch
 
 from ..encode import _autocast
 from ..errors import ProbekitError
-from .base import Option, Probe, ranking_from_scores
+from .base import Call, Option, Probe, ranking_from_scores
 
 
 def candidate_token_ids(tokenizer, names) -> list[list[int]]:
@@ -50,15 +50,15 @@ def input_limit(model) -> int:
 
 
 class MaskAverageProbe(Probe):
-    def input_overhead(self, model, candidates, **_) -> int:
+    def input_overhead(self, model, candidates, **options) -> int:
         """Tokens this probe adds to a query beyond its one mask: a candidate of n word pieces is scored at n
         masks (every candidate is scored), so the longest one adds n - 1 (callers that fit a context use this)."""
         lengths = (len(ids) for ids in candidate_token_ids(model.tokenizer, list(candidates.names)))
         return max(lengths, default=1) - 1
 
-    def _rank(self, model, queries, candidates, *, k, progress, batch_size, max_length):
-        tok, mlm = model.tokenizer, model.mlm
-        limit = input_limit(model) if max_length in (None, "", 0) else int(max_length)
+    def _rank(self, model, queries, candidates, call: Call, *, batch_size, max_length):
+        tok, mlm, progress = model.tokenizer, model.mlm, call.progress
+        limit = input_limit(model) if max_length is None else max_length
         token_ids = candidate_token_ids(tok, candidates.names)
         groups = _by_length(token_ids)
         if not groups:
@@ -95,16 +95,17 @@ class MaskAverageProbe(Probe):
                     done += len(batch_q)
                     if progress:
                         progress(done, total, "scoring")
-        return [ranking_from_scores(q, candidates, scores[i], k) for i, q in enumerate(queries)]
+        return [ranking_from_scores(q, candidates, scores[i], call.k, excluded=ex)
+                for i, (q, ex) in enumerate(zip(queries, call.excluded))]
 
 
 PROBE = MaskAverageProbe(
     name="mask_average",
     requires_mlm=True,
     options=(
-        Option("batch_size", 32, (), "queries per forward pass", advanced=True),
+        Option("batch_size", 32, (), "queries per forward pass", advanced=True, minimum=1),
         Option("max_length", None, (), "prompt tokens (with masks and special tokens) at most; None = the "
-               "model's input limit (every candidate is scored, however long)", type=int, advanced=True),
+               "model's input limit (every candidate is scored, however long)", type=int, advanced=True, minimum=1),
     ),
     description="MLM: mean log-prob of each candidate's tokens at n masks, one pass per distinct length; "
                 "every candidate is scored.",

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ProbekitError
-from ..types import CandidateSet, Query, Ranking
-from .base import _EXCLUDE_SUBJECT, Option, Probe, check_inputs
+from ..types import Query, Ranking
+from .base import Call, Explanation, Option, Probe
 from .generated import ranking_from_predictions
 from .xfactr import DECODINGS, Hyp, Row, advance, expand, masked_slots, parse_decoding, select
 
@@ -294,29 +294,29 @@ def trace_rows(decoded: Decoded, n_masks: int, *, top: int = 3) -> list[dict]:
 
 
 class MaskPredictProbe(Probe):
-    def _rank(self, model, queries, candidates, *, k, progress, **opts) -> list[Ranking]:
-        decoded = decode(model, queries, progress=progress, **opts)
-        return [ranking_from_predictions(q, [(p.text, p.score) for p in d.predictions], candidates, k,
-                                         model.tokenizer) for q, d in zip(queries, decoded)]
+    def _rank(self, model, queries, candidates, call: Call, **opts) -> list[Ranking]:
+        decoded = decode(model, queries, progress=call.progress, **opts)
+        return [ranking_from_predictions(q, [(p.text, p.score) for p in d.predictions], candidates, call.k,
+                                         model.tokenizer, excluded=ex)
+                for q, d, ex in zip(queries, decoded, call.excluded)]
 
-    def explain(self, model, query: Query, candidates: CandidateSet, *, k: int = 10, progress=None,
-                **options) -> tuple[Ranking, Decoded]:
-        """One query's ranking and its decoding trace (each slot's top tokens per step, for every n)."""
-        check_inputs(model, [query], candidates, k=k)
-        known = {o.name: o.default for o in self.options}
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise ProbekitError(f"unknown option {unknown[0]!r} for probe {self.name!r}; available: {', '.join(known)}")
-        opts = {**known, **options}
-        exclude = bool(opts.pop("exclude_subject", False))  # a common option: applied as in Probe.rank
-        token = _EXCLUDE_SUBJECT.set(exclude)
-        try:
-            d = decode(model, [query], trace=True, progress=progress, **opts)[0]
-            ranking = ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, k,
-                                               model.tokenizer)
-        finally:
-            _EXCLUDE_SUBJECT.reset(token)
-        return ranking, d
+    def _explain(self, model, query, candidates, call: Call, **opts) -> tuple[Ranking, Explanation]:
+        """The ranking and its decoding: for every number of masks, each step of the best hypothesis."""
+        d = decode(model, [query], trace=True, progress=call.progress, **opts)[0]
+        ranking = ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, call.k,
+                                           model.tokenizer, excluded=call.excluded[0])
+        return ranking, explanation_of(d)
+
+
+def explanation_of(decoded: Decoded) -> Explanation:
+    """A decoding as an :class:`Explanation`: one table per number of masks (:func:`trace_rows`), the mask
+    count of the best answer first."""
+    views = {str(n): trace_rows(decoded, n) for n in sorted(decoded.traces)} if decoded.predictions else {}
+    return Explanation(
+        title="Decoding", views=views, default=str(best_n_masks(decoded)) if views else "", choose="Masks",
+        help="the answers of every mask count are ranked together; the best one's is shown first",
+        caption="One row per step of the best hypothesis: a slot the step predicted shows its top tokens with "
+                "probabilities, the others the token kept so far.")
 
 
 PROBE = MaskPredictProbe(
@@ -325,12 +325,12 @@ PROBE = MaskPredictProbe(
     options=(
         Option("decoding", "order+order", DECODINGS, "initial fill (independent | order | confidence), optionally "
                "+ refinement (order | confidence); order+order is MedLAMA's"),
-        Option("beam", 5, (), "beam size (MedLAMA: 5)"),
-        Option("n_masks", 5, (), "answers of 1..N tokens are decoded (MedLAMA: 5)"),
-        Option("max_iter", 10, (), "refinement steps at most, per number of masks", advanced=True),
-        Option("batch_size", 64, (), "prompts per forward pass", advanced=True),
+        Option("beam", 5, (), "beam size (MedLAMA: 5)", minimum=1),
+        Option("n_masks", 5, (), "answers of 1..N tokens are decoded (MedLAMA: 5)", minimum=1),
+        Option("max_iter", 10, (), "refinement steps at most, per number of masks", advanced=True, minimum=0),
+        Option("batch_size", 64, (), "prompts per forward pass", advanced=True, minimum=1),
         Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most",
-               advanced=True),
+               advanced=True, minimum=1),
     ),
     description="MLM: decode 1..N masks (X-FACTR: independent/order/confidence + refinement, beam); "
                 "rank the decoded strings by length-normalised log-prob.",

@@ -16,12 +16,14 @@ options it names (``pooling``, ``similarity``, ``max_length``) whatever they wer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .. import cache
 from ..encode import POOLINGS
 from ..errors import ProbekitError
 from ..index import SIMILARITIES, build_index
 from ..types import Ranking
-from .base import Option, Probe, excluded_ids, gold_indices
+from .base import Call, Excluded, Option, Probe, gold_indices
 
 QUERY_MAX_LENGTH = 50
 QUERY_CACHE_MIN = 2
@@ -62,37 +64,39 @@ class RetrievalProbe(Probe):
         values it set)."""
         return apply_preset(options)
 
-    def _rank(self, model, queries, candidates, *, k, progress, pooling, similarity, layer, batch_size, max_length,
+    def _rank(self, model, queries, candidates, call: Call, *, pooling, similarity, layer, batch_size, max_length,
               fast, preset):
         o = self.resolve(dict(pooling=pooling, similarity=similarity, max_length=max_length, preset=preset))
         pooling, similarity, max_length = o["pooling"], o["similarity"], o["max_length"]
         pooling = pooling or model.spec.pooling
-        try:
-            layer = model.num_layers if layer in (None, -1, "") else int(layer)
-        except (TypeError, ValueError):
-            raise ProbekitError(f"layer must be an integer 0..{model.num_layers}, got {layer!r}") from None
+        layer = model.num_layers if layer in (None, -1) else layer
+        progress = call.progress
         index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
-                            batch_size=batch_size, progress=_stage(progress, "encoding candidates"), fast=fast)
+                            batch_size=batch_size, progress=_stage(progress, "encoding candidates"), fast=fast,
+                            share_layers=call.share_layers)
         texts = [q.text(model.mask_token) for q in queries]
         # Query sets (benchmarks, sweeps) go through the cache; a single live query is encoded afresh
         # (as fast as a cache lookup, and one-off files would pile up in the cache).
+        use_cache = len(texts) >= QUERY_CACHE_MIN
         qvec = cache.embeddings(model, texts, layers=[layer], pooling=pooling, max_length=max_length, fast=fast,
                                 batch_size=batch_size, progress=_stage(progress, "encoding queries"),
-                                use_cache=len(texts) >= QUERY_CACHE_MIN)[layer]
-        return rank_with_index(index, queries, candidates, qvec, k=k, progress=_stage(progress, "ranking"))
+                                use_cache=use_cache, share_layers=call.share_layers if use_cache else ())[layer]
+        return rank_with_index(index, queries, candidates, qvec, k=call.k, excluded=call.excluded,
+                               progress=_stage(progress, "ranking"))
 
 
-def rank_with_index(index, queries, candidates, qvec, *, k: int, progress=None) -> list[Ranking]:
+def rank_with_index(index, queries, candidates, qvec, *, k: int, excluded: Sequence[Excluded],
+                    progress=None) -> list[Ranking]:
     """Rankings of ``queries`` (vectors ``qvec``: (n_queries, dim)) against a built index of ``candidates``,
-    honouring the current call's exclusions (``exclude_subject``)."""
-    exclude = [excluded_ids(q, candidates) for q in queries]
-    golds = [gold_indices(q, candidates) for q in queries]
+    each ranked without its ``excluded`` candidates (one :class:`Excluded` per query)."""
+    golds = [gold_indices(q, candidates, ex) for q, ex in zip(queries, excluded)]
+    exclude = [list(ex.ids) for ex in excluded]
     names, n = candidates.names, len(candidates)
     out: list[Ranking] = []
-    for q, ex, (ids, scores, ranks) in zip(queries, exclude,
+    for q, ex, (ids, scores, ranks) in zip(queries, excluded,
                                            index.rank(qvec, golds, k, exclude=exclude, progress=progress)):
         out.append(Ranking(query=q, ids=tuple(ids), names=tuple(names[i] for i in ids), scores=tuple(scores),
-                           gold_ranks=tuple(ranks), n_candidates=n - len(ex)))
+                           gold_ranks=tuple(ranks), n_candidates=n - len(ex.ids)))
     return out
 
 
@@ -102,10 +106,10 @@ PROBE = RetrievalProbe(
     options=(
         Option("pooling", None, (None,) + POOLINGS, "cls (reference) or mean; None = the model's default"),
         Option("similarity", "cosine", SIMILARITIES, "cosine (default), l2 (reference code), dot"),
-        Option("layer", None, (), "hidden_states[L]; None = last layer", type=int),
-        Option("batch_size", 128, (), "encoding batch size", advanced=True),
+        Option("layer", None, (), "hidden_states[L]; None (or -1) = last layer", type=int),
+        Option("batch_size", 128, (), "encoding batch size", advanced=True, minimum=1),
         Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept; longer queries are cut at the end",
-               advanced=True),
+               advanced=True, minimum=1),
         Option("fast", False, (False, True), "int8 weights on CPU: about 3x faster encoding, scores differ "
                "slightly (acc@10 -0.2 points on MedLAMA); CUDA always uses autocast"),
         Option("preset", None, (None, *PRESETS), "a paper's recipe; its values replace pooling, similarity and "
