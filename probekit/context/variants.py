@@ -112,8 +112,8 @@ def token_budget(model, *, overhead: int = 0, limit: int | None = None) -> int:
 
 
 def probe_overhead(probe, model, candidates, **options) -> int:
-    """Tokens ``probe`` adds to a query beyond its one mask: the probe's own :meth:`~probekit.probes.Probe.input_overhead`
-    (mask_average: the extra masks of its longest candidate; 0 for probes that add none)."""
+    """Tokens ``probe`` adds to a query beyond its one mask: its own ``Probe.input_overhead`` (mask_average: the
+    extra masks of its longest candidate; 0 for probes that add none)."""
     return int(probe.input_overhead(model, candidates, **options))
 
 
