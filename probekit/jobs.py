@@ -105,11 +105,11 @@ class Job:
 
 def run_in_foreground(fn: Callable[[Progress, Callable[[], bool]], object], *, progress: Progress | None = None):
     """Run a job function in this thread (the CLI): same function, no thread, never cancelled."""
-    return fn(progress or _no_progress, lambda: False)
+    return fn(progress or no_progress, lambda: False)
 
 
-def _no_progress(done: int, total: int, stage: str = "") -> None:
-    """A progress reporter that reports nothing."""
+def no_progress(done: int, total: int, stage: str = "") -> None:
+    """A ``progress(done, total, stage)`` that reports nothing."""
 
 
 def tqdm_progress(*, quiet: bool = False, file=None) -> Progress | None:
