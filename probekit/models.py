@@ -321,7 +321,7 @@ def release(model: LoadedModel | None) -> None:
     """Drop a model's weights and give GPU memory back (used when the app switches model)."""
     if model is None:
         return
-    model.encoder = None  # type: ignore[assignment]
+    model.encoder = None  # type: ignore[assignment]  # a released model is never used again: this drops the weights
     model.mlm = None
     model.seq2seq = None
     model.meta.pop("_int8_encoder", None)  # the fast-mode copy (probekit.encode)
