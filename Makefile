@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: app test test-slow lint bench install clean-cache screenshots golden
+.PHONY: app test test-slow lint typecheck bench install clean-cache screenshots golden
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,7 @@ app: install
 
 test: install
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 test-slow: install
@@ -38,6 +39,10 @@ screenshots: install
 # ruff check only: the code keeps its hand-wrapped 120-column layout, which `ruff format` would rewrite.
 lint: install
 	$(PY) -m ruff check .
+
+# mypy on probekit/ with the settings in pyproject.toml [tool.mypy]; also part of `make test`.
+typecheck: install
+	$(PY) -m mypy
 
 bench: install
 	$(PY) benchmarks/encode.py && $(PY) benchmarks/live_query.py

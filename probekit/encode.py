@@ -60,7 +60,8 @@ def _int8_encoder(model: LoadedModel) -> torch.nn.Module:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao dynamic quantisation is deprecated in favour of torchao
-        quantised = quantize_dynamic(copy.deepcopy(model.encoder).to("cpu").eval(),
+        on_cpu = copy.deepcopy(model.encoder).to("cpu")  # type: ignore[arg-type]  # mypy reads transformers' @wraps'd .to without its self
+        quantised = quantize_dynamic(on_cpu.eval(),
                                      {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
     model.meta["_int8_encoder"] = quantised
     return quantised
@@ -193,7 +194,7 @@ def encode_layers(
                     if device.type == "cuda":
                         warnings.warn("out of GPU memory even at batch size 1: encoding the rest on CPU",
                                       stacklevel=2)
-                        model.encoder.to("cpu")
+                        model.encoder.to("cpu")  # type: ignore[arg-type]  # mypy reads transformers' @wraps'd .to without its self
                         device, moved, bs = torch.device("cpu"), True, batch_size
                         _free_memory(model.device)
                         continue
@@ -216,12 +217,12 @@ def encode_layers(
 def _restore_device(model: LoadedModel) -> None:
     """Put the encoder back on the model's GPU after a CPU fallback; stay on CPU if that fails."""
     try:
-        model.encoder.to(model.device)
+        model.encoder.to(model.device)  # type: ignore[arg-type]  # mypy reads transformers' @wraps'd .to without its self
     except RuntimeError as err:
         if not _is_oom(err):
             raise
         root = model.mlm if model.mlm is not None else model.encoder
-        root.to("cpu")
+        root.to("cpu")  # type: ignore[arg-type]  # mypy reads transformers' @wraps'd .to without its self
         model.device = torch.device("cpu")
         warnings.warn("the model does not fit on the GPU any more: it stays on CPU", stacklevel=3)
 

@@ -234,7 +234,7 @@ class EntityIndex:
             inside = (own_id >= c0) & (own_id < c0 + part.shape[1])
             r_, s_, i_ = own_r[inside], own_s[inside], own_id[inside]
             np.subtract.at(counts, (r_, s_), (part[r_, i_ - c0] > thr[r_, s_]).astype(np.int64))
-        for r, i in enumerate(rows):
+        for r, i in enumerate(rows.tolist()):
             ex = exclude[i]
             if ex:  # excluded candidates do not count against the gold
                 ep = self._partial(q[r:r + 1], xb[ex], sq[ex])[0]  # (n_excluded,)
@@ -259,7 +259,7 @@ class EntityIndex:
             dist, ids = self.faiss.search(q[todo], kk)  # (len(todo), kk)
             scores = -dist if self.similarity == "l2" else dist
             again = []
-            for r, i in enumerate(todo):
+            for r, i in enumerate(todo.tolist()):
                 keep = ids[r] >= 0
                 s, d = scores[r][keep], ids[r][keep]
                 if exclude[i]:

@@ -13,6 +13,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 from .errors import ProbekitError
 
@@ -39,7 +40,7 @@ class Job:
         self.fn, self.label = fn, label
         self.status = "queued"
         self.done, self.total, self.stage = 0, 0, "waiting for another job to finish"
-        self.result = None
+        self.result: Any = None  # fn's return value once done: its caller knows which fn it started
         self.error: str | None = None
         self.started_at = time.time()
         self.finished_at: float | None = None
@@ -104,7 +105,11 @@ class Job:
 
 def run_in_foreground(fn: Callable[[Progress, Callable[[], bool]], object], *, progress: Progress | None = None):
     """Run a job function in this thread (the CLI): same function, no thread, never cancelled."""
-    return fn(progress or (lambda done, total, stage="": None), lambda: False)
+    return fn(progress or no_progress, lambda: False)
+
+
+def no_progress(done: int, total: int, stage: str = "") -> None:
+    """A ``progress(done, total, stage)`` that reports nothing."""
 
 
 def tqdm_progress(*, quiet: bool = False, file=None) -> Progress | None:

@@ -14,11 +14,15 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import config
 from .errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -130,13 +134,13 @@ class LoadedModel:
     id: str
     source: str
     revision: str
-    tokenizer: object
-    encoder: torch.nn.Module
-    mlm: torch.nn.Module | None
+    tokenizer: PreTrainedTokenizerBase
+    encoder: PreTrainedModel
+    mlm: PreTrainedModel | None
     device: torch.device
     spec: ModelSpec
     meta: dict = field(default_factory=dict)
-    seq2seq: torch.nn.Module | None = None
+    seq2seq: PreTrainedModel | None = None
 
     @property
     def has_mlm(self) -> bool:
@@ -157,7 +161,10 @@ class LoadedModel:
     @property
     def mask_token(self) -> str:
         """The model's own mask: ``[MASK]``, BART's ``<mask>``, T5's first sentinel ``<extra_id_0>``."""
-        return self.tokenizer.mask_token or (T5_SENTINEL if self.is_seq2seq else None)
+        mask = self.tokenizer.mask_token or (T5_SENTINEL if self.is_seq2seq else None)
+        if mask is None:  # load() refuses such a model
+            raise ModelLoadError(f"model {self.id!r} has no mask token")
+        return mask
 
     @property
     def label(self) -> str:
@@ -314,7 +321,7 @@ def release(model: LoadedModel | None) -> None:
     """Drop a model's weights and give GPU memory back (used when the app switches model)."""
     if model is None:
         return
-    model.encoder = None  # type: ignore[assignment]
+    model.encoder = None  # type: ignore[assignment]  # a released model is never used again: this drops the weights
     model.mlm = None
     model.seq2seq = None
     model.meta.pop("_int8_encoder", None)  # the fast-mode copy (probekit.encode)

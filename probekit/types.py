@@ -67,24 +67,29 @@ class CandidateSet:
 
     names: tuple[str, ...]
     key: str
-    _pos: dict = field(default=None, repr=False, compare=False, hash=False)
+    _pos: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        # Position of each exact spelling (first wins), then of each normalised one not already taken.
+        pos: dict[str, int] = {}
+        for i, n in enumerate(self.names):
+            pos.setdefault(n, i)
+        for i, n in enumerate(self.names):
+            pos.setdefault(normalize_name(n), i)
+        object.__setattr__(self, "_pos", pos)
 
     @classmethod
     def from_names(cls, names) -> CandidateSet:
         """Deduplicate by :func:`normalize_name`, keep first spelling and order."""
-        seen: dict[str, int] = {}
+        seen: set[str] = set()
         out: list[str] = []
         for n in names:
             n = str(n).strip()
             if n and n not in seen:
-                seen[n] = len(out)
+                seen.add(n)
                 out.append(n)
-        for i, n in enumerate(out):
-            seen.setdefault(normalize_name(n), i)
         key = hashlib.sha1(json.dumps(out).encode()).hexdigest()[:16]
-        obj = cls(tuple(out), key)
-        object.__setattr__(obj, "_pos", seen)
-        return obj
+        return cls(tuple(out), key)
 
     def __len__(self) -> int:
         return len(self.names)

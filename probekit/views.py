@@ -126,14 +126,16 @@ def _option_value(o, raw: str):
     """``raw`` parsed as option ``o``'s type and checked against its choices; raises ValueError if it is not one."""
     kind = o.value_type
     text = str(raw).strip()
+    value: bool | int | float | str
     if kind is bool:
         if text.lower() not in _TRUE + _FALSE:
             raise ValueError(raw)
         value = text.lower() in _TRUE
     elif kind in (int, float):
-        value = kind(text)
-        if value < 0:
+        number: float = kind(text)  # an int for int options (int is a float to the type checker)
+        if number < 0:
             raise ValueError(raw)
+        value = number
     else:
         value = text
     if o.choices and value not in o.choices:

@@ -351,8 +351,12 @@ def perform(session_id: str, annotator: str, action: Action, *, query_index: int
     """Carry out ``action`` for the annotator who is on ``query_index``; returns (the query to show next,
     a message or None). An undo shows the query of the rating it took back."""
     if action.kind == "rate":
+        if action.item_id is None or action.score is None:
+            raise ProbekitError("a rate action needs an item and a score")
         rate(session_id, action.item_id, annotator, action.score, elapsed_ms=elapsed_ms)
     elif action.kind == "skip":
+        if action.item_id is None:
+            raise ProbekitError("a skip action needs an item")
         skip(session_id, action.item_id, annotator, elapsed_ms=elapsed_ms)
     elif action.kind == "undo":
         undone = undo(session_id, annotator)

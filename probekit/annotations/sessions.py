@@ -132,9 +132,7 @@ def _check_text(value, what: str, *, required: bool = True, limit: int = 200) ->
     return value
 
 
-def _check_int(value, what: str, *, low: int, high: int | None = None, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
+def _check_int(value, what: str, *, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low or (
             high is not None and value > high):
         bound = f"from {low} to {high}" if high is not None else f"≥ {low}"
@@ -194,7 +192,7 @@ def from_rankings(rankings: Sequence[Ranking], *, name: str, organiser: str = ""
     name = _check_text(name, "session name")
     organiser = _check_text(organiser, "organiser name", required=False, limit=MAX_NAME)
     k = _check_int(k, "k", low=1, high=100)
-    raters_per_item = _check_int(raters_per_item or None, "raters per item", low=1, high=100, allow_none=True)
+    raters_per_item = _check_int(raters_per_item, "raters per item", low=1, high=100) if raters_per_item else None
     seed = _check_int(seed, "the seed", low=0)
     rankings = list(rankings or [])
     if not rankings:
@@ -331,7 +329,9 @@ def from_run(run_id: str, *, name: str, relations: Sequence[str] | None = None, 
         raise ProbekitError(f"run {meta['run_id']} has no relation {unknown[0]!r}; available: {', '.join(have)}")
     pool = [r for r in rankings if not relations or r.query.relation in relations]
     picked = sample(pool, n=n_queries, seed=seed, relation=lambda r: r.query.relation)
-    options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+    options = meta.get("options")
+    if not isinstance(options, dict):
+        options = {}
     return from_rankings(picked, name=name, k=k, seed=seed, source="run", source_run=meta["run_id"],
                          model=meta.get("model"), model_revision=meta.get("model_revision"),
                          dataset=meta.get("dataset"), dataset_version=meta.get("dataset_version"),

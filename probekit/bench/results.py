@@ -94,7 +94,7 @@ def new_run_id() -> str:
 
 
 # ---------------------------------------------------------------- store
-def _json_frame(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
+def _json_frame(frame: pd.DataFrame, run_id: str | None) -> pd.DataFrame:  # None: a run never stored
     out = frame.copy()
     for c in JSON_COLUMNS:
         out[c] = [json.dumps(list(v)) for v in out[c]]

@@ -53,7 +53,7 @@ class _StageClock:
     def __init__(self, timings: dict):
         self.timings = timings
         self.last = time.perf_counter()
-        self.stage = None
+        self.stage: str | None = None
 
     def tick(self, stage: str) -> None:
         now = time.perf_counter()
@@ -81,7 +81,7 @@ class ModelIdentity:
         self.label = spec.label or model_id
 
     @classmethod
-    def of(cls, model_id: str, device: str | None = None):
+    def of(cls, model_id: str, device: str | None = None) -> ModelIdentity | None:
         import json
         from pathlib import Path
 
@@ -165,9 +165,10 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
             report(1, 1, "found in the store")
             return res.load_run(found)
     resumed = _resumable(key) if (save and reuse) else None
-    run_id = resumed[0] if resumed else None
+    run_id: str | None = None  # set exactly when the run is saved
     done_rels: set[str] = set()
-    if run_id:
+    if resumed:
+        run_id = resumed[0]
         done_rels = {r for (r,) in res.store().fetch("SELECT DISTINCT relation FROM run_results WHERE run_id = ?",
                                                      [run_id])}
         report(0, 1, f"resuming {resumed[1]} run {run_id} ({len(done_rels)}/{len(dataset.relations)} "
@@ -211,7 +212,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
             timings["probing"] += time.perf_counter() - t
             t = time.perf_counter()
             frames.append(res.rankings_frame(rankings))
-            if save:
+            if run_id:
                 res.insert_results(run_id, frames[-1])
             timings["saving"] += time.perf_counter() - t
             collected += rankings
@@ -233,7 +234,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
                 res.ACTIVE.discard(run_id)
     seconds = time.perf_counter() - start
     timings = {name: round(v, 3) for name, v in timings.items()}
-    if not save:
+    if run_id is None:  # not saved
         meta = {"run_id": None, "label": label or res.label_of(model, dataset, probe.name, opts), "model": model.id,
                 "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
                 "seconds": seconds, "timings": timings, "status": "done", "settings_key": key,

@@ -32,11 +32,13 @@ def _cmd_bench(args) -> int:
         from ..bench import results
 
         results.store()  # a locked database fails now, before the model is loaded
-    run = model = None
+    run = None
+    model: models.LoadedModel | runner.ModelIdentity | None = None
     if args.save and not args.fresh:  # a stored run opens without loading the weights (or importing transformers)
         model = runner.ModelIdentity.of(args.model, args.device)
-        run = model and runner.find_stored(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k)
-    if run is None:
+        if model is not None:
+            run = runner.find_stored(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k)
+    if run is None or model is None:  # (a run is found only through a model identity)
         model = models.load(args.model, device=args.device)
         run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
                                    progress=_progress_printer(args.quiet), save=args.save, reuse=not args.fresh)

@@ -41,7 +41,7 @@ def _cmd_sweep(args) -> int:
 
     ds = load_dataset_from_args(args)
     printer = _progress_printer(args.quiet)
-    last = {}
+    last: dict[str, str] = {}
 
     def report(done, total, stage):
         if printer and last.get("stage") != stage.split(" · ")[0]:
@@ -65,11 +65,11 @@ def _cmd_sweep(args) -> int:
         print(f"{ds.name}: macro acc@k (%) by step, mean over {len(args.run)} run(s)"
               + (f", preset {args.preset}" if args.preset else ""))
         for subset in sorted(set(frame["subset"])):
-            curves = {k: sweep_curve(frame, k=k, subset=subset) for k in ks}
+            by_k = {k: sweep_curve(frame, k=k, subset=subset) for k in ks}
             print(f"  {subset}: {SUBSETS[subset]}")
             print(f"  {'':<6}{'step':>8}" + "".join(f"{'acc@' + str(k):>10}" for k in ks))
-            for i, step in enumerate(curves[ks[0]]["step"]):
-                print(f"  {'':<6}{step:>8}" + "".join(f"{100 * curves[k]['mean'].iloc[i]:>10.2f}" for k in ks))
+            for i, step in enumerate(by_k[ks[0]]["step"]):
+                print(f"  {'':<6}{step:>8}" + "".join(f"{100 * by_k[k]['mean'].iloc[i]:>10.2f}" for k in ks))
     return 0
 
 

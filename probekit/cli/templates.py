@@ -44,7 +44,7 @@ def _cmd_compare(args) -> int:
     for r in cmp.runs.to_dict(orient="records"):
         print(f"{r['run_id']:<28}{r['kind']:<16}{r['label'][:47]:<48}{_pct(r[acc]):>9}"
               f"{_num(r['mean perplexity'], '.2f'):>11}  {r['top object']} ({_pct(r['top object share'])} %)")
-    if cmp.rankings is None:
+    if cmp.rankings is None or cmp.correlation is None:  # (both None, or neither)
         print("\nrankings: need runs of the same models on a template-based and a template-free dataset")
     else:
         print(f"\n{'model':<48}{'template-based':>16}{'template-free':>16}{'change':>8}")

@@ -20,10 +20,11 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import metrics
 from ..errors import ProbekitError
-from ..jobs import Cancelled, Progress
+from ..jobs import Cancelled, Progress, no_progress
 from ..metrics import accuracy
 from ..types import Query, Ranking, normalize_name
 from .rank import pool_candidates, rank_inputs
@@ -91,7 +92,8 @@ class DatasetContextResult:
 def _rankings(rows: Sequence[dict]) -> tuple[list[Ranking], list[Ranking]]:
     """Adapter to :mod:`probekit.metrics.accuracy`: one Ranking per context sequence for input_0 (the
     prompt alone) and one for its last input (the whole context), holding the best gold rank."""
-    first, last = {}, {}
+    first: dict[tuple, dict] = {}
+    last: dict[tuple, dict] = {}
     for r in rows:
         key = (r["query_id"], r.get("target"), r.get("context") or 0, r.get("permutation") or 0)
         if r["step"] == 0:
@@ -242,7 +244,8 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
     :class:`~probekit.jobs.Cancelled`)."""
     from ..probes import get_probe
 
-    kb = isinstance(contexts, str)
+    source = None if isinstance(contexts, str) else contexts  # None: KB contexts
+    kb = source is None
     if kb and contexts != "kb":
         raise ProbekitError(f"contexts must be 'kb' or a documents source, got {contexts!r}")
     if not kb and not isinstance(contexts, ContextSource):
@@ -266,8 +269,9 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
     for q in queries:
         by_rel.setdefault(q.relation, []).append(q)
     modes = ("target", "negative") if negative else ("target",)
-    cov = {"triples": 0, "with_context": 0, "contexts": 0, "unusable": 0, "no_incor": 0, "by_relation": {}}
-    report = progress or (lambda done, total, stage="": None)
+    cov: dict[str, Any] = {"triples": 0, "with_context": 0, "contexts": 0, "unusable": 0, "no_incor": 0,
+                           "by_relation": {}}
+    report = progress or no_progress
     cancelled = should_cancel or (lambda: False)
     rows: list[dict] = []
     done = 0
@@ -275,7 +279,7 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
         head = f"relation {r_i}/{len(by_rel)} {rel}"
         pool = pool_candidates(dataset.candidates("relation", rel).names)
         report(done, len(queries), f"{head} · finding contexts")
-        plans = [pl for q in qs for pl in _plans(q, pool, source=None if kb else contexts, variant=variant,
+        plans = [pl for q in qs for pl in _plans(q, pool, source=source, variant=variant,
                                                  modes=modes, permutations=permutations, seed=seed,
                                                  n_incor=n_incor, cov=cov)]
         # rank in chunks of whole plans, so progress moves and a cancel is seen between probe calls
@@ -307,7 +311,7 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
     settings = {"model": model.id, "probe": p.name, "dataset": dataset.name, "dataset_version": dataset.version,
                 "relations": list(by_rel), "limit": limit, "seed": seed, "n_incor": n_incor, "variant": variant,
                 "permutations": permutations if variant == "knowledge-random" else 1, "negative": negative,
-                "n_queries": len(queries), "contexts": "kb" if kb else contexts.describe(), "coverage": cov,
+                "n_queries": len(queries), "contexts": "kb" if source is None else source.describe(), "coverage": cov,
                 "options": {k_: v for k_, v in probe_options.items() if v is not None}}
     return DatasetContextResult(rows=rows, summary=summarize(rows), settings=settings, seconds=seconds, coverage=cov)
 

@@ -55,7 +55,9 @@ def rank_inputs(model, probe, jobs: Sequence[tuple[Query, str, Sequence[str]]], 
     mask = model.mask_token
     # identical inputs of one query (e.g. input_0 of the target and negative runs) are ranked once
     unique: dict[tuple, int] = {}
-    where, tracked_of, firsts = [], [], []
+    where: list[int] = []  # job -> its unique input
+    tracked_of: list[list[str]] = []  # unique input -> the names tracked for it
+    firsts: list[int] = []  # unique input -> its first job
     for i, (q, ctx, tracked) in enumerate(jobs):
         key = (q.id, q.template, q.subject, ctx)
         if key not in unique:
@@ -229,7 +231,8 @@ def run_context(model, query: Query, *, target: str, pool: Iterable[str], docume
     for i, inputs in enumerate(all_inputs):
         res = results[pos:pos + len(inputs)]
         pos += len(inputs)
-        rows = metrics.rank_changes([r["ranks"] for r in res], [None] + [x.added.entity for x in inputs[1:]],
+        added = [None if x.added is None else x.added.entity for x in inputs]  # None for input_0 only
+        rows = metrics.rank_changes([r["ranks"] for r in res], added,
                                     target=seg.target, correct=correct)
         runs.append(ContextRun(base, i, seg, inputs, res, rows))
     return ContextResult(query=query, target=seg.target, golds=golds, variant=base, negative=negative,

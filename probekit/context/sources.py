@@ -19,7 +19,7 @@ import re
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import config
 from ..errors import ProbekitError
@@ -30,7 +30,15 @@ MAX_SCAN_BYTES = 512 * 2**20
 """CorpusScan keeps the corpus in memory; larger corpora belong in the corpus index (:class:`IndexSource`)."""
 INDEX_UNITS = ("document", "paragraph", "sentence", "window")
 _WORD = re.compile(r"\w+")
-_LOADED: dict[tuple, tuple] = {}
+class _Lines(NamedTuple):
+    """A corpus held in memory: its lines, the file number of each, and word -> numbers of the lines holding it."""
+
+    lines: list[str]
+    file_of: array
+    words: dict[str, array]
+
+
+_LOADED: dict[tuple, _Lines] = {}
 """The last corpus read by a CorpusScan (lines, line -> file, word -> lines), keyed by files, sizes and mtimes."""
 
 
@@ -143,22 +151,19 @@ class CorpusScan:
         self._texts = list(texts) if texts is not None else None
         self.window, self.limit = window, limit
         self.name = name or ("texts" if texts is not None else "+".join(f.name for f in self.files))
-        self._lines: list[str] | None = None
-        self._file_of: array | None = None  # line -> file number
-        self._words: dict[str, array] = {}
+        self._loaded: _Lines | None = None  # read on first use
 
     @property
     def texts(self) -> list[str]:
-        self._load()
-        return list(self._lines)
+        return list(self._load().lines)
 
     def describe(self) -> dict:
         return {"source": "corpus scan", "files": [f.name for f in self.files], "window": self.window,
-                "limit": self.limit, "lines": len(self._lines) if self._lines is not None else None}
+                "limit": self.limit, "lines": len(self._loaded.lines) if self._loaded is not None else None}
 
-    def _load(self) -> None:
-        if self._lines is not None:
-            return
+    def _load(self) -> _Lines:
+        if self._loaded is not None:
+            return self._loaded
         key = None
         if self._texts is None:  # the last corpus read stays in memory: a page's second run starts at once
             try:
@@ -166,13 +171,15 @@ class CorpusScan:
             except OSError as e:
                 raise ProbekitError(f"cannot read the corpus: {e}") from None
             if key in _LOADED:
-                self._lines, self._file_of, self._words = _LOADED[key]
-                return
+                self._loaded = _LOADED[key]
+                return self._loaded
         size = sum(f.stat().st_size for f in self.files)
         if size > MAX_SCAN_BYTES:
             raise ProbekitError(f"the corpus is {size / 2**20:.0f} MB; the plain scan holds at most "
                                 f"{MAX_SCAN_BYTES // 2**20} MB in memory: index it with the corpus index instead")
-        lines, file_of, words = [], array("i"), {}
+        lines: list[str] = []
+        file_of = array("i")  # line -> file number
+        words: dict[str, array] = {}
 
         def add(line: str, file_no: int) -> None:
             i = len(lines)
@@ -191,25 +198,26 @@ class CorpusScan:
                         add(line, n)
             except OSError as e:
                 raise ProbekitError(f"cannot read the corpus file {f}: {e}") from None
-        self._lines, self._file_of, self._words = lines, file_of, words
+        self._loaded = _Lines(lines, file_of, words)
         if key is not None:
             _LOADED.clear()
-            _LOADED[key] = (lines, file_of, words)
+            _LOADED[key] = self._loaded
+        return self._loaded
 
     def lines_with(self, name: str) -> list[int]:
         """Line numbers mentioning ``name`` (case-insensitive, word boundaries), in corpus order."""
-        self._load()
+        loaded = self._load()
         words = _WORD.findall(normalize_name(name))
         if not words:
             return []
-        postings = sorted((self._words.get(w, array("i")) for w in set(words)), key=len)
+        postings = sorted((loaded.words.get(w, array("i")) for w in set(words)), key=len)
         ids = set(postings[0])
         for p in postings[1:]:
             if not ids:
                 break
             ids &= set(p)
         pat = _pattern(name)
-        return [i for i in sorted(ids) if pat.search(self._lines[i])]
+        return [i for i in sorted(ids) if pat.search(loaded.lines[i])]
 
     def contexts(self, subject: str, target: str) -> list[str]:
         if not normalize_name(subject) or not normalize_name(target):
@@ -220,19 +228,21 @@ class CorpusScan:
         s_lines = set(self.lines_with(subject))
         if not s_lines:
             return []
-        out, seen = [], set()
+        lines, file_of, _ = self._load()
+        out: list[str] = []
+        seen: set[tuple[int, int]] = set()
         for i in t_lines:
-            f = self._file_of[i]
+            f = file_of[i]
             lo, hi = i, i
             for _ in range(self.window):  # widen within the same file
-                if lo - 1 >= 0 and self._file_of[lo - 1] == f:
+                if lo - 1 >= 0 and file_of[lo - 1] == f:
                     lo -= 1
-                if hi + 1 < len(self._lines) and self._file_of[hi + 1] == f:
+                if hi + 1 < len(lines) and file_of[hi + 1] == f:
                     hi += 1
             if (lo, hi) in seen or not any(j in s_lines for j in range(lo, hi + 1)):
                 continue
             seen.add((lo, hi))
-            out.append(" ".join(self._lines[lo:hi + 1]))
+            out.append(" ".join(lines[lo:hi + 1]))
             if len(out) >= self.limit:
                 break
         return out

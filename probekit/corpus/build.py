@@ -235,7 +235,7 @@ def _pid_alive(pid: int) -> bool:
 
 def sweep_incomplete() -> list[str]:
     """Remove the partial folders of builds whose process is gone (killed mid-index); returns their names."""
-    removed = []
+    removed: list[str] = []
     root = root_dir()
     if not root.is_dir():
         return removed

@@ -139,7 +139,8 @@ def load_entities(*, dataset: str | None = None, which: str = "full", data_dir: 
         raise ProbekitError("give either a dataset or a file of entity names")
     if names_file is not None:
         return from_file(names_file)
+    assert dataset is not None  # exactly one of the two is given (checked above)
     from ..datasets import load_dataset
 
-    kw = {"which": which} if dataset in ("demo", "medlama") else {}
-    return from_dataset(load_dataset(dataset, path=data_dir, **kw), objects_only=objects_only)
+    # load_dataset reads ``which`` for the datasets that have sets (demo, medlama) only
+    return from_dataset(load_dataset(dataset, path=data_dir, which=which), objects_only=objects_only)

@@ -28,12 +28,16 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import config
 from ..errors import ProbekitError
 from . import match
 from .entities import EntitySet
 from .sources import CorpusSource
+
+if TYPE_CHECKING:
+    import duckdb
 
 INDEX_VERSION = 2
 IN_MEMORY_MENTIONS = 5_000_000
@@ -94,7 +98,7 @@ class CorpusIndex:
         self.path = Path(path)
         self.manifest = json.loads((self.path / "manifest.json").read_text())
         self.fingerprint = self.manifest["fingerprint"]
-        self._con = duckdb.connect(":memory:")
+        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(":memory:")  # None once closed
         self._con.execute("SET threads = 2")
         self._lock = threading.Lock()
         for t in TABLES:
@@ -160,11 +164,16 @@ class CorpusIndex:
     # -- queries
     def sql(self, query: str, params=None) -> list[tuple]:
         with self._lock:
-            return self._con.cursor().execute(query, params or []).fetchall()
+            return self._cursor().execute(query, params or []).fetchall()
 
     def df(self, query: str, params=None):
         with self._lock:
-            return self._con.cursor().execute(query, params or []).df()
+            return self._cursor().execute(query, params or []).df()
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise ProbekitError(f"the index of corpus {self.name!r} is closed")
+        return self._con.cursor()
 
     def entity_id(self, name: str) -> int | None:
         return self._ids.get(match.name_key(name))
@@ -212,7 +221,7 @@ def _complete(folder: Path) -> bool:
 
 def list_indexes() -> list[dict]:
     """Every index under the cache: complete ones with their status (``ok`` / ``stale``), and interrupted builds."""
-    out = []
+    out: list[dict] = []
     root = root_dir()
     if not root.is_dir():
         return out

@@ -102,7 +102,7 @@ def build_template_free(index: CorpusIndex, *, entities: Sequence[str] | None = 
 
     steps = [("1. sentences in the corpus", int(index.counts["sentences"]))]
     with index._lock:
-        cur = index._con.cursor()
+        cur = index._cursor()
         cur.register("wanted", pd.DataFrame({"entity_id": ids}))
         cur.execute("CREATE OR REPLACE TEMP TABLE sel AS SELECT m.doc_id, m.sent, m.entity_id, m.start, m.\"end\" "
                     "FROM m JOIN wanted w ON w.entity_id = m.entity_id")

@@ -144,12 +144,14 @@ def sentences_mentioning(index: CorpusIndex, *, entity: str | None = None, relat
         raise ProbekitError("give an entity, a relation or a role")
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ProbekitError(f"limit must be between 1 and {MAX_LIMIT:,}")
-    where, params = [], []
+    where: list[str] = []
+    params: list[int | str] = []
     if entity is not None:
         where.append("m.entity_id = ?")
         params.append(index.require_entity(entity))
     if relation is not None or role is not None:
-        cond, rp = [], []
+        cond: list[str] = []
+        rp: list[str] = []
         if relation is not None:
             cond.append("relation = ?")
             rp.append(relation)
@@ -202,7 +204,7 @@ def coverage(index: CorpusIndex, triples, *, unit: str = "document") -> dict:
     join = "AND b.sent = a.sent" if unit == "sentence" else ""
     cols = "doc_id, sent, entity_id" if unit == "sentence" else "doc_id, entity_id"
     with index._lock:
-        cur = index._con.cursor()
+        cur = index._cursor()
         cur.register("facts_in", known)
         covered = cur.execute(
             f"SELECT DISTINCT f.s, f.relation, f.o FROM facts_in f "

@@ -225,18 +225,15 @@ def _read_jsonl(source: CorpusSource, path: Path, state: ReadState) -> Iterator[
             yield Document(name, str(obj.get(key_field, line_no)), text)
 
 
-def _pick_column(header: list[str], wanted: str | None, name: str, *, required: bool) -> int | None:
-    if wanted is None:
-        return None
+def _pick_column(header: list[str], wanted: str, name: str) -> int:
+    """Index of column ``wanted``: its exact name, else its only case-insensitive match; DataFormatError if none."""
     if wanted in header:
         return header.index(wanted)
     folded = [h.lower() for h in header]
     if folded.count(wanted.lower()) == 1:
         return folded.index(wanted.lower())
-    if required:
-        raise DataFormatError(f"{name}: no column {wanted!r} (columns: {', '.join(header) or 'none'}); "
-                              "name the text column")
-    return None
+    raise DataFormatError(f"{name}: no column {wanted!r} (columns: {', '.join(header) or 'none'}); "
+                          "name the text column")
 
 
 def _read_csv(source: CorpusSource, path: Path, state: ReadState) -> Iterator[Document]:
@@ -250,8 +247,8 @@ def _read_csv(source: CorpusSource, path: Path, state: ReadState) -> Iterator[Do
         return
     except csv.Error as e:
         raise DataFormatError(f"{name}, line 1: {e}") from None
-    text_i = _pick_column(header, source.text_column or "text", name, required=True)
-    id_i = _pick_column(header, source.id_column, name, required=True) if source.id_column else None
+    text_i = _pick_column(header, source.text_column or "text", name)
+    id_i = _pick_column(header, source.id_column, name) if source.id_column else None
     if id_i is None:
         id_i = next((i for i, h in enumerate(header) if h.lower() in ("row_id", "id")), None)
     while True:

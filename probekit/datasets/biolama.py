@@ -57,7 +57,7 @@ def load(path: str | Path, *, templates: str | Path | None = None, split: str = 
     if manual is None or not manual.exists():
         raise ProbekitError(f"no manual.jsonl with templates found near {path}; pass templates=")
     tpls = read_manual(manual)
-    queries = []
+    queries: list[Query] = []
     for f in files:
         for line, raw in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
             if not raw.strip():

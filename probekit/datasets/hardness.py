@@ -107,8 +107,8 @@ def _rouge_l_f(hypothesis: str, reference: str) -> float:
         r_words = r.split(" ")
         for h in hyp:
             union |= _lcs_words(r_words, h.split(" "))
-    p, r = len(union) / n, len(union) / m
-    return 2.0 * ((p * r) / (p + r + 1e-8))
+    precision, recall = len(union) / n, len(union) / m
+    return 2.0 * ((precision * recall) / (precision + recall + 1e-8))
 
 
 def rouge_l(hypothesis: str, reference: str) -> float:

@@ -42,7 +42,7 @@ def _rows(text: str, label: str, fmt: str):
     else:
         reader = csv.DictReader(io.StringIO(text), strict=True)
         try:
-            fields = reader.fieldnames
+            fields = reader.fieldnames or []  # None for an empty file
         except csv.Error as e:
             raise DataFormatError(f"{label}, line 1: not a valid CSV header ({e})") from None
         missing = [c for c in REQUIRED if fields and c not in fields]

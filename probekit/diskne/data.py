@@ -216,7 +216,7 @@ def _csv_rows(path: Path, required: Sequence[str]) -> list[tuple[int, dict]]:
 def read_negatives_csv(path: str | Path, diseases: dict[str, Disease]) -> dict[str, list[str]]:
     """A ``disease, negative_disease`` CSV (ids or names) -> disease id -> negative ids, in file order."""
     path = _require_file(path, "the negatives CSV (columns disease, negative_disease)")
-    by_name = {}
+    by_name: dict[str, str] = {}
     for d in diseases.values():
         by_name.setdefault(normalize_name(d.id), d.id)
         for n in d.names:

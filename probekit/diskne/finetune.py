@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,6 +29,9 @@ from ..jobs import Cancelled
 from .data import read_set
 from .results import confusion
 from .splits import HYPOTHESES, Example, split_for
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 Progress = Callable[[int, int, str], None]
 
@@ -105,11 +109,11 @@ def classifier(model, *, seed: int) -> torch.nn.Module:
     return clf
 
 
-_MODEL_MEMO: dict[tuple, object] = {}
+_MODEL_MEMO: dict[tuple[str, str | None], LoadedModel] = {}
 _MODEL_LOCK = threading.Lock()
 
 
-def _loaded(model_id: str, device: str | None):
+def _loaded(model_id: str, device: str | None) -> LoadedModel:
     """One loaded base model per process (kept between cells of a grid), replaced when another is asked."""
     from .. import models
 

@@ -149,7 +149,8 @@ def split_for(ds: DisKnESet, target: str, negatives: dict[str, list[str]], *, hy
     if val_fraction > 0 and len(train_pos) >= 2:
         n_val = max(1, n_val)
     val_idx = set(order[:n_val])
-    train, validation = [], []
+    train: list[Example] = []
+    validation: list[Example] = []
     for i, p in enumerate(train_pos):
         (validation if i in val_idx else train).extend(with_negatives(ds, p, negatives, hypothesis=hypothesis,
                                                                       exclude=banned))

@@ -16,10 +16,14 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ProbekitError
 from .spec import Cell, sibling_layers
 from .work import CellResult, run_cell
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel
 
 BACKENDS = ("local", "ray")
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,12 +43,14 @@ class _ModelSlot:
     """One loaded model at a time: kept while cells use it, released when a cell needs another."""
 
     def __init__(self, device: str | None = None):
-        self.device, self.model_id, self.model = device, None, None
+        self.device = device
+        self.model_id: str | None = None
+        self.model: LoadedModel | None = None
 
-    def get(self, model_id: str):
+    def get(self, model_id: str) -> LoadedModel:
         from .. import models
 
-        if self.model_id != model_id:
+        if self.model is None or self.model_id != model_id:
             self.release()
             self.model = models.load(model_id, device=self.device)
             self.model_id = model_id
@@ -175,8 +181,8 @@ class RayBackend:
                                 "(or pip install 'probekit[ray]')") from None
         if not ray.is_initialized():
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
-                          runtime_env=_runtime_env())
+            kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                                          runtime_env=_runtime_env())
             try:
                 if self.address:
                     ray.init(address=self.address, **kwargs)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from ..errors import ProbekitError
-from ..jobs import Cancelled, Job, Progress
+from ..jobs import Cancelled, Job, Progress, no_progress
 from ..store import component_store
 from .backends import make_backend
 from .spec import Cell, GridSpec
@@ -143,7 +143,7 @@ def run_grid(spec: GridSpec, *, backend="local", progress: Progress | None = Non
     :func:`~probekit.grid.backends.make_backend`, kept open after the grid (several grids on the same workers).
     """
     should_cancel = should_cancel or (lambda: False)
-    report = progress or (lambda done, total, stage="": None)
+    report = progress or no_progress
     own = isinstance(backend, str)
     be = make_backend(backend, **backend_options) if own else backend
     gid = register(spec)

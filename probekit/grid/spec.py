@@ -216,8 +216,8 @@ class GridSpec:
         out = []
         seeds = self.seeds or (None,)
         for model, dataset in itertools.product(self.models, self.datasets):
-            for name, axes in self.probes:
-                axes = dict(axes)
+            for name, probe_axes in self.probes:
+                axes = dict(probe_axes)
                 if self.layers:
                     axes.setdefault("layer", self.layers)
                 keys = sorted(axes)

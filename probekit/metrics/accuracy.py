@@ -83,7 +83,8 @@ def relation_accuracy(ranks, relations, *, ks: Sequence[int] = DEFAULT_KS) -> di
     """{relation: {k: acc@k}} in relation order of first appearance."""
     ks = [check_k(k) for k in ks]
     relations = list(relations)
-    frame = pd.DataFrame({"relation": relations, **{k: hits(ranks, k) for k in ks}})
+    columns: dict[str | int, object] = {"relation": relations, **{k: hits(ranks, k) for k in ks}}
+    frame = pd.DataFrame(columns)
     per = frame.groupby("relation", sort=False)[ks].mean()
     return {rel: {k: float(per.loc[rel, k]) for k in ks} for rel in per.index}
 

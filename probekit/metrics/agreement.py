@@ -34,6 +34,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from itertools import combinations
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -132,7 +133,7 @@ def table5(answers: pd.DataFrame, scores: pd.Series, *, ks: Sequence[int] = KS) 
         top = data[data["rank"] <= k]
         for label, part in (("gold hit", top[top.is_gold]), ("not gold", top[~top.is_gold]), ("all", top)):
             counts = part["score"].value_counts()
-            row = {"answers": f"top-{k}", "gold": label}
+            row: dict[str, object] = {"answers": f"top-{k}", "gold": label}
             row.update({str(s): int(counts.get(s, 0)) for s in SCORES})
             row["total"] = int(len(part))
             rows.append(row)
@@ -225,7 +226,11 @@ def reliability_matrix(ratings: pd.DataFrame) -> tuple[np.ndarray, list, list]:
     return wide.to_numpy(dtype=float), list(wide.index), list(wide.columns)
 
 
-def krippendorff_alpha(ratings: pd.DataFrame, *, level: str = "ordinal") -> float | None:
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+"""Krippendorff's levels of measurement (the ``krippendorff`` package's names)."""
+
+
+def krippendorff_alpha(ratings: pd.DataFrame, *, level: Level = "ordinal") -> float | None:
     """Krippendorff's alpha over all annotators (missing ratings allowed); None when it is undefined
     (fewer than two annotators, no item rated twice, or a single score value used throughout)."""
     import krippendorff

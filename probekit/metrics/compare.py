@@ -128,7 +128,7 @@ def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS,
         mine = run_subsets(_hard_set_of(hard_set, label))
         parts = {s: subset(frame, s, hard_set=_hard_set_of(hard_set, label)) for s in present}
         for avg in AVERAGES:
-            row = {"run": label, "average": avg}
+            row: dict[str, object] = {"run": label, "average": avg}
             for s, part in parts.items():
                 row.update({f"{s} acc@{k}": accuracy(part, k=k, average=avg) if s in mine else np.nan for k in ks})
             row.update({f"n {s}": len(part) if s in mine else pd.NA for s, part in parts.items()})

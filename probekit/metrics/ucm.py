@@ -71,7 +71,7 @@ def rank_changes(ranks: Sequence[Mapping[str, int]], added: Sequence[str | None]
             "mean_rank_incor": _mean(now.get(e) for e in present if e not in cor and e != tnorm),
             "rc_target": None, "rc_added": None, "rc_cor": None, "rc_incor": None,
         }
-        if n > 0:
+        if n > 0 and akey is not None:  # akey is set at every n > 0 (a missing one raised above)
             prev = norm[n - 1]
             row["rc_target"] = _diff(now.get(tnorm), prev.get(tnorm))
             row["rc_added"] = _diff(now.get(akey), prev.get(akey))

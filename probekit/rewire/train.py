@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 from .. import __version__, config
 from ..errors import ProbekitError, UnknownNameError
+from ..jobs import Job, Progress
 from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
 
 CPU_BATCH_SIZE = 32
@@ -382,11 +383,17 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
     return run_info(run_id)
 
 
-def start_train(settings: RewireSettings, *, device: str | None = None):
-    """A started :class:`~probekit.jobs.Job` training in the background; ``job.run_id`` names its folder
-    (the page reads the live loss from ``log.jsonl``); ``result`` is the final :func:`run_info`."""
-    from ..jobs import Job
+class TrainJob(Job):
+    """A :class:`~probekit.jobs.Job` that trains run ``run_id`` (its folder exists once training starts)."""
 
+    def __init__(self, fn: Callable[[Progress, Callable[[], bool]], object], *, run_id: str):
+        super().__init__(fn, label="rewire")
+        self.run_id = run_id
+
+
+def start_train(settings: RewireSettings, *, device: str | None = None) -> TrainJob:
+    """A started :class:`TrainJob` training in the background; ``job.run_id`` names its folder
+    (the page reads the live loss from ``log.jsonl``); ``result`` is the final :func:`run_info`."""
     settings = settings.checked()
     resolve_corpus(settings.corpus)  # a typo fails now, on the page, not in the job
     run_id = f"rw-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
@@ -397,6 +404,6 @@ def start_train(settings: RewireSettings, *, device: str | None = None):
 
         return train(settings, device=device, progress=report, should_cancel=should_cancel, run_id=run_id)
 
-    job = Job(work, label="rewire")
-    job.run_id = run_id
-    return job.start()
+    job = TrainJob(work, run_id=run_id)
+    job.start()
+    return job

@@ -178,7 +178,7 @@ class Store:
         return _Cursor(self, self._acquire())
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def transaction(self) -> Iterator[_Cursor]:
         """One short transaction on a fresh cursor; rolled back on any error."""
         cur = self.cursor()
         try:

@@ -86,26 +86,29 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
         raise ProbekitError("give at least one stored run id (see `python -m probekit runs list`)")
     if average not in run_metrics.AVERAGES:
         raise ProbekitError(f"unknown average {average!r}; available: {', '.join(run_metrics.AVERAGES)}")
-    runs = [load_run(r) for r in run_ids]
-    means = stored.mean_perplexity([r.run_id for r in runs])
-    rows, freqs, flags, seen = [], {}, [], {}
-    for run in runs:
+    runs = [load_run(r) for r in run_ids]  # each with its run_id (the ids are already stripped, as stored)
+    means = stored.mean_perplexity(run_ids)
+    rows: list[dict] = []
+    freqs: dict[str, pd.DataFrame] = {}
+    flags: list[str] = []
+    seen: dict[tuple[str, str], str] = {}
+    for run_id, run in zip(run_ids, runs):
         meta, frame = run.meta, run.frame
         if not len(frame):
-            raise ProbekitError(f"run {run.run_id} has no results")
+            raise ProbekitError(f"run {run_id} has no results")
         kind, model = run_kind(frame), meta["model"]
         if (kind, model) in seen:
-            raise ProbekitError(f"model {model!r} has two {kind} runs ({seen[kind, model]} and {run.run_id}): "
+            raise ProbekitError(f"model {model!r} has two {kind} runs ({seen[kind, model]} and {run_id}): "
                                 "keep one per model and kind")
-        seen[kind, model] = run.run_id
+        seen[kind, model] = run_id
         label = f"{model} · {meta['dataset']}"
-        mean_ppl, used = _perplexity_of(run.run_id, model, means, scorer, fill)
+        mean_ppl, used = _perplexity_of(run_id, model, means, scorer, fill)
         freq = frequency.prediction_frequency(frame, k=frequency_k)
         freqs[label] = freq
         flags += frequency.flags(frame, label=f"{model} ({kind}, {meta['dataset']})", threshold=flag_threshold,
                                  k=frequency_k)
         dist = frequency.distinct_predictions(frame, ks=(frequency_k,)).get(frequency_k, {})
-        rows.append({"run_id": run.run_id, "label": label, "model": model, "dataset": meta["dataset"], "kind": kind,
+        rows.append({"run_id": run_id, "label": label, "model": model, "dataset": meta["dataset"], "kind": kind,
                      "probe": meta.get("probe"), "prompts": len(frame),
                      f"acc@{k}": run_metrics.accuracy(frame, k=k, average=average),
                      "mean perplexity": mean_ppl, "scorer": used, "top object": freq.object.iloc[0],

@@ -55,7 +55,9 @@ def pair_datasets(template: Dataset, free: Dataset, *, per_fact: int = 1, vocab:
     for q in template.queries:
         by_fact.setdefault((normalize_name(q.subject), q.relation), q)
     sources = free.meta.get("sources", {})
-    rows, used, stats = [], {}, {"sentences": len(free), "no_subject": 0, "no_template_fact": 0, "not_gold": 0}
+    rows: list[dict[str, str]] = []
+    used: dict[tuple[str, str], int] = {}  # (template query, object) -> pairs made
+    stats = {"sentences": len(free), "no_subject": 0, "no_template_fact": 0, "not_gold": 0}
     for fq in free.queries:
         if not fq.subject:
             stats["no_subject"] += 1

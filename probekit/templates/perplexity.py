@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -87,8 +88,11 @@ def _scored_positions(ids: list[int], special: set[int], mask_id: int | None) ->
     return [p for p, t in enumerate(ids) if t not in special and t != mask_id]
 
 
-def _split_head(mlm) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+def _split_head(mlm) -> tuple[Any, torch.nn.Module] | None:
     """(encoder, MLM head) for architectures whose head maps hidden states row by row, else None.
+
+    The encoder is the model's base (``BertModel``, ``RobertaModel``); :func:`_logits_at_mask` uses its
+    ``embeddings``, ``encoder.layer`` and ``config`` by name.
 
     Applying the head only at the one masked row of each copy skips a (seq × vocab) product per copy.
     """
@@ -176,7 +180,10 @@ def _logits_at_mask(mlm, batch: torch.Tensor, attn: torch.Tensor, rows: torch.Te
     (copies,): copy ``c`` is masked at ``batch[c, pos[c]]``; ``path`` as in :func:`logits_path`."""
     if path == "full":
         return mlm(input_ids=batch, attention_mask=attn).logits[rows, pos]  # (copies, vocab)
-    base, head = _split_head(mlm)
+    split = _split_head(mlm)
+    if split is None:
+        raise ProbekitError(f"logits path {path!r} needs a BERT- or RoBERTa-style MLM head; use 'full'")
+    base, head = split
     if path == "head":
         hidden = base(input_ids=batch, attention_mask=attn)[0]  # (copies, seq, hidden)
         return head(hidden[rows, pos])  # (copies, vocab): the head at the masked row only
@@ -185,6 +192,8 @@ def _logits_at_mask(mlm, batch: torch.Tensor, attn: torch.Tensor, rows: torch.Te
     from transformers.masking_utils import create_bidirectional_mask
 
     layers = _post_ln_layers(base)
+    if layers is None:
+        raise ProbekitError("logits path 'mask_row' needs a post-LayerNorm BERT-style encoder; use 'head'")
     hidden = base.embeddings(input_ids=batch)  # (copies, seq, hidden)
     mask = create_bidirectional_mask(config=base.config, inputs_embeds=hidden, attention_mask=attn)  # as HF builds it
     for layer in layers[:-1]:
@@ -331,5 +340,5 @@ def load_causal_lm(model_id: str, *, device: str | None = None) -> CausalLM:
         raise ModelLoadError(f"could not load causal LM {model_id!r}: {str(e).splitlines()[0][:200]} "
                              "(give a folder saved with save_pretrained, or download it once with "
                              "`huggingface-cli download ID` on a machine with internet)") from None
-    lm.to(dev).eval()
+    lm.to(dev).eval()  # type: ignore[arg-type]  # mypy reads transformers' @wraps'd .to without its self
     return CausalLM(str(model_id), tok, lm, dev)

@@ -67,6 +67,7 @@ def score_run(run_id: str, scorer, *, fill: str = "gold", batch_size: int | None
     from ..bench.runs import load_run
 
     run = load_run(run_id)
+    assert run.run_id is not None  # a loaded run is a stored one
     scores = score_queries(scorer, _queries(run.frame), fill=fill, batch_size=batch_size, progress=progress)
     if save:
         save_scores(run.run_id, scores, scorer=scorer, fill=fill)
