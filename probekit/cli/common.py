@@ -19,7 +19,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cuda | cpu (default: CUDA when present)")
 
 
-def add_dataset_args(p: argparse.ArgumentParser, *, default: str = "demo") -> None:
+def add_dataset_args(p: argparse.ArgumentParser, *, default: str | None = "demo") -> None:
     p.add_argument("--dataset", default=default, help="demo | medlama | biolama | triples | freetext")
     p.add_argument("--data-dir", default=None, help="dataset folder or file (default from PROBEKIT_*_DIR)")
     p.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
@@ -81,10 +81,9 @@ def command_names() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for command in COMMANDS:
         parser = build_parser(command)
-        for sub_action in parser._subparsers._group_actions:  # type: ignore[union-attr]
-            for name, sub in sub_action.choices.items():
-                if name != command:
-                    continue
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        for name, sub in commands.choices.items():
+            if name == command:
                 stack = [sub]
                 while stack:  # a command's own sub-commands too
                     cur = stack.pop()
@@ -151,7 +150,7 @@ def print_listing(frame, fmt: str, *, empty: str, line=None) -> None:
 def _progress_printer(quiet: bool):
     if quiet:
         return None
-    last = {}
+    last: dict[str, int] = {}
 
     def report(done, total, stage):
         pct = int(100 * done / max(total, 1))

@@ -11,8 +11,10 @@ the call (:func:`check_rankings`), so a probe that forgets an option fails loudl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import builtins
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -40,12 +42,12 @@ class Option:
     default: object
     choices: tuple = ()
     help: str = ""
-    type: type | None = None
+    type: builtins.type | None = None
     advanced: bool = False
     minimum: int | None = None
 
     @property
-    def value_type(self) -> type:
+    def value_type(self) -> builtins.type:
         if self.type is not None:
             return self.type
         return str if self.default is None else type(self.default)
@@ -182,9 +184,9 @@ class Probe:
         input use it); 0 for probes that place one mask."""
         return 0
 
-    def _rank(self, model: LoadedModel, queries: list[Query], candidates: CandidateSet, call: Call,
-              **opts) -> list[Ranking]:  # pragma: no cover - every probe implements it
-        raise NotImplementedError
+    # Each probe's ranking: ``_rank(model, queries, candidates, call, **its own options)``, the options as keyword
+    # parameters of their own (so the signature says what a probe takes), hence a callable of any signature here.
+    _rank: ClassVar[Callable[..., list[Ranking]]]
 
     def _explain(self, model: LoadedModel, query: Query, candidates: CandidateSet, call: Call,
                  **opts) -> tuple[Ranking, Explanation | None]:
@@ -224,8 +226,8 @@ def check_rankings(probe: str, rankings: Sequence[Ranking], queries: Sequence[Qu
         if not ex.names and not ex.ids:
             continue
         if r.generated:  # compared by the hit rule's answer keys
-            gone = set(answer_keys(tokenizer, list(ex.names))) if tokenizer is not None else set()
-            listed = answer_keys(tokenizer, list(r.names)) if tokenizer is not None else []
+            gone: set = set(answer_keys(tokenizer, list(ex.names))) if tokenizer is not None else set()
+            listed: list = answer_keys(tokenizer, list(r.names)) if tokenizer is not None else []
         else:
             gone, listed = set(ex.ids), list(r.ids)
         if gone.intersection(listed):

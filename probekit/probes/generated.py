@@ -63,7 +63,9 @@ def ranking_from_predictions(query: Query, predictions: Sequence[tuple[str, floa
     texts = [predictions[i][0].strip() for i in order]
     keys = answer_keys(tokenizer, texts)
     gone = set(answer_keys(tokenizer, list(excluded.names)))
-    names, scores, seen = [], [], {}
+    names: list[str] = []
+    scores: list[float] = []
+    seen: dict[str, int] = {}
     for i, text, key in zip(order, texts, keys):
         if key and key not in seen and key not in gone:
             seen[key] = len(names) + 1

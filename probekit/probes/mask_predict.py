@@ -140,8 +140,8 @@ def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: i
         if sel.dtype in (torch.float16, torch.bfloat16):
             sel = sel.float()
         sel[:, banned] = float("-inf")
-        vals, toks = sel.log_softmax(-1).topk(topn, dim=-1)  # (n_masked, topn)
-        vals, toks = vals.tolist(), toks.tolist()
+        top_vals, top_toks = sel.log_softmax(-1).topk(topn, dim=-1)  # (n_masked, topn)
+        vals, toks = top_vals.tolist(), top_toks.tolist()
         m = 0
         for i, pos in zip(idx, where):
             out[i] = [(vals[m + j], toks[m + j]) for j in range(len(pos))]
@@ -222,7 +222,10 @@ def _run(model, rows: list[Row], *, init: str, refine: str | None, beam: int, ma
     seen: dict[tuple, list] = {}
     steps = 0
     while active := [r for r in rows if r.phase != "done"]:
-        inputs, masked, owners, fresh = [], [], [], {}
+        inputs: list = []
+        masked: list = []
+        owners: list = []
+        fresh: dict = {}
         for r in active:
             for h in r.beam:
                 slots = masked_slots(r, h, refine)
@@ -257,7 +260,7 @@ def _trace_step(tok, row: Row, phase: str, top: dict) -> TraceStep:
     predicted = {j: [(tok.convert_ids_to_tokens(t), math.exp(v)) for v, t in zip(vals[:TRACE_TOP], ids[:TRACE_TOP])]
                  for j, (vals, ids) in top.items()}
     shown = tuple(tok.mask_token if t < 0 else tok.convert_ids_to_tokens(t) for t in best.tokens)
-    return TraceStep(step=len(row.trace) + 1, phase=phase, predicted=predicted, best=shown,
+    return TraceStep(step=len(row.trace or ()) + 1, phase=phase, predicted=predicted, best=shown,
                      score=best.score / row.n)
 
 
