@@ -121,8 +121,8 @@ def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict
         if q.id in seen:
             raise ProbekitError(f"query id {q.id!r} appears twice in dataset {dataset.name!r}; ids must be unique")
         seen.add(q.id)
-    if probe.requires_mlm and not model.has_mlm:
-        raise ProbekitError(f"probe {probe.name!r} needs a model with an MLM head; {model.id!r} has none")
+    if not probe.usable_with(model):
+        raise ProbekitError(probe.unusable_reason(model))
     if vocab == "relation":
         for rel in dataset.relations:
             if not len(dataset.candidates("relation", rel)):

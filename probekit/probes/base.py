@@ -137,19 +137,25 @@ class Probe:
         return {name: o.check(options.get(name, o.default), self.name) for name, o in known.items()}
 
     def usable_with(self, model: LoadedModel) -> bool:
-        """Whether this probe can probe ``model`` (an MLM head, an encoder-decoder, as it requires)."""
+        """Whether this probe can probe ``model`` (an MLM head, an encoder-decoder, as it requires). A probe with
+        other needs overrides this and :meth:`unusable_reason`."""
         return (model.has_mlm or not self.requires_mlm) and (
             bool(getattr(model, "is_seq2seq", False)) or not self.requires_seq2seq)
+
+    def unusable_reason(self, model: LoadedModel) -> str:
+        """The one line :meth:`rank` refuses ``model`` with: what this probe needs and what to use instead
+        (starts with ``probe '<name>' needs``)."""
+        if self.requires_mlm and not model.has_mlm:
+            return (f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
+                    "(use 'retrieval', or a BERT-family model such as bert-base-uncased)")
+        return (f"probe {self.name!r} needs an encoder-decoder model (BART, T5, SciFive); {model.id!r} is not one "
+                "(try facebook/bart-base or t5-small, or another probe)")
 
     def _call(self, model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int,
               progress: Progress | None, share_layers: Sequence[int], options: dict) -> tuple[Call, dict]:
         check_inputs(model, queries, candidates, k=k)
-        if self.requires_mlm and not model.has_mlm:
-            raise ProbekitError(f"probe {self.name!r} needs a model with an MLM head; {model.id!r} has none "
-                                "(use 'retrieval', or a BERT-family model such as bert-base-uncased)")
-        if self.requires_seq2seq and not getattr(model, "is_seq2seq", False):
-            raise ProbekitError(f"probe {self.name!r} needs an encoder-decoder model (BART, T5, SciFive); "
-                                f"{model.id!r} is not one (try facebook/bart-base or t5-small, or another probe)")
+        if not self.usable_with(model):
+            raise ProbekitError(self.unusable_reason(model))
         opts = self.checked_options(options)
         common = {o.name: opts.pop(o.name) for o in COMMON_OPTIONS}
         excluded = tuple(exclusion(q, candidates) if common["exclude_subject"] else NOTHING_EXCLUDED
