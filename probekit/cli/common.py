@@ -162,13 +162,13 @@ class ActionParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)} (see {self.prog} --help)")
         return namespace, extras
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         usage = " ".join(self.format_usage().split())
         if len(usage) > 100:  # one line, whatever the number of flags: the positionals and "[options]"
             positionals = [a.metavar or a.dest for a in self._actions if not a.option_strings]

@@ -37,7 +37,6 @@ def _cmd_show(args) -> int:
 def _cmd_run(args) -> int:
     from .. import grid
 
-    spec = grid.GridSpec.load(args.file)
     ray_flags = {"address": args.ray_address, "workers": args.workers, "max_retries": args.max_retries}
     backend = args.backend or ("ray" if args.ray_address else "local")  # joining a cluster is the Ray backend
     options = {"device": args.device}
@@ -45,6 +44,7 @@ def _cmd_run(args) -> int:
         options.update({k: v for k, v in ray_flags.items() if v is not None})
     elif any(v is not None for v in ray_flags.values()):
         raise ProbekitError("--ray-address, --workers and --max-retries apply to --backend ray only")
+    spec = grid.GridSpec.load(args.file)
     with progress_bar(args.quiet) as report:
         result = grid.run_grid(spec, backend=backend, progress=report, **options)
     if args.format == "json":
