@@ -161,7 +161,8 @@ def test_the_bar_restarts_for_a_new_total_and_shows_each_stage(capsys):
         report(10, 10, "encoding · 10/10")
         report(1, 4, "scoring · 1/4")
     err = capsys.readouterr().err
-    assert "encoding · 0/10" in err and "scoring · 1/4" in err and "1/4" in err
+    assert "encoding · 0/10" in err and "| 0/10 [" in err  # drawn at once, with its stage
+    assert "scoring · 1/4" in err and "| 1/4 [" in err  # the new stage at once, on a bar counting to the new total
     with progress_bar(quiet=True) as report:
         assert report is None
     assert capsys.readouterr().err == ""

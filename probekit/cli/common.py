@@ -201,12 +201,14 @@ def progress_bar(quiet: bool = False) -> Iterator[Progress | None]:
     def report(done: int, total: int, stage: str = "") -> None:
         total, done = max(int(total), 1), max(int(done), 0)
         bar = state["bar"]
-        if bar is None:
-            bar = state["bar"] = tqdm(total=total, file=sys.stderr, leave=False, dynamic_ncols=True,
-                                      mininterval=0.5)
-        elif bar.total != total or done < bar.n:
-            bar.reset(total=total)
         key = _NUMBER.sub("#", stage)
+        if bar is None:  # drawn at once, with its stage
+            state["key"] = key
+            bar = state["bar"] = tqdm(total=total, initial=min(done, total), desc=stage[:100], file=sys.stderr,
+                                      leave=False, dynamic_ncols=True, mininterval=0.5)
+            return
+        if bar.total != total or done < bar.n:
+            bar.reset(total=total)
         if key != state["key"]:
             state["key"] = key
             bar.set_description_str(stage[:100], refresh=False)
