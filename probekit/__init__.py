@@ -4,4 +4,4 @@ The package is the pure core of the workbench: it never imports streamlit, so ev
 action of the app is also available from Python and from ``python -m probekit``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

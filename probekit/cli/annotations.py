@@ -47,60 +47,90 @@ def _print_stats(result: dict) -> None:
             print(result["missing_facts"][["query_text", "answer", "ratings"]].to_string(index=False))
 
 
-def _cmd_annotations(args) -> int:
-    from .common import print_json
+def _format(args, allowed: tuple[str, ...], default: str | None) -> str | None:
+    """``--format`` of an action that takes a few formats (the others are refused with the ones it takes)."""
+    if args.format is None:
+        return default
+    if args.format not in allowed:
+        raise ProbekitError(f"--format {args.format!r} does not apply to `annotations {args.action}`; "
+                            f"use {' | '.join(allowed)}")
+    return args.format
 
-    if args.action == "list":
-        frame = list_sessions()
-        if args.format == "json":
-            print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
-        elif frame.empty:
-            print("no annotation sessions (create one: `python -m probekit annotations create --name NAME`)")
-        else:
-            for r in frame.to_dict(orient="records"):
-                print(f"{r['session_id']}  {r['name']}  [{r['n_queries']} queries × {r['k']}, "
-                      f"{r['annotators']} annotators, {r['ratings']} ratings]")
-        return 0
-    if args.action == "create":
-        return _cmd_create(args)
+
+def _session(args) -> str:
     if not args.session:
         raise ProbekitError(f"`annotations {args.action}` needs --session ID (see `annotations list`)")
-    if args.action == "stats":
-        result = stats(args.session, threshold=args.threshold)
-        if args.format == "json":
-            print_json(stats_json(result))
-        else:
-            _print_stats(result)
-        return 0
-    if args.action in ("link", "revoke"):
-        if not args.name:
-            raise ProbekitError(f"`annotations {args.action}` needs --name EXPERT")
-        if args.action == "link":
-            token = issue_token(args.session, args.name)
-            print(f"personal link for {' '.join(args.name.split())} (shown once; send it to them only):\n"
-                  f"{expert_link(args.url, args.session, token)}")
-        else:
-            n = revoke_tokens(args.session, args.name)
-            print(f"revoked {n} link(s) of {' '.join(args.name.split())}" if n else
-                  f"{' '.join(args.name.split())} has no active link")
-        return 0
-    if args.action == "experts":
-        frame = experts(args.session)
-        print(frame.to_string(index=False) if len(frame) else "no experts yet (`annotations link --name NAME`)")
-        return 0
-    if args.action == "export":
-        if not args.out:
-            raise ProbekitError("`annotations export` needs --out FILE (.csv, .parquet or .jsonl)")
-        fmt = args.format if args.format in EXPORT_FORMATS else None
-        path = export(args.session, args.out, fmt=fmt, what=args.table)
-        print(f"wrote {path}")
-        return 0
-    raise ProbekitError(f"unknown action {args.action!r}")  # pragma: no cover - argparse choices
+    return args.session
+
+
+def _expert(args) -> str:
+    if not args.name:
+        raise ProbekitError(f"`annotations {args.action}` needs --name EXPERT")
+    return args.name
+
+
+def _cmd_list(args) -> int:
+    from .common import print_json
+
+    frame = list_sessions()
+    if _format(args, ("table", "json"), "table") == "json":
+        print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
+    elif frame.empty:
+        print("no annotation sessions (create one: `python -m probekit annotations create --name NAME`)")
+    else:
+        for r in frame.to_dict(orient="records"):
+            print(f"{r['session_id']}  {r['name']}  [{r['n_queries']} queries × {r['k']}, "
+                  f"{r['annotators']} annotators, {r['ratings']} ratings]")
+    return 0
+
+
+def _cmd_stats(args) -> int:
+    from .common import print_json
+
+    fmt = _format(args, ("table", "json"), "table")
+    result = stats(_session(args), threshold=args.threshold)
+    if fmt == "json":
+        print_json(stats_json(result))
+    else:
+        _print_stats(result)
+    return 0
+
+
+def _cmd_link(args) -> int:
+    session, name = _session(args), _expert(args)
+    token = issue_token(session, name)
+    print(f"personal link for {' '.join(name.split())} (shown once; send it to them only):\n"
+          f"{expert_link(args.url, session, token)}")
+    return 0
+
+
+def _cmd_revoke(args) -> int:
+    session, name = _session(args), _expert(args)
+    n = revoke_tokens(session, name)
+    print(f"revoked {n} link(s) of {' '.join(name.split())}" if n else f"{' '.join(name.split())} has no active link")
+    return 0
+
+
+def _cmd_experts(args) -> int:
+    frame = experts(_session(args))
+    print(frame.to_string(index=False) if len(frame) else "no experts yet (`annotations link --name NAME`)")
+    return 0
+
+
+def _cmd_export(args) -> int:
+    fmt = _format(args, EXPORT_FORMATS, None)
+    session = _session(args)
+    if not args.out:
+        raise ProbekitError("`annotations export` needs --out FILE (.csv, .parquet or .jsonl)")
+    print(f"wrote {export(session, args.out, fmt=fmt, what=args.table)}")
+    return 0
 
 
 def _cmd_create(args) -> int:
-    from .common import _progress_printer, load_dataset_from_args, probe_options
+    from .common import load_dataset_from_args, probe_options, progress_bar
 
+    if not args.name:
+        raise ProbekitError("`annotations create` needs --name NAME")
     common = dict(name=args.name, organiser=args.organiser or "", n_queries=args.n, k=args.k, seed=args.seed,
                   blind=not args.not_blind, raters_per_item=args.raters or None)
     if args.run:
@@ -112,8 +142,9 @@ def _cmd_create(args) -> int:
         probe = get_probe(args.probe)
         ds = load_dataset_from_args(args)
         model = models.load(args.model, device=args.device)
-        sid = from_probe(model, ds, probe=probe, options=probe_options(args, probe), vocab=args.vocab,
-                         exclude_subject=not args.keep_subject, progress=_progress_printer(args.quiet), **common)
+        with progress_bar(args.quiet) as report:
+            sid = from_probe(model, ds, probe=probe, options=probe_options(args, probe), vocab=args.vocab,
+                             exclude_subject=not args.keep_subject, progress=report, **common)
     meta = get_session(sid)
     print(f"created session {sid}: {meta['n_queries']} queries × top-{meta['k']} "
           f"(a personal link per expert: `python -m probekit annotations link --session {sid} --name NAME`)")
@@ -121,46 +152,63 @@ def _cmd_create(args) -> int:
 
 
 def register(sub) -> None:
-    from .common import add_dataset_args, add_model_args, add_probe_args
+    from .common import add_actions, add_dataset_args, add_model_args, add_probe_args
 
     p = sub.add_parser("annotations", help="expert annotation sessions: create, list, link/revoke experts, stats, "
-                                           "export")
-    p.add_argument("action", choices=["create", "list", "link", "revoke", "experts", "stats", "export"])
-    p.add_argument("--session", default=None, help="session id (link, revoke, experts, stats, export)")
-    p.add_argument("--url", default="http://localhost:8501", help="link: the app's address as experts reach it")
-    p.add_argument("--format", default=None,
-                   help="list/stats: table | json; export: csv | parquet | jsonl (default from --out's suffix)")
-    p.add_argument("--out", default=None, help="export: output file")
-    p.add_argument("--table", default="ratings", choices=EXPORT_TABLES, help="export: which table")
-    p.add_argument("--threshold", type=int, default=5, choices=[4, 5], help="stats: expert score counted as a hit")
-    g = p.add_argument_group("create")
-    g.add_argument("--name", default=None, help="create: session name; link, revoke: the expert's name")
-    g.add_argument("--organiser", default="")
-    g.add_argument("--run", default=None, help="build from this stored run instead of probing")
-    g.add_argument("--allow-partial", action="store_true",
+                                           "export",
+                       description="Expert annotation sessions; `annotations ACTION --help` lists an action's flags.")
+    actions = add_actions(p)
+    session = {"default": None, "help": "session id (see `annotations list`); required"}
+    expert = {"default": None, "help": "the expert's name; required"}
+
+    a = actions.add_parser("create", help="a new session from a fresh probe (default) or a stored run (--run)")
+    a.add_argument("--name", default=None, help="session name; required")
+    a.add_argument("--organiser", default="")
+    a.add_argument("--run", default=None, help="build from this stored run instead of probing")
+    a.add_argument("--allow-partial", action="store_true",
                    help="with --run: accept an unfinished run (cancelled, failed, interrupted)")
-    g.add_argument("--n", type=int, default=15, help="number of queries (seeded sample, spread over relations)")
-    g.add_argument("--k", type=int, default=10, help="top-k answers per query")
-    g.add_argument("--raters", type=int, default=0, help="annotators per query (0: every annotator rates all)")
-    g.add_argument("--not-blind", action="store_true", help="show gold marks, ranks and scores to annotators")
-    g.add_argument("--keep-subject", action="store_true",
+    a.add_argument("--n", type=int, default=15, help="number of queries (seeded sample, spread over relations)")
+    a.add_argument("--k", type=int, default=10, help="top-k answers per query")
+    a.add_argument("--raters", type=int, default=0, help="annotators per query (0: every annotator rates all)")
+    a.add_argument("--not-blind", action="store_true", help="show gold marks, ranks and scores to annotators")
+    a.add_argument("--keep-subject", action="store_true",
                    help="keep each query's own subject among its answers (left out by default when probing)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--quiet", action="store_true")
-    add_model_args(g)
-    add_dataset_args(g)
-    add_probe_args(g)
-    p.set_defaults(func=_cmd_annotations_checked)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_model_args(a)
+    add_dataset_args(a)
+    add_probe_args(a)
+    a.set_defaults(func=_cmd_create)
 
+    a = actions.add_parser("list", help="every session with its queries, annotators and ratings")
+    a.add_argument("--format", default=None, metavar="{table,json}", help="table | json")
+    a.set_defaults(func=_cmd_list)
 
-def _cmd_annotations_checked(args) -> int:
-    allowed = {"list": ("table", "json"), "stats": ("table", "json"), "export": EXPORT_FORMATS, "create": (),
-               "link": (), "revoke": (), "experts": ()}
-    if args.format is None:
-        args.format = "table" if args.action in ("list", "stats") else None
-    elif args.format not in allowed[args.action]:
-        raise ProbekitError(f"--format {args.format!r} does not apply to `annotations {args.action}`; "
-                            f"use {' | '.join(allowed[args.action]) or 'no --format'}")
-    if args.action == "create" and not args.name:
-        raise ProbekitError("`annotations create` needs --name NAME")
-    return _cmd_annotations(args)
+    a = actions.add_parser("link", help="a personal link for one expert (shown once)")
+    a.add_argument("--session", **session)
+    a.add_argument("--name", **expert)
+    a.add_argument("--url", default="http://localhost:8501", help="the app's address as experts reach it")
+    a.set_defaults(func=_cmd_link)
+
+    a = actions.add_parser("revoke", help="revoke every link of one expert")
+    a.add_argument("--session", **session)
+    a.add_argument("--name", **expert)
+    a.set_defaults(func=_cmd_revoke)
+
+    a = actions.add_parser("experts", help="a session's experts and whether their link is active")
+    a.add_argument("--session", **session)
+    a.set_defaults(func=_cmd_experts)
+
+    a = actions.add_parser("stats", help="expert score × gold hit (MedLAMA Table 5), accuracy, agreement")
+    a.add_argument("--session", **session)
+    a.add_argument("--threshold", type=int, default=5, choices=[4, 5], help="expert score counted as a hit")
+    a.add_argument("--format", default=None, metavar="{table,json}", help="table | json")
+    a.set_defaults(func=_cmd_stats)
+
+    a = actions.add_parser("export", help="a session's ratings, items or events as a file")
+    a.add_argument("--session", **session)
+    a.add_argument("--out", default=None, help="output file (.csv, .parquet or .jsonl); required")
+    a.add_argument("--table", default="ratings", choices=EXPORT_TABLES, help="which table")
+    a.add_argument("--format", default=None, metavar="{" + ",".join(EXPORT_FORMATS) + "}",
+                   help="default: from --out's suffix")
+    a.set_defaults(func=_cmd_export)

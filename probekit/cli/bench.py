@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from ..errors import ProbekitError
 from .common import (
-    _progress_printer,
     add_dataset_args,
     add_model_args,
     add_probe_args,
     load_dataset_from_args,
     print_json,
     probe_options,
+    progress_bar,
 )
 
 
@@ -40,8 +40,9 @@ def _cmd_bench(args) -> int:
             run = runner.find_stored(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k)
     if run is None or model is None:  # (a run is found only through a model identity)
         model = models.load(args.model, device=args.device)
-        run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
-                                   progress=_progress_printer(args.quiet), save=args.save, reuse=not args.fresh)
+        with progress_bar(args.quiet) as report:
+            run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
+                                       progress=report, save=args.save, reuse=not args.fresh)
     ks = tuple(k for k in (1, 5, 10) if k <= args.k)
     summary = metrics.summary(run.rankings(), ks=ks)
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,

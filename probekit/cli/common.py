@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .. import config
 from ..errors import ProbekitError
+from ..jobs import Progress
 
 VOCABS = ("heads+tails", "tails", "relation")
 
@@ -147,17 +151,79 @@ def print_listing(frame, fmt: str, *, empty: str, line=None) -> None:
             print(line(record))
 
 
-def _progress_printer(quiet: bool):
+class ActionParser(argparse.ArgumentParser):
+    """The parser of one action of a command (``runs list``, ``corpus index``...): it takes only its own flags.
+
+    A flag it does not know (a sibling action's, a typo) is refused here, by the action itself, instead of being
+    left to the top-level parser; abbreviated flags are not expanded (``--n`` is not ``--name``). The refusal is one
+    usage line and one error line, exit 2."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)} (see {self.prog} --help)")
+        return namespace, extras
+
+    def error(self, message: str):
+        usage = " ".join(self.format_usage().split())
+        if len(usage) > 100:  # one line, whatever the number of flags: the positionals and "[options]"
+            positionals = [a.metavar or a.dest for a in self._actions if not a.option_strings]
+            usage = " ".join(["usage:", self.prog, "[options]", *map(str, positionals)])
+        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
+
+
+def add_actions(p: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """The actions of command ``p`` as sub-commands (``p.add_parser(name, help=...)`` each), every one an
+    :class:`ActionParser` with its own flags and its own ``--help``."""
+    return p.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=ActionParser)
+
+
+@contextmanager
+def progress_bar(quiet: bool = False) -> Iterator[Progress | None]:
+    """The command line's one progress display: a ``progress(done, total, stage)`` drawing a tqdm bar on stderr,
+    or None with ``--quiet``. Use it as ``with progress_bar(args.quiet) as report: work(progress=report)``.
+
+    One bar for the whole command: a new total (or a count going back) restarts it in place; the stage text is
+    its description, redrawn as soon as the stage changes (its counters aside), the counts at tqdm's pace. The bar
+    is cleared when the block ends, normally or by an error, so an error line never lands on the bar's line and
+    stdout (``--format json``) never sees it."""
     if quiet:
-        return None
-    last: dict[str, int] = {}
+        yield None
+        return
+    from tqdm.auto import tqdm
 
-    def report(done, total, stage):
-        pct = int(100 * done / max(total, 1))
-        if last.get(stage) != pct and (pct % 10 == 0 or done == total):
-            last[stage] = pct
-            print(f"  {stage}: {done}/{total}", file=sys.stderr)
+    state: dict = {"bar": None, "key": None}
 
-    return report
+    def report(done: int, total: int, stage: str = "") -> None:
+        total, done = max(int(total), 1), max(int(done), 0)
+        bar = state["bar"]
+        key = _NUMBER.sub("#", stage)
+        if bar is None:  # drawn at once, with its stage
+            state["key"] = key
+            bar = state["bar"] = tqdm(total=total, initial=min(done, total), desc=stage[:100], file=sys.stderr,
+                                      leave=False, dynamic_ncols=True, mininterval=0.5)
+            return
+        if bar.total != total or done < bar.n:
+            bar.reset(total=total)
+        if key != state["key"]:
+            state["key"] = key
+            bar.set_description_str(stage[:100], refresh=False)
+            bar.n = min(done, total)
+            bar.refresh()
+        else:
+            bar.set_description_str(stage[:100], refresh=False)
+            bar.update(min(done, total) - bar.n)
+
+    try:
+        yield report
+    finally:
+        if state["bar"] is not None:
+            state["bar"].close()
 
 
+_NUMBER = re.compile(r"\d[\d.,]*")
+"""A count or a value in a stage text ("relation 3/19 may_treat · scoring 512/1,000"): not a new stage."""

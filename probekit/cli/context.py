@@ -139,19 +139,19 @@ def _cmd_dataset(args) -> int:
     from probekit import models
     from probekit.context import KB_LABEL
     from probekit.context import store as context_runs
-    from probekit.jobs import tqdm_progress
     from probekit.probes import get_probe
 
-    from .common import load_dataset_from_args, print_json, probe_options
+    from .common import load_dataset_from_args, print_json, probe_options, progress_bar
 
     probe = get_probe(args.probe)
     ds = load_dataset_from_args(args)
     source = _source_from_args(args)
     model = models.load(args.model, device=args.device)
-    result = run_dataset(model, ds, contexts=source, probe=probe.name, limit=args.limit, seed=args.seed,
-                         n_incor=args.n_incor, negative=args.negative, variant=args.variant,
-                         permutations=args.permutations, k=args.k, progress=tqdm_progress(quiet=args.quiet),
-                         **probe_options(args, probe))
+    with progress_bar(args.quiet) as report:
+        result = run_dataset(model, ds, contexts=source, probe=probe.name, limit=args.limit, seed=args.seed,
+                             n_incor=args.n_incor, negative=args.negative, variant=args.variant,
+                             permutations=args.permutations, k=args.k, progress=report,
+                             **probe_options(args, probe))
     out = {"model": model.describe(), **result.to_dict(with_rows=args.rows)}
     if args.save:
         if result.rows:

@@ -16,8 +16,6 @@ import sys
 
 from probekit.errors import ProbekitError
 
-ACTIONS = ("index", "list", "stats", "search", "template-free", "remove")
-
 
 def _source(args):
     from probekit.corpus import open_source
@@ -48,9 +46,8 @@ def _index(args):
 
 def _cmd_index(args) -> int:
     from probekit.corpus import CorpusChangedError, build_index, find_index
-    from probekit.jobs import tqdm_progress
 
-    from .common import print_json
+    from .common import print_json, progress_bar
 
     source, ents = _source(args), _entities(args)
     try:
@@ -62,7 +59,8 @@ def _cmd_index(args) -> int:
         print(f"already indexed as {existing.fingerprint} (use --force to rebuild)", file=sys.stderr)
         idx = existing
     else:
-        idx = build_index(source, ents, progress=tqdm_progress(quiet=args.quiet), force=args.force)
+        with progress_bar(args.quiet) as report:
+            idx = build_index(source, ents, progress=report, force=args.force)
     stats = idx.stats()
     if args.format == "json":
         print_json(stats)
@@ -181,54 +179,85 @@ def _cmd_template_free(args) -> int:
 def _cmd_remove(args) -> int:
     from probekit.corpus import remove_index, sweep_incomplete
 
-    if not args.index:
-        raise ProbekitError("`corpus remove` needs an index fingerprint (see `corpus list`)")
     print(f"removed {remove_index(args.index)}")
     for name in sweep_incomplete():
         print(f"removed interrupted build {name}")
     return 0
 
 
-def _run(args) -> int:
-    return {"index": _cmd_index, "list": _cmd_list, "stats": _cmd_stats, "search": _cmd_search,
-            "template-free": _cmd_template_free, "remove": _cmd_remove}[args.action](args)
+def _finding_args(a, *, named: bool = True) -> None:
+    """The corpus and entity-name flags: what ``index`` indexes, and how ``stats``/``search``/``template-free``
+    find that index when it is not named by its fingerprint."""
+    if named:
+        a.add_argument("index", nargs="?", default=None,
+                       help="index fingerprint (or prefix), see `corpus list`; or find it by --corpus and "
+                            "--dataset/--entities")
+    g = a.add_argument_group("corpus" if not named else "corpus (to find the index instead of naming it)")
+    g.add_argument("--corpus", default="elicit", help="'elicit' (the shipped corpora), a .txt folder, .jsonl or .csv")
+    g.add_argument("--kind", default=None, choices=["lines", "txt", "jsonl", "csv"], help="default: from the path")
+    g.add_argument("--text-column", default=None, help="CSV/JSONL text field (default 'text'; MIMIC-III: TEXT)")
+    g.add_argument("--id-column", default=None, help="CSV/JSONL id field (default ROW_ID / id when present)")
+    g = a.add_argument_group("entity names")
+    g.add_argument("--dataset", default="medlama", help="heads and tails of: demo | medlama | biolama | triples")
+    g.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
+    g.add_argument("--data-dir", default=None, help="dataset folder or file")
+    g.add_argument("--entities", default=None, help="a file of names instead (one a line, or CSV name[,type])")
 
 
 def register(sub) -> None:
     from probekit.corpus.lookup import UNITS  # light: no torch
 
+    from .common import add_actions
+
     p = sub.add_parser("corpus", help="corpora: index mentions once, find real contexts, build template-free prompts",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=ACTIONS)
-    p.add_argument("index", nargs="?", default=None, help="index fingerprint (or prefix), see `corpus list`")
-    g = p.add_argument_group("corpus (index; or to find the index instead of naming it)")
-    g.add_argument("--corpus", default="elicit", help="'elicit' (the shipped corpora), a .txt folder, .jsonl or .csv")
-    g.add_argument("--kind", default=None, choices=["lines", "txt", "jsonl", "csv"], help="default: from the path")
-    g.add_argument("--text-column", default=None, help="CSV/JSONL text field (default 'text'; MIMIC-III: TEXT)")
-    g.add_argument("--id-column", default=None, help="CSV/JSONL id field (default ROW_ID / id when present)")
-    g = p.add_argument_group("entity names")
-    g.add_argument("--dataset", default="medlama", help="heads and tails of: demo | medlama | biolama | triples")
-    g.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
-    g.add_argument("--data-dir", default=None, help="dataset folder or file")
-    g.add_argument("--entities", default=None, help="a file of names instead (one a line, or CSV name[,type])")
-    g.add_argument("--force", action="store_true", help="index: rebuild even when an index exists")
-    g = p.add_argument_group("search")
+                       description=__doc__.split("\n\n")[0] + " `corpus ACTION --help` lists an action's flags.")
+    actions = add_actions(p)
+    fmt = {"default": "table", "choices": ["table", "json"]}
+
+    a = actions.add_parser("index", help="index a corpus's mentions of a dataset's (or a list's) entity names once")
+    _finding_args(a, named=False)
+    a.add_argument("--force", action="store_true", help="rebuild even when an index exists")
+    a.add_argument("--format", **fmt)
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=_cmd_index)
+
+    a = actions.add_parser("list", help="every index: ok / stale / interrupted")
+    a.add_argument("--format", **fmt)
+    a.set_defaults(func=_cmd_list)
+
+    a = actions.add_parser("stats", help="an index's counts; with --coverage, facts with a context per relation")
+    _finding_args(a)
+    a.add_argument("--coverage", action="store_true", help="facts with a context per relation")
+    a.add_argument("--format", **fmt)
+    a.set_defaults(func=_cmd_stats)
+
+    a = actions.add_parser("search", help="real contexts of a fact (--subject/--object), or sentences mentioning "
+                                          "an entity or a relation's entities")
+    _finding_args(a)
+    g = a.add_argument_group("search")
     g.add_argument("--subject", default=None, help="S: contexts mentioning S and --object")
     g.add_argument("--object", default=None, help="O_t")
     g.add_argument("--unit", default="document", choices=UNITS, help="context unit (the paper's: document)")
     g.add_argument("--window", type=int, default=1, help="sentences either side of O_t (--unit window)")
     g.add_argument("--entity", default=None, help="sentences mentioning this entity")
-    g.add_argument("--relation", default=None, help="sentences mentioning an entity of this relation (or type); "
-                                                    "template-free: the relation label written")
-    g.add_argument("--role", default=None, help="head | tail | type (with --relation); template-free: tail = "
-                                                "only the dataset's objects")
-    g.add_argument("--limit", type=int, default=None, help="search: at most this many (default 20); "
-                                                           "template-free: at most this many prompts (default all)")
+    g.add_argument("--relation", default=None, help="sentences mentioning an entity of this relation (or type)")
+    g.add_argument("--role", default=None, help="head | tail | type (with --relation)")
+    g.add_argument("--limit", type=int, default=None, help="at most this many (default 20)")
     g.add_argument("--width", type=int, default=200, help="characters of context printed (table format)")
-    g = p.add_argument_group("template-free")
+    a.add_argument("--format", **fmt)
+    a.set_defaults(func=_cmd_search)
+
+    a = actions.add_parser("template-free", help="template-free prompts from the index's sentences (LIPID steps)")
+    _finding_args(a)
+    g = a.add_argument_group("template-free")
     g.add_argument("--names", default=None, help="only these entities (a names file)")
+    g.add_argument("--role", default=None, help="tail = only the dataset's objects")
+    g.add_argument("--relation", default=None, help="the relation label written (default template_free)")
+    g.add_argument("--limit", type=int, default=None, help="at most this many prompts (default all)")
     g.add_argument("--out", default=None, help="write the prompts (.jsonl or .csv)")
-    p.add_argument("--coverage", action="store_true", help="stats: facts with a context per relation")
-    p.add_argument("--format", default="table", choices=["table", "json"])
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_run)
+    a.add_argument("--format", **fmt)
+    a.set_defaults(func=_cmd_template_free)
+
+    a = actions.add_parser("remove", help="delete an index (and interrupted builds)")
+    a.add_argument("index", help="index fingerprint (or prefix), see `corpus list`")
+    a.set_defaults(func=_cmd_remove)

@@ -76,7 +76,8 @@ def _print_tables(run_ids: list[str], fmt: str) -> None:
 
 def _cmd_run(args) -> int:
     from ..diskne import runs
-    from ..jobs import run_in_foreground, tqdm_progress
+    from ..jobs import run_in_foreground
+    from .common import progress_bar
 
     finetune = {"lr": args.lr, "batch_size": args.batch_size, "max_epochs": args.epochs, "patience": args.patience,
                 "val_fraction": args.val_fraction, "max_length": args.max_length, "hypothesis": args.hypothesis,
@@ -88,7 +89,8 @@ def _cmd_run(args) -> int:
                              finetune=finetune, n_negatives=args.negatives, device=args.device,
                              diseases=args.disease, progress=progress, should_cancel=should_cancel)
 
-    run_ids = run_in_foreground(work, progress=tqdm_progress(quiet=args.quiet))
+    with progress_bar(args.quiet) as report:
+        run_ids = run_in_foreground(work, progress=report)
     _print_tables(run_ids, args.format)
     return 0
 

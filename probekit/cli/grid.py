@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ProbekitError
-from .common import print_json, print_listing
+from .common import add_actions, print_json, print_listing, progress_bar
 
 
 def _print_cells(frame) -> None:
@@ -15,28 +15,38 @@ def _print_cells(frame) -> None:
         print(f"{r['status']:<8} {r['label'][:70]:<70} {acc}{extra}{err}")
 
 
-def _run(args) -> int:
+def _cmd_list(args) -> int:
     from .. import grid
-    from ..jobs import tqdm_progress
 
-    if args.action == "list":
-        print_listing(grid.list_grids(), args.format, empty="no grids yet (python -m probekit grid run grid.yaml)")
-        return 0
-    if not args.target:
-        raise ProbekitError(f"`grid {args.action}` needs {'a grid file' if args.action == 'run' else 'a grid id'}")
-    if args.action == "show":
-        meta, cells = grid.get_grid(args.target), grid.cells_frame(args.target)
-        if args.format == "json":
-            print_json({"grid": meta, "cells": cells.drop(columns=["settings"]).to_dict(orient="records")})
-        else:
-            print(f"{meta['grid_id']}  {meta['name']}  {meta['n_cells']} cells")
-            _print_cells(cells)
-        return 0
-    spec = grid.GridSpec.load(args.target)
+    print_listing(grid.list_grids(), args.format, empty="no grids yet (python -m probekit grid run grid.yaml)")
+    return 0
+
+
+def _cmd_show(args) -> int:
+    from .. import grid
+
+    meta, cells = grid.get_grid(args.grid), grid.cells_frame(args.grid)
+    if args.format == "json":
+        print_json({"grid": meta, "cells": cells.drop(columns=["settings"]).to_dict(orient="records")})
+    else:
+        print(f"{meta['grid_id']}  {meta['name']}  {meta['n_cells']} cells")
+        _print_cells(cells)
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from .. import grid
+
+    ray_flags = {"address": args.ray_address, "workers": args.workers, "max_retries": args.max_retries}
+    backend = args.backend or ("ray" if args.ray_address else "local")  # joining a cluster is the Ray backend
     options = {"device": args.device}
-    if args.backend == "ray":
-        options.update(address=args.ray_address, workers=args.workers, max_retries=args.max_retries)
-    result = grid.run_grid(spec, backend=args.backend, progress=tqdm_progress(quiet=args.quiet), **options)
+    if backend == "ray":
+        options.update({k: v for k, v in ray_flags.items() if v is not None})
+    elif any(v is not None for v in ray_flags.values()):
+        raise ProbekitError("--ray-address, --workers and --max-retries apply to --backend ray only")
+    spec = grid.GridSpec.load(args.file)
+    with progress_bar(args.quiet) as report:
+        result = grid.run_grid(spec, backend=backend, progress=report, **options)
     if args.format == "json":
         print_json({"grid_id": result.grid_id, "ran": result.ran, "skipped": result.skipped,
                     "seconds": result.seconds, "cells": result.cells.drop(columns=["settings"]).to_dict("records")})
@@ -48,15 +58,27 @@ def _run(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("grid", help="probing grids (models x datasets x probes x options x layers), local or Ray")
-    p.add_argument("action", choices=["run", "list", "show"])
-    p.add_argument("target", nargs="?", default=None, help="run: grid file (.yaml/.json); show: grid id")
-    p.add_argument("--backend", default="local", choices=["local", "ray"])
-    p.add_argument("--ray-address", default=None, help="join this Ray cluster (default: RAY_ADDRESS, else a local "
-                   "Ray started on this machine)")
-    p.add_argument("--workers", type=int, default=2, help="ray: worker processes (each keeps one model loaded)")
-    p.add_argument("--max-retries", type=int, default=2, help="ray: restarts of a lost worker / retries of its cell")
-    p.add_argument("--device", default=None, help="cuda | cpu (default: CUDA when present)")
-    p.add_argument("--format", default="table", choices=["table", "json"])
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=_run)
+    p = sub.add_parser("grid", help="probing grids (models x datasets x probes x options x layers), local or Ray",
+                       description="Probing grids; `grid ACTION --help` lists an action's flags.")
+    actions = add_actions(p)
+    a = actions.add_parser("run", help="run every cell of a grid file not stored yet (local or on Ray)")
+    a.add_argument("file", metavar="GRID_FILE", help="the grid (.yaml/.json)")
+    a.add_argument("--backend", default=None, choices=["local", "ray"],
+                   help="default: ray with --ray-address, else local")
+    a.add_argument("--ray-address", default=None, help="ray: join this Ray cluster (default: RAY_ADDRESS, else a "
+                   "local Ray started on this machine)")
+    a.add_argument("--workers", type=int, default=None,
+                   help="ray: worker processes, each keeps one model loaded (default 2)")
+    a.add_argument("--max-retries", type=int, default=None,
+                   help="ray: restarts of a lost worker / retries of its cell (default 2)")
+    a.add_argument("--device", default=None, help="cuda | cpu (default: CUDA when present)")
+    a.add_argument("--format", default="table", choices=["table", "json"])
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=_cmd_run)
+    a = actions.add_parser("list", help="every stored grid")
+    a.add_argument("--format", default="table", choices=["table", "json"])
+    a.set_defaults(func=_cmd_list)
+    a = actions.add_parser("show", help="one grid's cells: status, macro acc@10, run id")
+    a.add_argument("grid", metavar="GRID_ID", help="grid id (see `grid list`)")
+    a.add_argument("--format", default="table", choices=["table", "json"])
+    a.set_defaults(func=_cmd_show)

@@ -34,7 +34,7 @@ def _print_table(result: LayerRun) -> None:
 def _cmd_layers(args) -> int:
     from probekit import models
 
-    from .common import _progress_printer, load_dataset_from_args, print_json, print_listing
+    from .common import load_dataset_from_args, print_json, print_listing, progress_bar
 
     if args.list:
         print_listing(list_layer_runs(), args.format, empty="no stored layer sweeps (run `layers --save`)",
@@ -48,9 +48,10 @@ def _cmd_layers(args) -> int:
             raise ProbekitError(f"--layers takes integers like 1,2,3; got {args.layers!r}") from None
     ds = load_dataset_from_args(args)
     model = models.load(args.model, device=args.device)
-    result = run_layers(model, ds, layers=layers, pooling=args.pooling, similarity=args.similarity, vocab=args.vocab,
-                        batch_size=args.batch_size or 128, fast=args.fast, progress=_progress_printer(args.quiet),
-                        reuse=not args.fresh, save=args.save)
+    with progress_bar(args.quiet) as report:
+        result = run_layers(model, ds, layers=layers, pooling=args.pooling, similarity=args.similarity,
+                            vocab=args.vocab, batch_size=args.batch_size or 128, fast=args.fast, progress=report,
+                            reuse=not args.fresh, save=args.save)
     if args.format == "json":
         print_json(result.to_dict())
     else:

@@ -8,7 +8,7 @@ Pseudo-perplexity with a masked LM (each token masked in turn, batched), or perp
 from __future__ import annotations
 
 from ..errors import ProbekitError
-from .common import _progress_printer, add_dataset_args, load_dataset_from_args, print_json
+from .common import add_dataset_args, load_dataset_from_args, print_json, progress_bar
 
 
 def _scorer(args):
@@ -35,7 +35,6 @@ def _cmd_perplexity(args) -> int:
     if args.batch_size is not None and args.batch_size < 1:
         raise ProbekitError(f"--batch-size must be a positive integer, got {args.batch_size}")
     scorer = _scorer(args)
-    report = _progress_printer(args.quiet)
     name, _, method = stored.scorer_info(scorer)
     if args.text:
         if method == "causal":
@@ -50,14 +49,15 @@ def _cmd_perplexity(args) -> int:
             for r in rows:
                 print(f"{r['perplexity']:>12.2f}  {r['n_tokens']:>4} tokens  {r['text']}")
         return 0
-    if args.run:
-        scores = stored.score_run(args.run, scorer, fill=args.fill, batch_size=args.batch_size, progress=report)
-        where = f"run {args.run} (stored)"
-    else:
-        ds = load_dataset_from_args(args)
-        scores = stored.score_queries(scorer, ds.queries, fill=args.fill, batch_size=args.batch_size,
+    ds = None if args.run else load_dataset_from_args(args)
+    with progress_bar(args.quiet) as report:
+        if ds is None:
+            scores = stored.score_run(args.run, scorer, fill=args.fill, batch_size=args.batch_size,
                                       progress=report)
-        where = f"dataset {ds.name} (not stored)"
+        else:
+            scores = stored.score_queries(scorer, ds.queries, fill=args.fill, batch_size=args.batch_size,
+                                          progress=report)
+    where = f"run {args.run} (stored)" if ds is None else f"dataset {ds.name} (not stored)"
     per = scores.groupby("relation", sort=True).agg(prompts=("query_id", "size"), mean=("perplexity", "mean"))
     if args.format == "json":
         print_json({"scorer": name, "method": method, "fill": args.fill, "where": where,
@@ -87,5 +87,5 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=None,
                    help="masked copies (or texts, --causal) per forward pass")
     p.add_argument("--format", default="table", choices=["table", "json"])
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_perplexity)

@@ -6,9 +6,7 @@ from probekit.rewire import CPU_BATCH_SIZE, SUBSETS, RewireSettings, list_runs, 
 
 
 def _cmd_rewire(args) -> int:
-    import sys
-
-    from .common import print_json, print_listing
+    from .common import print_json, print_listing, progress_bar
 
     if args.list:
         print_listing(list_runs(), args.format, empty="no rewiring runs yet")
@@ -19,11 +17,12 @@ def _cmd_rewire(args) -> int:
                               pooling=args.pooling, max_length=args.max_length, dropout=args.dropout,
                               seed=args.seed, max_sentences=args.max_sentences)
 
-    def report(step, total, loss):
-        if not args.quiet and (step % 10 == 0 or step == total):
-            print(f"  step {step}/{total}  loss {loss:.4f}", file=sys.stderr)
+    with progress_bar(args.quiet) as bar:
+        def report(step, total, loss):  # training reports its loss where the other work names a stage
+            if bar is not None:
+                bar(step, total, f"training · loss {loss:.4f}")
 
-    info = train(settings, device=args.device, progress=report)
+        info = train(settings, device=args.device, progress=report)
     if args.format == "json":
         print_json(info)
     else:
@@ -35,21 +34,12 @@ def _cmd_rewire(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    import sys
-
-    from .common import _progress_printer, load_dataset_from_args, print_json
+    from .common import load_dataset_from_args, print_json, progress_bar
 
     ds = load_dataset_from_args(args)
-    printer = _progress_printer(args.quiet)
-    last: dict[str, str] = {}
-
-    def report(done, total, stage):
-        if printer and last.get("stage") != stage.split(" · ")[0]:
-            last["stage"] = stage.split(" · ")[0]
-            print(f"  {stage}", file=sys.stderr)
-
-    frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k, preset=args.preset,
-                  include_base=not args.no_base, device=args.device, progress=report)
+    with progress_bar(args.quiet) as report:
+        frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k, preset=args.preset,
+                      include_base=not args.no_base, device=args.device, progress=report)
     if args.out:
         from probekit.store.export import write_table
 

@@ -43,8 +43,8 @@ def _print_summary(meta: dict, summary: dict) -> None:
         print(f"{label}: {SUBSETS[label]}")
 
 
-def _cmd_runs(args) -> int:
-    from .common import print_json, print_listing
+def _cmd_list(args) -> int:
+    from .common import print_listing
 
     def line(r: dict) -> str:
         a1, a10 = r["macro acc@1"], r["macro acc@10"]
@@ -52,45 +52,60 @@ def _cmd_runs(args) -> int:
         which = "hard set" if r.get("dataset_set") == "hard" else "full set"  # which experiment its numbers are
         return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{which}, {r['n_done']}/{r['n_queries']}]  {acc}"
 
-    if args.action == "list":
-        listed = list_runs()
-        print_listing(listed, args.format, empty="no stored runs (run `python -m probekit bench --save`)",
-                      line=line)
-        unfinished = int(listed["status"].isin(UNFINISHED).sum()) if not listed.empty else 0
-        if unfinished and args.format != "json":
-            print(f"{unfinished} unfinished run(s): `python -m probekit bench --save` with the same settings (or "
-                  "Start on the Benchmark page) resumes one where it stopped", file=sys.stderr)
-        return 0
-    if not args.run:
-        raise ProbekitError(f"`runs {args.action}` needs a run id (see `python -m probekit runs list`)")
-    if args.action == "show":
-        mark_stale()  # a run whose process is gone shows as interrupted
-        run = load_run(args.run)
-        summary = run.summary()
-        if args.format == "json":
-            print_json({"run": run.meta, **summary})
-        else:
-            _print_summary(run.meta, summary)
-        return 0
-    if args.action == "export":
-        fmt = args.format if args.format in EXPORT_FORMATS else None
-        if not args.out:
-            raise ProbekitError("`runs export` needs --out FILE (.csv or .parquet)")
-        path = export_run(args.run, args.out, fmt=fmt)
-        print(f"wrote {path}")
-        return 0
-    if args.action == "delete":
-        delete_run(args.run)
-        print(f"deleted {args.run}")
-        return 0
-    raise ProbekitError(f"unknown action {args.action!r}")  # pragma: no cover - argparse choices
+    listed = list_runs()
+    print_listing(listed, args.format, empty="no stored runs (run `python -m probekit bench --save`)", line=line)
+    unfinished = int(listed["status"].isin(UNFINISHED).sum()) if not listed.empty else 0
+    if unfinished and args.format != "json":
+        print(f"{unfinished} unfinished run(s): `python -m probekit bench --save` with the same settings (or "
+              "Start on the Benchmark page) resumes one where it stopped", file=sys.stderr)
+    return 0
+
+
+def _cmd_show(args) -> int:
+    from .common import print_json
+
+    mark_stale()  # a run whose process is gone shows as interrupted
+    run = load_run(args.run)
+    summary = run.summary()
+    if args.format == "json":
+        print_json({"run": run.meta, **summary})
+    else:
+        _print_summary(run.meta, summary)
+    return 0
+
+
+def _cmd_export(args) -> int:
+    if not args.out:
+        raise ProbekitError("`runs export` needs --out FILE (.csv or .parquet)")
+    print(f"wrote {export_run(args.run, args.out, fmt=args.format)}")
+    return 0
+
+
+def _cmd_delete(args) -> int:
+    delete_run(args.run)
+    print(f"deleted {args.run}")
+    return 0
 
 
 def register(sub) -> None:
-    p = sub.add_parser("runs", help="stored benchmark runs: list, show, export, delete")
-    p.add_argument("action", choices=["list", "show", "export", "delete"])
-    p.add_argument("run", nargs="?", default=None, help="run id (show, export, delete)")
-    p.add_argument("--format", default="table", choices=["table", "json", *EXPORT_FORMATS],
-                   help="list/show: table | json; export: csv | parquet (default from --out's suffix)")
-    p.add_argument("--out", default=None, help="export: output file")
-    p.set_defaults(func=_cmd_runs)
+    from .common import add_actions
+
+    p = sub.add_parser("runs", help="stored benchmark runs: list, show, export, delete",
+                       description="Stored benchmark runs; `runs ACTION --help` lists an action's flags.")
+    actions = add_actions(p)
+    run_help = "run id (see `runs list`)"
+    a = actions.add_parser("list", help="every stored run, finished or not, with its macro acc@1/acc@10")
+    a.add_argument("--format", default="table", choices=["table", "json"])
+    a.set_defaults(func=_cmd_list)
+    a = actions.add_parser("show", help="one run: per relation, macro and micro acc@k (and its hard block)")
+    a.add_argument("run", help=run_help)
+    a.add_argument("--format", default="table", choices=["table", "json"])
+    a.set_defaults(func=_cmd_show)
+    a = actions.add_parser("export", help="one run's per-query results as a file")
+    a.add_argument("run", help=run_help)
+    a.add_argument("--out", default=None, help="output file (.csv or .parquet); required")
+    a.add_argument("--format", default=None, choices=list(EXPORT_FORMATS), help="default: from --out's suffix")
+    a.set_defaults(func=_cmd_export)
+    a = actions.add_parser("delete", help="delete one run and its results")
+    a.add_argument("run", help=run_help)
+    a.set_defaults(func=_cmd_delete)

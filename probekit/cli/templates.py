@@ -13,13 +13,13 @@ import math
 
 from ..errors import ProbekitError
 from .common import (
-    _progress_printer,
     add_dataset_args,
     add_model_args,
     add_probe_args,
     load_dataset_from_args,
     print_json,
     probe_options,
+    progress_bar,
 )
 
 
@@ -80,12 +80,12 @@ def _cmd_parallel(args) -> int:
     probe = get_probe(args.probe)
     model = models.load(args.model, device=args.device)
     opts = probe_options(args, probe)
-    report = _progress_printer(args.quiet)
     frames, ids = {}, {}
-    for side, ds in (("template", par.template), ("free", par.free)):
-        run = runs.run_benchmark(model, ds, probe=probe.name, options=opts, k=args.k, progress=report,
-                                 save=args.save)
-        frames[side], ids[side] = run.frame, run.run_id
+    with progress_bar(args.quiet) as report:
+        for side, ds in (("template", par.template), ("free", par.free)):
+            run = runs.run_benchmark(model, ds, probe=probe.name, options=opts, k=args.k, progress=report,
+                                     save=args.save)
+            frames[side], ids[side] = run.frame, run.run_id
     ks = tuple(sorted({k for k in (1, 5, 10) if k <= args.k} | {args.k}))
     drop = parallel_drop(frames["template"], frames["free"], ks=ks)
     if args.format == "json":
