@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import os
 import shutil
 import socket
@@ -215,6 +216,36 @@ def test_a_hard_set_row_that_is_not_hard_is_refused(tmp_path):
         fetch.check_medlama(root)
 
 
+def _biolama_archive() -> bytes:
+    """BioLAMA's data.tar.gz layout: data/<subset>/{prompts/manual.jsonl, triples_processed/<PID>/test.jsonl}."""
+    files = {}
+    for subset, pid, subject, obj in (("ctd", "CD1", "aspirin", "pain"), ("wikidata", "P2176", "metformin",
+                                                                         "type 2 diabetes")):
+        files[f"data/{subset}/prompts/manual.jsonl"] = json.dumps({"relation": pid, "template": "[X] treats [Y] ."})
+        files[f"data/{subset}/triples_processed/{pid}/test.jsonl"] = json.dumps(
+            {"predicate_id": pid, "sub_label": subject, "obj_labels": [obj], "obj_aliases": [[]]})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, text in files.items():
+            data = (text + "\n").encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_biolama_fetch_registers_the_chosen_subset(dirs, server, monkeypatch):
+    server.files["/data.tar.gz"] = _biolama_archive()
+    release = replace(fetch.RELEASES["biolama"], url=server.url("/data.tar.gz"))
+    root = fetch.fetch(release, subset="wikidata", progress=False, log=lambda s: None)
+    assert root == dirs / "data" / "biolama" / "wikidata" == config.biolama_dir()
+    ds = load_dataset("biolama", use_cache=False)
+    assert [q.subject for q in ds.queries] == ["metformin"]
+    with pytest.raises(ProbekitError, match="unknown biolama subset 'umls'; available: ctd, wikidata"):
+        fetch.fetch(release, subset="umls", progress=False, log=lambda s: None)
+    assert server.ranges == [None]  # refused before any download
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -304,3 +335,20 @@ def test_models_fetch_in_offline_mode_does_not_call_the_hub(capsys, monkeypatch)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: pytest.fail("the hub was called"))
     code, _, err = _run(capsys, "models", "fetch", "t5-small")
     assert "no network (offline mode" in _one_error_line(code, err)
+
+
+@pytest.mark.slow
+def test_the_real_medlama_release_definition_fetches_the_shared_copy(capsys, dirs, server, monkeypatch):
+    """The shipped release (archive folder, 39 pinned files, checks) against an archive laid out as GitHub's
+    archive of the pinned commit, made from the shared copy and served by the test server via --url."""
+    shared = Path(os.environ.get("PROBEKIT_MEDLAMA_DIR") or config.ROOT.parent / "shared" / "data" / "medlama")
+    if not (shared / "2021AA").is_dir():
+        pytest.skip(f"no MedLAMA copy at {shared}")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.add(shared, arcname=fetch.RELEASES["medlama"].member)
+    server.files["/medlama.tar.gz"] = buf.getvalue()
+    code, out, err = _run(capsys, "data", "fetch", "medlama", "--quiet", "--url", server.url("/medlama.tar.gz"))
+    assert code == 0, err
+    assert out.strip() == str(dirs / "data" / "medlama") == str(config.medlama_dir())
+    assert len(load_dataset("medlama", use_cache=False).queries) == 19000

@@ -312,6 +312,9 @@ def fetch(release: Release, *, dest: Path | None = None, subset: str | None = No
     A dataset already in place and passing its checks is kept (``force`` extracts it again). A folder other than
     the default, or a subset, is registered so that probekit finds it.
     """
+    if subset is not None and subset not in release.subsets:
+        raise ProbekitError(f"unknown {release.name} subset {subset!r}; available: "
+                            f"{', '.join(release.subsets) or 'none (it is one dataset)'}")
     target = Path(dest).expanduser() if dest else config.data_dir() / release.name
     check = CHECKS.get(release.name, lambda root: "")
     if target.is_dir() and not force:
