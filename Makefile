@@ -38,7 +38,7 @@ test-slow: install
 # The wheel of this checkout installed into a fresh virtualenv outside it (tests/test_install.py): from another
 # folder the probe answers and `probekit app` serves the Probe page; nothing is written under site-packages.
 test-install: install
-	$(PY) -m pytest tests/test_install.py -m slow -q
+	$(PY) -m pytest tests/test_install.py -m "slow or not slow" -q
 
 # Rewrite tests/golden/*.json (each probe's demo-set output) and the README's demo numbers from fresh runs;
 # review the diff before committing it. `python -m tests.golden` alone checks them.

@@ -24,8 +24,6 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
-
 QUERY = "Metformin might treat [MASK]."
 SOURCES = ["pyproject.toml", "setup.py", "README.md", "app.py", "pages", "probekit", "data/demo", "docs/icon.svg",
            ".streamlit/config.toml"]
@@ -88,11 +86,13 @@ def _probekit(inst, *args, env=None, timeout=600):
                           text=True, env=env or inst["env"], timeout=timeout)
 
 
+@pytest.mark.slow
 def test_help_says_probekit(installed):
     res = _probekit(installed, "--help")
     assert res.returncode == 0 and res.stdout.startswith("usage: probekit "), res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_probe_answers_from_outside_the_checkout(installed):
     res = _probekit(installed, "probe", "--model", "default", "--query", QUERY, "--dataset", "demo", "--k", "5")
     assert res.returncode == 0, res.stderr
@@ -103,6 +103,7 @@ def test_probe_answers_from_outside_the_checkout(installed):
     assert any(p.is_file() for p in cache.rglob("*")), "the embedding cache is in the user's cache dir"
 
 
+@pytest.mark.slow
 def test_info_reports_the_user_dirs_and_the_overrides(installed):
     res = _probekit(installed, "info", "--format", "json")
     assert res.returncode == 0, res.stderr
@@ -131,6 +132,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_app_serves_the_probe_page(installed):
     port = _free_port()
     log_path = installed["base"] / "app.log"
@@ -181,12 +183,14 @@ def _browser_probe(url: str) -> None:
             browser.close()
 
 
+@pytest.mark.slow
 def test_nothing_written_under_the_venv_nor_the_working_folder(installed):
     """Last in this file: every command above has run by now (pytest keeps the file's order)."""
     assert _snapshot(installed["venv"]) == installed["before"]
     assert list(installed["work"].iterdir()) == []
 
 
+@pytest.mark.slow
 def test_editable_install_runs_as_a_checkout(installed):
     venv = _venv(installed["base"], "venv-editable")
     _pip(venv, "install", "--no-index", "--no-build-isolation", "-e", str(installed["src"]))
@@ -199,3 +203,29 @@ def test_editable_install_runs_as_a_checkout(installed):
     res = subprocess.run([str(venv / "bin" / "probekit"), "app", "--print-command"], cwd=installed["work"],
                          capture_output=True, text=True, env=installed["env"], timeout=600)
     assert res.returncode == 0 and f" run {installed['src'] / 'app.py'} " in res.stdout, res.stdout + res.stderr
+
+
+# ---------------------------------------------------------------- cheap checks in this environment
+
+def test_the_library_and_the_commands_work_without_streamlit_and_plotly(tmp_path):
+    """The core never needs the app extra: with streamlit and plotly made unimportable, the CLI runs and
+    `probekit app` says which extra to install."""
+    code = ("import sys; sys.modules['streamlit'] = sys.modules['plotly'] = None\n"
+            "from probekit.cli import main\n"
+            "assert main(['data', 'list']) == 0\n"
+            "raise SystemExit(main(['app']))\n")
+    env = {**os.environ, "PROBEKIT_DATA_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == "error: the app needs streamlit and plotly: pip install 'probekit[app]'"
+
+
+def test_app_command_runs_the_checkout_app_with_its_streamlit_settings(capsys):
+    from probekit import cli
+
+    assert cli.main(["app", "--print-command", "--port", "8620", "--host", "0.0.0.0"]) == 0
+    cmd = capsys.readouterr().out.split()
+    assert cmd[1:5] == ["-m", "streamlit", "run", str(ROOT / "app.py")]
+    flags = dict(zip(cmd[5::2], cmd[6::2]))
+    assert flags["--server.fileWatcherType"] == "none" and flags["--server.maxUploadSize"] == "50"
+    assert cmd[-4:] == ["--server.port", "8620", "--server.address", "0.0.0.0"]  # after the file's localhost
