@@ -352,3 +352,18 @@ def test_the_real_medlama_release_definition_fetches_the_shared_copy(capsys, dir
     assert code == 0, err
     assert out.strip() == str(dirs / "data" / "medlama") == str(config.medlama_dir())
     assert len(load_dataset("medlama", use_cache=False).queries) == 19000
+
+
+def test_models_fetch_against_an_unreachable_hub_is_one_line(tmp_path):
+    """The real client in a fresh process, its endpoint a closed local port: the offline line, no traceback."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PROBEKIT_OFFLINE", "HF_HUB_OFFLINE")}
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}", HF_HOME=str(tmp_path / "hf"),
+               PROBEKIT_DATA_DIR=str(tmp_path / "data"))
+    res = subprocess.run([sys.executable, "-m", "probekit", "models", "fetch", "dmis-lab/biobert-v1.1", "--quiet"],
+                         cwd=config.ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("error: no network (") and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "download dmis-lab/biobert-v1.1 on a machine with internet" in res.stderr

@@ -34,7 +34,9 @@ def fetch_model(model_id: str, *, dest: str | None = None, revision: str | None 
     if config.hf_offline():
         raise ProbekitError(_offline_line(model_id, "offline mode: PROBEKIT_OFFLINE or HF_HUB_OFFLINE is set"))
     if not progress:
-        huggingface_hub.utils.disable_progress_bars()
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
     try:
         path = huggingface_hub.snapshot_download(model_id, revision=revision, local_dir=dest,
                                                  allow_patterns=WEIGHT_PATTERNS)
