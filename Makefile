@@ -4,7 +4,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: app test test-slow lint typecheck bench install clean-cache screenshots golden
+# The shared data copy beside the checkout (CI clones the repo with shared/ beside it). Without it probekit looks
+# in data/ (`probekit data fetch medlama` puts MedLAMA there); a variable set by the caller wins.
+SHARED_DATA := $(abspath ../shared/data)
+ifneq ($(wildcard $(SHARED_DATA)/medlama/2021AA),)
+export PROBEKIT_MEDLAMA_DIR ?= $(SHARED_DATA)/medlama
+endif
+ifneq ($(wildcard $(SHARED_DATA)/elicit_corpora),)
+export PROBEKIT_CORPORA_DIR ?= $(SHARED_DATA)/elicit_corpora
+endif
+
+.PHONY: app test test-slow test-install lint typecheck bench install clean-cache screenshots golden
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +34,11 @@ test: install
 
 test-slow: install
 	$(PY) -m pytest -m slow
+
+# The wheel of this checkout installed into a fresh virtualenv outside it (tests/test_install.py): from another
+# folder the probe answers and `probekit app` serves the Probe page; nothing is written under site-packages.
+test-install: install
+	$(PY) -m pytest tests/test_install.py -m "slow or not slow" -q
 
 # Rewrite tests/golden/*.json (each probe's demo-set output) and the README's demo numbers from fresh runs;
 # review the diff before committing it. `python -m tests.golden` alone checks them.

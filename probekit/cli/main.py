@@ -1,4 +1,4 @@
-"""``python -m probekit ...``: every core action from the shell.
+"""probekit COMMAND: every core action from the shell (python -m probekit COMMAND works too).
 
 One fixed table of commands, each a module of this package with ``register(subparsers)``. Only the
 chosen command's module is imported, so ``python -m probekit --help`` answers without loading torch.
@@ -30,13 +30,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diskne": ("probekit.cli.diskne", "DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)"),
     "templates": ("probekit.cli.templates", "template-based vs template-free: compare runs, parallel sets"),
     "perplexity": ("probekit.cli.perplexity", "perplexity of prompts (pseudo for masked LMs, causal LMs)"),
+    "app": ("probekit.cli.app", "serve the Streamlit workbench (needs the app extra: pip install 'probekit[app]')"),
+    "info": ("probekit.cli.info", "paths, device, versions, datasets and models found, and how to get the missing"),
+    "data": ("probekit.cli.data", "datasets: fetch the official MedLAMA/BioLAMA releases, add a local copy, list"),
+    "models": ("probekit.cli.models_cmd", "models: fetch a Hugging Face model into the local cache, list"),
 }
 """command -> (module with ``register(sub)``, one-line help). A new command is one module and one entry."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported (the others are listed by name and help)."""
-    parser = argparse.ArgumentParser(prog="python -m probekit", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="probekit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     registered: set[str] = set()
     if command in COMMANDS:
