@@ -64,8 +64,8 @@ def test_an_action_refuses_a_flag_only_its_siblings_take(command, name, capsys):
         err = capsys.readouterr().err
         lines = err.strip().splitlines()
         assert e.value.code == 2, (flag, err)
-        assert len(lines) == 2 and lines[0].startswith(f"usage: python -m probekit {command} {name}"), err
-        assert lines[1].startswith(f"python -m probekit {command} {name}: error: unrecognized arguments: {flag}"), err
+        assert len(lines) == 2 and lines[0].startswith(f"usage: probekit {command} {name}"), err
+        assert lines[1].startswith(f"probekit {command} {name}: error: unrecognized arguments: {flag}"), err
         assert "Traceback" not in err
 
 
@@ -75,7 +75,7 @@ def test_an_actions_help_lists_its_own_flags_only(command, name, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main([command, name, "--help"])
     out = capsys.readouterr().out
-    assert e.value.code == 0 and out.startswith(f"usage: python -m probekit {command} {name}")
+    assert e.value.code == 0 and out.startswith(f"usage: probekit {command} {name}")
     words = {w.strip("[],") for w in out.split()}
     assert _flags(actions[name]) <= words
     siblings = set().union(*(_flags(p) for n, p in actions.items() if n != name)) - _flags(actions[name])
