@@ -1,4 +1,4 @@
-"""Corpus indexing speed and memory, and context lookup latency (issue 13).
+"""Corpus indexing speed and memory, and context lookup latency.
 
 1. Index the 11 shipped elicit corpora (110k sentences) against MedLAMA's heads+tails names (22,923) and, in the
    same process, a regex-alternation baseline over the same names (one compiled ``(?<!\\w)(?:n1|n2|...)(?!\\w)``,

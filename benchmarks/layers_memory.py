@@ -1,6 +1,6 @@
 """Memory of a layer sweep (``run_layers``) for a 12-layer, 768-d model over MedLAMA's 22,923 names.
 
-Issue 11's target: the sweep's peak memory above what was in use before it started is at most 1.2x the
+The target: the sweep's peak memory above what was in use before it started is at most 1.2x the
 size of the vectors themselves (12 layers x 22,923 names x 768 x 4 bytes = 845 MB, plus the queries'
 vectors). Before the spine a 12-layer sweep held +1.6 GiB, half of it copies of the vectors in numpy and
 faiss at once.

@@ -4,7 +4,7 @@ What the Probe page does on a warm path (candidate embeddings and index already 
 ``probe.rank(model, [query], candidates, k=10)``: it must also give every gold answer's rank among
 all candidates. The baseline is the bare minimum for the top-k alone, measured directly in this
 process: tokenizer + transformer forward + mean pooling + L2 normalisation + ``IndexFlatIP.search``.
-DESIGN §11 target: probe / baseline <= 1.2.
+Target: probe / baseline <= 1.2.
 
     .venv/bin/python benchmarks/live_query.py                 # MedLAMA full, 22,923 names, default model
     .venv/bin/python benchmarks/live_query.py --dataset demo --queries 50

@@ -2,7 +2,7 @@
 
 The loop is the plain reference of the test suite (tests/_naive_mask_predict.py: one forward pass
 per prompt and hypothesis, as X-FACTR's own code decodes one prompt at a time); both must give
-identical answers. Target (issue 14): batched >= 10x the loop on CPU.
+identical answers. Target: batched >= 10x the loop on CPU.
 
     flock /tmp/probekit-timing.lock .venv/bin/python benchmarks/mask_predict.py --queries 20
     .venv/bin/python benchmarks/mask_predict.py --model bert-base-uncased --device cuda   # a cached MLM

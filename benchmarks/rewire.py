@@ -1,4 +1,4 @@
-"""Rewiring speed: probekit's training loop vs a minimal plain-PyTorch loop on the same batches (DESIGN §11:
+"""Rewiring speed: probekit's training loop vs a minimal plain-PyTorch loop on the same batches (target:
 steps/s ratio ≥ 0.9), in one process.
 
 Both loops train a fresh copy of the same model on the same (query, span) pairs with the same batch size,

@@ -1,4 +1,4 @@
-"""Cold vs warm full MedLAMA benchmark run of the default model, in one process (DESIGN §11: warm ≥ 20×).
+"""Cold vs warm full MedLAMA benchmark run of the default model, in one process (target: warm ≥ 20×).
 
 Every timed run is ``runs.run_benchmark`` on the same settings (retrieval probe, heads+tails
 vocabulary, k = 10), results saved to DuckDB each time:

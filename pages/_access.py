@@ -1,4 +1,4 @@
-"""Who a browser session is: an expert (by the token of their link) or the organiser (issue 18)."""
+"""Who a browser session is: an expert (by the token of their link) or the organiser."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from probekit.errors import ProbekitError
 log = logging.getLogger("probekit.app")
 
 
-# ---------------------------------------------------------------- access: expert links and the organiser (issue 18)
+# ---------------------------------------------------------------- access: expert links and the organiser
 # Who a browser session is decides which app it gets (app.py): an expert link's token opens the annotation-only
 # app; everyone else is the organiser, asked for PROBEKIT_ORGANISER_TOKEN when it is set. The token checks live
 # in probekit.annotations.access; these helpers only keep the answer in the browser session's state.

@@ -1,6 +1,6 @@
 """The Context page's dataset mode: UCM over a dataset on real corpus contexts (or labelled KB contexts), as a
 background job; accuracy in %; stored runs compared. The result shown is the one computed from the settings on
-screen (issue 18)."""
+screen."""
 
 import pandas as pd
 import plotly.express as px

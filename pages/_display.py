@@ -1,4 +1,4 @@
-"""Data shown as text, never as markup, and charts laid out for a projector (issue 18/19).
+"""Data shown as text, never as markup, and charts laid out for a projector.
 
 Entity, session and annotator names come from users' files: Markdown, HTML or a link in them must reach the
 screen as the characters typed (an `![x](http://…)` name once rendered as an image and fetched the URL).
@@ -36,7 +36,7 @@ def chart_text(text) -> str:
 
 
 FONT_PX = 13
-"""Chart text size: legible on a projector at 1280×720 (issue 18: grey 10-px labels)."""
+"""Chart text size: legible on a projector at 1280×720 (grey 10-px labels are not)."""
 
 
 def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | None = None):

@@ -1,6 +1,6 @@
 """Results on screen: kept with the inputs that produced them, and exported with bytes that exist when drawn.
 
-A page shows a result only while its inputs are the current ones (issue 18: after a switch of dataset, probe or
+A page shows a result only while its inputs are the current ones (after a switch of dataset, probe or
 model the old table stayed under the new controls), and every export click gets its file.
 """
 
@@ -42,7 +42,7 @@ def download(label: str, make: Callable[[], bytes], *, memo: tuple, file_name: s
                        icon=":material/download:")
 
 
-# ---------------------------------------------------------------- results that match their inputs (issue 18)
+# ---------------------------------------------------------------- results that match their inputs
 def _signature(inputs: dict) -> str:
     return hashlib.sha1(repr(sorted((str(k), repr(v)) for k, v in inputs.items())).encode()).hexdigest()
 

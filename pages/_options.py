@@ -1,5 +1,5 @@
 """A probe's options as widgets, generated from its :class:`~probekit.probes.Option` list: a new probe's options
-appear on every page with no page change, in one vocabulary (issue 18: "model's default", "last layer")."""
+appear on every page with no page change, in one vocabulary ("model's default", "last layer")."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _option_label(name: str) -> str:
 
 
 NONE_LABELS = DEFAULT_TEXT
-"""What an option left unset (None) means, in the same words on every page (issue 18: the Probe page said
+"""What an option left unset (None) means, in the same words on every page (the Probe page once said
 "mean / layer 6" where Benchmark said "model default / last layer")."""
 
 
@@ -42,7 +42,7 @@ def _option_widget(where, option, default, key: str):
             preset = False
         start = {} if preset else {"index": choices.index(default) if default in choices else 0}
         return where.selectbox(label, choices, key=key, help=help_, **start,
-                               format_func=lambda v: option_text(option.name, v))  # one vocabulary (issue 18)
+                               format_func=lambda v: option_text(option.name, v))  # one vocabulary on every page
     if kind in (int, float):
         start = {} if preset else {"value": None if default is None else kind(default)}
         low = kind(option.minimum if option.minimum is not None else 0)

@@ -286,7 +286,7 @@ def sidebar() -> None:
                                   "template-free: prompt (a sentence with [MASK]), object[, subject, relation].")
 
 
-# ---------------------------------------------------------------- share links (issue 18)
+# ---------------------------------------------------------------- share links
 def share_link(params: dict, *, label: str = "Share this view", show: bool = True) -> str:
     """Make the page URL hold exactly ``params`` (values None/"" are dropped, and so is any stale parameter)
     and show the full link with a copy button. Returns the link.

@@ -110,7 +110,7 @@ with single:
             st.caption(f"{len(seg)} segments; blue = O_t, green = O_cor, red = O_incor; S-numbers give the order "
                        f"in which segments are added (left first, then alternating).")
 
-    # the result on screen is the one computed from exactly these settings and this document (issue 18)
+    # the result on screen is the one computed from exactly these settings and this document
     doc_hash = documents.document_hash(document) if document.strip() else None
     inputs = {"model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device(),
               "probe": probe, "query": query.id, "target": target, "variant": variant, "doc": doc_hash,

@@ -58,7 +58,7 @@ with st.container(border=True):
     similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity", disabled=bool(preset))
     vocab = c2.radio("Candidates", VOCABS, key="sw_vocab", horizontal=True)
     base = c3.checkbox("Include the base model (step 0)", value=True, key="sw_base")
-    # the result on screen is the one computed from exactly these settings (issue 18: no stale chart)
+    # the result on screen is the one computed from exactly these settings (no stale chart)
     inputs = {"runs": tuple(chosen), "dataset": (ds.name, ds.version, len(ds)), "preset": preset,
               "similarity": None if preset else similarity, "vocab": vocab, "base": base}
     if st.button("Run sweep", type="primary", icon=":material/play_arrow:", key="sw_start",

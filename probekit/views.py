@@ -1,4 +1,4 @@
-"""What a page shows, as URL parameters and back (issue 18: a share link holds the whole view).
+"""What a page shows, as URL parameters and back (a share link holds the whole view).
 
 A view is a plain dataclass; :func:`probe_params` / :func:`context_params` turn one into the exact set of URL
 parameters that reopens it, and :func:`probe_view` / :func:`context_view` read them back. Only the parameters of

@@ -80,7 +80,7 @@ class Run:
         return self.meta.get("dataset_set") == "hard"
 
     def summary(self, *, ks: Sequence[int] = KS) -> dict:
-        """:func:`probekit.metrics.summary` of the run, plus its hard block labelled by what it is (issue 12).
+        """:func:`probekit.metrics.summary` of the run, plus its hard block labelled by what it is.
 
         A full-set run (any set but MedLAMA's hard one) adds ``"hard-in-full"``: its hard queries, ranked among
         the full set's vocabulary (None when it has none). A hard-set run adds ``"hard"``: the whole run, the
@@ -99,7 +99,7 @@ class Run:
 
 def hard_block(summary: dict, *, hard_set: bool | None = None) -> tuple[str, dict | None]:
     """``(label, block)`` of a summary's hard queries: ``hard-in-full`` for a full-set run, ``hard`` for a
-    hard-set run. Summaries stored before issue 12 (e.g. ``runs show --format json`` output) say ``"hard"``
+    hard-set run. Summaries stored by probekit 0.1 (e.g. ``runs show --format json`` output) say ``"hard"``
     for both: ``hard_set`` (or the summary's ``run.dataset_set``) tells which it was.
 
     >>> hard_block({"hard": {"macro": {}}}, hard_set=False)

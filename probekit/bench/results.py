@@ -289,7 +289,7 @@ def delete_run(run_id: str) -> None:
 def export_frame(run: str | Run) -> pd.DataFrame:
     """A run's results with its model, dataset and probe: the export table (JSON text columns).
 
-    ``subset`` labels each row by the experiment it belongs to (issue 12): ``full`` or ``hard-in-full`` (a hard
+    ``subset`` labels each row by the experiment it belongs to: ``full`` or ``hard-in-full`` (a hard
     query of a full-set run, ranked among the full set's names) for a full-set run, ``hard`` for a hard-set run;
     ``hard`` stays the query's MedLAMA hardness flag.
     """

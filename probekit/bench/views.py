@@ -1,6 +1,6 @@
 """What the Benchmark, Compare and Layers pages show, shaped here (pure pandas, no streamlit) so the pages stay
 thin: run picker labels (sweep points grouped under their sweep), default selections, which query subsets a
-set of runs has (issue 12: ``hard-in-full`` vs ``hard``), percent tables that say "–" instead of None, and
+set of runs has (``hard-in-full`` vs ``hard``), percent tables that say "–" instead of None, and
 one vocabulary for options left at their defaults.
 """
 
@@ -20,7 +20,7 @@ NO_HIT = "no hit"
 """Shown for a rank when no gold answer is among the candidates ranked."""
 DEFAULT_TEXT = {"pooling": "model's default", "layer": "last layer", "preset": "none", "beam": "k",
                 "max_length": "model's limit"}
-"""How an option left at its default (None) reads on every page: one vocabulary (issue 18)."""
+"""How an option left at its default (None) reads on every page: one vocabulary."""
 
 
 def option_text(name: str, value) -> str:
@@ -71,7 +71,7 @@ def sweep_points(sweeps: pd.DataFrame | None) -> dict[str, tuple[str, int]]:
 
 def run_names(listed: pd.DataFrame, sweeps: pd.DataFrame | None = None, *, status: bool = True) -> dict[str, str]:
     """Picker labels by run id, in picker order: ordinary runs (as listed, newest first), then sweep points
-    grouped under their sweep, by step, labelled ``sweep <sweep> › step N`` (issue 18: a sweep's points are
+    grouped under their sweep, by step, labelled ``sweep <sweep> › step N`` (a sweep's points are
     kept but never mixed with ordinary runs).
 
     >>> listed = pd.DataFrame({"run_id": ["run-b", "run-a", "run-p"], "label": ["B", "A", "P"], "k": 10,
@@ -114,7 +114,7 @@ def keep_known(selected: Iterable[str] | None, names: dict[str, str]) -> list[st
     return [r for r in dict.fromkeys(selected or []) if r in names]
 
 
-# ---------------------------------------------------------------- subsets (issue 12)
+# ---------------------------------------------------------------- subsets
 def subsets_of(hard_sets: Iterable[bool]) -> list[str]:
     """The subsets a selection of runs has, in :data:`SUBSETS` order (``hard_sets``: per run, on the hard set?).
 

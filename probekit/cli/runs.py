@@ -14,7 +14,7 @@ from probekit.errors import ProbekitError
 
 def _print_summary(meta: dict, summary: dict) -> None:
     """Per relation, macro and micro acc@k: the run's queries, then its hard block under its own label
-    (``hard-in-full`` for a full-set run: hard queries among the full set's names; issue 12)."""
+    (``hard-in-full`` for a full-set run: hard queries among the full set's names)."""
     ks = [int(c.split("@")[1]) for c in summary["macro"]]
     label, hard = hard_block(summary, hard_set=meta.get("dataset_set") == "hard")
     first = "hard" if label == "hard" else "full"

@@ -1,4 +1,4 @@
-"""Segmentation (Yao et al.; DESIGN §8): pool entities in a document and segments around the target O_t.
+"""Segmentation (Yao et al.): pool entities in a document and segments around the target O_t.
 
 Rules (what the tests pin down):
 

@@ -1,4 +1,4 @@
-"""Context variants (Yao et al., "Synthetic Context Prompt"; DESIGN §8) and composing prompts with context.
+"""Context variants (Yao et al., "Synthetic Context Prompt") and composing prompts with context.
 
 input_0 = the prompt alone; input_n = the first n segments added, then the prompt:
 

@@ -32,7 +32,7 @@ from .accuracy import hits as rank_hits
 
 KS = (1, 5, 10)
 SUBSETS = ("full", HARD_IN_FULL, "hard")
-"""Which queries met which candidates (MedLAMA, issue 12): ``full`` = every query of a run, ranked among its
+"""Which queries met which candidates (MedLAMA): ``full`` = every query of a run, ranked among its
 set's vocabulary; ``hard-in-full`` = a full-set run's MedLAMA-hard queries, still ranked among the FULL set's
 vocabulary (22,923 names); ``hard`` = a hard-set run, ranked among the hard files' own 17,532 names (the paper's
 Table 4 "Hard"). The last two are different experiments, so they never share a label. A run has

@@ -1,4 +1,4 @@
-"""Rewiring data (Meng et al. 2022, §3 "Self-supervised Contrastive Rewiring"; DESIGN §6): the elicit
+"""Rewiring data (Meng et al. 2022, §3 "Self-supervised Contrastive Rewiring"): the elicit
 corpora, and the seeded span masking that turns each corpus sentence into a (query, span) pair.
 
 The paper "replace[s] their tail tokens (e.g. the last 50% excluding the full stop) with a [MASK] token":
@@ -101,7 +101,7 @@ def span_pair(sentence: str, rng: random.Random, *, ratio: float = 0.5, mask_tok
 
     With n whitespace tokens, k is uniform in 1..1+floor(ratio·n) (at most n-1, so a word stays before
     the mask), and the span is the last k tokens: the query is the first n-k tokens and one mask token,
-    so it ends in the mask, as in the paper's "Social-distancing largely [MASK]." (DESIGN §6: the
+    so it ends in the mask, as in the paper's "Social-distancing largely [MASK]." (the
     reference code's span ends at the sentence's last word).
 
     >>> span_pair("aspirin may prevent myocardial infarction in adults", random.Random(3))

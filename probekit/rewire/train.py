@@ -1,4 +1,4 @@
-"""Contrastive rewiring's training (Contrastive-Probe's "rewire" step, Meng et al. 2022; DESIGN §6).
+"""Contrastive rewiring's training (Contrastive-Probe's "rewire" step, Meng et al. 2022).
 
 Why: a PLM's [CLS] (or mean) vector of a masked query is not trained to sit near the vector of the
 words that fill the mask, so retrieval probing under-reads what the model knows. Rewiring teaches
@@ -52,7 +52,7 @@ StepReport = Callable[[int, int, float], None]
 # ---------------------------------------------------------------- settings
 @dataclass(frozen=True)
 class RewireSettings:
-    """Everything that decides a rewiring run (DESIGN §6 defaults). ``batch_size=None``: 192 on CUDA,
+    """Everything that decides a rewiring run (defaults: the paper's recipe). ``batch_size=None``: 192 on CUDA,
     :data:`CPU_BATCH_SIZE` on CPU; ``layer=None``: the last layer."""
 
     model: str = config.DEFAULT_MODEL

@@ -96,7 +96,7 @@ MIGRATIONS["layers"] = [
     CREATE INDEX layer_results_run ON layer_results (run_id);
     CREATE INDEX layer_runs_settings ON layer_runs (settings_key)
     """,
-    # 2 (issue 12): subsets say which queries met which candidates. A full-set sweep's hard queries were ranked
+    # 2: subsets say which queries met which candidates. A full-set sweep's hard queries were ranked
     # among the full set's names: 'hard-in-full', not the hard set's experiment. A hard-set sweep's one block
     # is 'hard' (all its queries, among the hard set's own names); its old copy of the hard-flagged rows goes.
     """

@@ -1,4 +1,4 @@
-"""Template-based vs template-free probing (Shaier et al., DESIGN §10).
+"""Template-based vs template-free probing (Shaier et al.).
 
 - :mod:`.perplexity`: pseudo-perplexity of prompts for masked LMs (batched), perplexity for causal LMs;
 - :mod:`.frequency`: how often each object is a model's top prediction across prompts;
