@@ -30,8 +30,8 @@ class Dataset:
     The candidate vocabularies come from the set as loaded (its *vocabulary source*): MedLAMA's full set
     ranks among the heads and tails of its 19 ``*_1000.csv`` files, the hard set among those of its 19
     ``*_hard.csv`` files. :meth:`filter` picks fewer queries (one relation, a sample) and keeps that source,
-    so running fewer queries never changes the candidates (MedLAMA ranks every query among its set's heads and tails); only the ``relation`` vocabulary
-    narrows them, by choice.
+    so running fewer queries never changes the candidates (MedLAMA ranks every query among its whole set's
+    heads and tails); only the ``relation`` vocabulary narrows them, by choice.
     """
 
     name: str
