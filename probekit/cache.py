@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -30,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import config
+from . import atomic, config
 from .encode import ENCODER_VERSION, encode_layers, precision
 
 MEMO_BYTES = 512 * 2**20
@@ -96,16 +94,7 @@ def _load(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
 
 def save_npy(vec: np.ndarray, path: Path) -> None:
     """Write ``vec`` to ``path`` atomically: a temporary file in the same folder, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, vec, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic.write(path, lambda fh: np.save(fh, vec, allow_pickle=False))
 
 
 def embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pooling: str, max_length: int,

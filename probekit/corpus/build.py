@@ -8,7 +8,6 @@ folders of builds whose process is gone.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import atomic
 from ..errors import ProbekitError
 from ..jobs import Cancelled
 from . import match
@@ -51,12 +51,7 @@ def _fsync(path: Path) -> None:
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:
-    tmp = folder / "manifest.json.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(manifest, fh, indent=1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, folder / "manifest.json")
+    atomic.write_json(folder / "manifest.json", manifest, indent=1)
 
 
 def _batch_tables(batch, first_doc: int, matcher: match.Matcher, one_sentence: bool):

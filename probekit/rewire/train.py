@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .. import __version__, config
+from .. import __version__, atomic, config
 from ..errors import ProbekitError, UnknownNameError
 from ..jobs import Job, Progress
 from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
@@ -137,9 +137,7 @@ def _now() -> str:
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(3)}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic.write_json(path, obj, indent=1, default=str)
 
 
 def _run_folder(run_id: str) -> Path:
@@ -259,13 +257,16 @@ def _save_checkpoint(model, folder: Path, meta: dict) -> Path:
     """Write to a hidden temp folder, then rename: pickers never see a half-written checkpoint."""
     from ..models import CHECKPOINT_META
 
-    tmp = folder.with_name(f".{folder.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.encoder.save_pretrained(tmp, safe_serialization=True)
-    model.tokenizer.save_pretrained(tmp)
-    (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
+    tmp = atomic.temp_name(folder)  # unique: two savers never write into one temp folder
+    try:
+        model.encoder.save_pretrained(tmp, safe_serialization=True)
+        model.tokenizer.save_pretrained(tmp)
+        atomic.write_json(tmp / CHECKPOINT_META, meta, indent=1)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return folder
 
 
