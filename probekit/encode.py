@@ -9,19 +9,19 @@ from __future__ import annotations
 import contextlib
 import copy
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from .errors import ProbekitError
+from .jobs import Progress
 from .models import LoadedModel
 
 POOLINGS = ("cls", "mean")
 ENCODER_VERSION = "1"
 """Bump when encoding changes numerically, so cached embeddings are rebuilt."""
 
-Progress = Callable[[int, int], None]
 
 
 def precision(model: LoadedModel, fast: bool = False) -> str:
@@ -207,7 +207,7 @@ def encode_layers(
                 start += len(idx)
                 done += len(idx)
                 if progress:
-                    progress(done, len(texts))
+                    progress(done, len(texts), "encoding")
     finally:
         if moved:
             _restore_device(model)

@@ -14,6 +14,7 @@ from conftest import ROOT
 
 from probekit import atomic
 from probekit.errors import ProbekitError
+from probekit.memo import Memo
 
 
 # ---------------------------------------------------------------- the atomic writer
@@ -139,3 +140,121 @@ def test_every_file_writer_of_the_package_uses_the_atomic_writer():
         if path.name != "atomic.py" and ("mkstemp" in text or ".tmp\")" in text or 'tmp.write_' in text):
             hand_made.append(str(path.relative_to(ROOT)))
     assert hand_made == []
+
+
+# ---------------------------------------------------------------- the bounded memo
+class NaiveLRU:
+    """The rule stated plainly: a list, most recently used last; after a put, drop from the front while over a
+    bound and more than one entry is kept; an oversized value is dropped instead when not admitted."""
+
+    def __init__(self, max_entries, max_bytes, admit_oversize=True):
+        self.items: list[tuple[str, int]] = []
+        self.max_entries, self.max_bytes, self.admit = max_entries, max_bytes, admit_oversize
+
+    def get(self, key):
+        for i, (k, v) in enumerate(self.items):
+            if k == key:
+                self.items.append(self.items.pop(i))
+                return v
+        return None
+
+    def put(self, key, value):
+        self.items = [(k, v) for k, v in self.items if k != key]
+        if self.admit or self.max_bytes is None or value <= self.max_bytes:
+            self.items.append((key, value))
+
+        def over():
+            return ((self.max_entries is not None and len(self.items) > self.max_entries)
+                    or (self.max_bytes is not None and sum(v for _, v in self.items) > self.max_bytes))
+
+        while len(self.items) > 1 and over():
+            self.items.pop(0)
+
+
+@pytest.mark.parametrize("max_entries,max_bytes,admit", [(3, None, True), (None, 50, True), (4, 40, True),
+                                                          (None, 30, False), (1, None, True)])
+def test_memo_follows_the_naive_lru_model(max_entries, max_bytes, admit):
+    import random
+
+    rng = random.Random(f"{max_entries}-{max_bytes}-{admit}")
+    sizeof = (lambda v: v) if max_bytes is not None else None
+    memo: Memo[str, int] = Memo(max_entries=max_entries, max_bytes=max_bytes, sizeof=sizeof, admit_oversize=admit)
+    model = NaiveLRU(max_entries, max_bytes, admit)
+    for step in range(2000):
+        key = f"k{rng.randrange(8)}"
+        if rng.random() < 0.5:
+            assert memo.get(key) == model.get(key), step
+        else:
+            value = rng.randrange(1, 45)
+            memo.put(key, value)
+            model.put(key, value)
+        assert memo.keys() == [k for k, _ in model.items], step
+        assert memo.values() == [v for _, v in model.items]
+        if sizeof is not None:
+            assert memo.bytes == sum(v for _, v in model.items)
+
+
+def test_memo_eviction_callbacks_pop_clear_and_a_bound_that_follows_a_setting():
+    gone: list[str] = []
+    limit = {"n": 2}
+    memo: Memo[str, str] = Memo(max_entries=lambda: limit["n"], on_evict=gone.append)
+    memo.put("a", "A")
+    memo.put("b", "B")
+    memo.put("a", "A2")  # a replaced value leaves too
+    memo.put("c", "C")
+    assert gone == ["A", "B"] and memo.keys() == ["a", "c"]
+    limit["n"] = 1
+    memo.put("d", "D")
+    assert gone == ["A", "B", "A2", "C"] and memo.keys() == ["d"]
+    assert memo.pop("d") == "D" and memo.pop("d") is None and gone[-1] == "C"  # pop hands the value back
+    memo.put("e", "E")
+    memo.clear()
+    assert gone[-1] == "E" and len(memo) == 0 and "e" not in memo
+    with pytest.raises(ValueError, match="sizeof"):
+        Memo(max_bytes=10)
+
+
+def test_memo_is_thread_safe():
+    """Eight threads put and get at once: the byte count stays the sum of the kept sizes, every bound holds and
+    every hit is a value that was put under that key."""
+    memo: Memo[int, tuple[int, bytes]] = Memo(max_entries=16, max_bytes=4000, sizeof=lambda v: len(v[1]))
+    start = threading.Barrier(8)
+    wrong: list = []
+
+    def work(seed: int) -> None:
+        import random
+
+        rng = random.Random(seed)
+        start.wait()
+        for _ in range(3000):
+            key = rng.randrange(40)
+            if rng.random() < 0.5:
+                memo.put(key, (key, b"x" * rng.randrange(1, 400)))
+            else:
+                hit = memo.get(key)
+                if hit is not None and hit[0] != key:
+                    wrong.append((key, hit[0]))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    values = memo.values()
+    assert wrong == []
+    assert memo.bytes == sum(len(v[1]) for v in values) <= 4000 and 1 <= len(values) <= 16
+
+
+# ---------------------------------------------------------------- one Progress type
+def test_progress_is_defined_once():
+    """``progress(done, total, stage)`` has one definition (probekit.jobs); every other module imports it."""
+    import ast
+
+    defined = []
+    for path in (ROOT / "probekit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id == "Progress" for t in targets):
+                defined.append(str(path.relative_to(ROOT)))
+    assert defined == ["probekit/jobs.py"]

@@ -23,6 +23,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import config
 from ..errors import ProbekitError
+from ..memo import Memo
 from ..types import normalize_name
 from .segment import _pattern
 
@@ -38,7 +39,7 @@ class _Lines(NamedTuple):
     words: dict[str, array]
 
 
-_LOADED: dict[tuple, _Lines] = {}
+_LOADED: Memo[tuple, _Lines] = Memo(max_entries=1)
 """The last corpus read by a CorpusScan (lines, line -> file, word -> lines), keyed by files, sizes and mtimes."""
 
 
@@ -170,9 +171,10 @@ class CorpusScan:
                 key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in self.files)
             except OSError as e:
                 raise ProbekitError(f"cannot read the corpus: {e}") from None
-            if key in _LOADED:
-                self._loaded = _LOADED[key]
-                return self._loaded
+            hit = _LOADED.get(key)
+            if hit is not None:
+                self._loaded = hit
+                return hit
         size = sum(f.stat().st_size for f in self.files)
         if size > MAX_SCAN_BYTES:
             raise ProbekitError(f"the corpus is {size / 2**20:.0f} MB; the plain scan holds at most "
@@ -200,8 +202,7 @@ class CorpusScan:
                 raise ProbekitError(f"cannot read the corpus file {f}: {e}") from None
         self._loaded = _Lines(lines, file_of, words)
         if key is not None:
-            _LOADED.clear()
-            _LOADED[key] = self._loaded
+            _LOADED.put(key, self._loaded)
         return self._loaded
 
     def lines_with(self, name: str) -> list[int]:

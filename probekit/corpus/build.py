@@ -19,10 +19,10 @@ import numpy as np
 
 from .. import atomic
 from ..errors import ProbekitError
-from ..jobs import Cancelled
+from ..jobs import Cancelled, Progress
 from . import match
 from .entities import EntitySet
-from .index import INDEX_VERSION, TABLES, CorpusIndex, Progress, corpus_key, fingerprint, root_dir
+from .index import INDEX_VERSION, TABLES, CorpusIndex, corpus_key, fingerprint, root_dir
 from .sources import CorpusSource, ReadState, iter_batches, read_documents
 
 

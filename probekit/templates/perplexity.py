@@ -21,7 +21,7 @@ tested and benchmarked against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +29,12 @@ import numpy as np
 import torch
 
 from ..errors import ModelLoadError, ProbekitError
+from ..jobs import Progress
 from ..types import OBJECT, SUBJECT, Query
 
 FILLS = ("gold", "mask")
 METHODS = ("pseudo", "causal")
 MAX_LENGTH = 128
-Progress = Callable[[int, int, str], None]
 
 
 # ---------------------------------------------------------------- which text is scored
