@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from probekit import atomic
-from probekit.errors import ProbekitError
+from probekit.errors import ProbekitError, positive_int
 from probekit.memo import Memo
 
 
@@ -258,3 +258,35 @@ def test_progress_is_defined_once():
             if any(isinstance(t, ast.Name) and t.id == "Progress" for t in targets):
                 defined.append(str(path.relative_to(ROOT)))
     assert defined == ["probekit/jobs.py"]
+
+
+# ---------------------------------------------------------------- one positive-int check
+def test_positive_int_accepts_whole_numbers_and_refuses_bools_floats_and_out_of_range():
+    assert positive_int("k", 3) == 3 and type(positive_int("k", np.int64(3))) is int
+    assert positive_int("seed", 0, minimum=0) == 0 and positive_int("beam", 50, maximum=50) == 50
+    for value in (True, False, 2.0, 2.5, "3", None, 0, -1, np.float32(2)):
+        with pytest.raises(ProbekitError) as e:
+            positive_int("k", value)
+        assert str(e.value) == f"k must be a positive integer, got {value!r}"
+    with pytest.raises(ProbekitError, match=r"^beam must be an integer from 1 to 50, got 51$"):
+        positive_int("beam", 51, maximum=50)
+    with pytest.raises(ProbekitError, match=r"^max_length must be an integer of at least 2, got 1$"):
+        positive_int("max_length", 1, minimum=2)
+
+
+def test_the_former_copies_agree_that_true_is_no_count():
+    """The checks of k, n, limit… used to disagree on ``True`` (an int to Python); each now refuses it."""
+    import pandas as pd
+
+    from probekit.bench.settings import check_vocab_and_k
+    from probekit.context.sources import CorpusScan
+    from probekit.metrics.accuracy import check_k
+    from probekit.templates.frequency import top_share
+
+    frame = pd.DataFrame({"top_names": [["a"]]})
+    checks = [check_k, lambda v: check_vocab_and_k("tails", v), lambda v: top_share(frame, k=1, n=v),
+              lambda v: CorpusScan(texts=["a b"], limit=v), lambda v: CorpusScan(texts=["a b"], window=v)]
+    for check in checks:
+        with pytest.raises(ProbekitError, match="must be .*integer.*got True"):
+            check(True)
+        check(1)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import config
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..memo import Memo
 from ..types import normalize_name
 from .segment import _pattern
@@ -142,10 +142,8 @@ class CorpusScan:
 
     def __init__(self, files: Sequence[str | Path] | None = None, *, texts: Sequence[str] | None = None,
                  window: int = 0, limit: int = 5, name: str | None = None):
-        if not isinstance(window, int) or window < 0:
-            raise ProbekitError(f"window must be 0 or a positive number of lines, got {window!r}")
-        if not isinstance(limit, int) or limit < 1:
-            raise ProbekitError(f"limit must be a positive integer, got {limit!r}")
+        positive_int("window", window, minimum=0)  # lines around a match
+        positive_int("limit", limit)
         self.files = [Path(f) for f in files] if files is not None else ([] if texts is not None else corpus_files())
         if texts is None and not self.files:
             raise ProbekitError("no corpus file to scan (set PROBEKIT_CORPORA_DIR or pick a corpus)")

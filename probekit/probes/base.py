@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..jobs import Progress
 from ..memo import Memo
 from ..models import LoadedModel
@@ -203,8 +203,7 @@ class Probe:
 
 def check_inputs(model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int) -> None:
     """Refuse empty inputs, mask-less templates and nonsensical k with a clear message."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ProbekitError(f"k must be a positive integer, got {k!r}")
+    positive_int("k", k)
     if len(candidates) == 0:
         raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
     if not queries:
