@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from probekit import config  # noqa: E402
+from probekit import atomic, config  # noqa: E402
 from probekit.corpus import (  # noqa: E402
     build_index,
     contexts_for,
@@ -196,7 +196,7 @@ def main() -> None:
             result["synthetic"] = synthetic(names, args.size_mb)
             print(json.dumps(result["synthetic"], indent=1), flush=True)
         result["machine"] = {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()}
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        atomic.write_text(args.out, json.dumps(result, indent=1) + "\n")
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 

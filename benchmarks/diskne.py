@@ -31,6 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from probekit import atomic  # noqa: E402
+
 
 def step_rate(model, ds, negatives, *, steps: int, warmup: int, eval_examples: int) -> dict:
     """Seconds per training step (batch 8, paper lr) and per evaluated example, on one real split."""
@@ -165,7 +167,7 @@ def main() -> int:
     for r in rows:
         print(f"{r['epochs']:>6.1f} {r['diseases']:>8} {r['cells']:>6} {r['machines']:>8} {r['hours']:>9.1f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2, default=str))
+    atomic.write_text(args.out, json.dumps(out, indent=2, default=str))
     print(f"wrote {args.out}")
     return 0
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _tiny_seq2seq import _bart_tokenizer, t5_tokenizer  # noqa: E402
 
-from probekit import models  # noqa: E402
+from probekit import atomic, models  # noqa: E402
 from probekit.datasets import load_dataset  # noqa: E402
 from probekit.probes import get_probe  # noqa: E402
 
@@ -103,7 +103,7 @@ def main() -> None:
     }
     print(json.dumps(out, indent=2))
     if args.out:
-        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        atomic.write_text(args.out, json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

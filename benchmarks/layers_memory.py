@@ -31,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from probekit import atomic  # noqa: E402
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -128,7 +131,7 @@ def main() -> int:
     }
     print(json.dumps(out, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        atomic.write_text(args.json, json.dumps(out, indent=2))
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _naive_mask_predict import naive_ranking  # noqa: E402
 
-from probekit import models  # noqa: E402
+from probekit import atomic, models  # noqa: E402
 from probekit.datasets import load_dataset  # noqa: E402
 from probekit.probes import get_probe  # noqa: E402
 
@@ -98,7 +98,7 @@ def main() -> None:
     }
     print(json.dumps(out, indent=2))
     if args.out:
-        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        atomic.write_text(args.out, json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from probekit import atomic  # noqa: E402
+
 
 def load_scorer(model: str | None):
     import torch
@@ -94,7 +96,7 @@ def main() -> int:
           f"{'identical' if same_tokens else 'DIFFERENT'}; {'PASS' if ok else 'BELOW TARGET'}; load average "
           f"{load_before[0]:.1f} before, {load_after[0]:.1f} after ({os.cpu_count()} cores)")
     if args.out:
-        Path(args.out).write_text(json.dumps({
+        atomic.write_text(args.out, json.dumps({
             "model": name, "threads": torch.get_num_threads(), "prompts": len(texts), "masked_copies": n_copies,
             "batch_size": args.batch_size, "naive_seconds": naive_s, "batched_seconds": ours_s, "speedup": ratio,
             "speedup_per_repeat": paired,

@@ -40,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from probekit import atomic  # noqa: E402
+
 
 def cli_path(args) -> dict:
     """Cold and warm ``python -m probekit bench --save`` calls, each a new process."""
@@ -91,7 +93,7 @@ def main() -> int:
         cli = cli_path(args)
         if args.path == "cli":
             if args.json:
-                Path(args.json).write_text(json.dumps(cli, indent=2))
+                atomic.write_text(args.json, json.dumps(cli, indent=2))
             return 0 if cli["identical"] else 1
 
     tmp = tempfile.mkdtemp(prefix="pk-warm-")
@@ -142,9 +144,9 @@ def main() -> int:
     ok = min(cold["seconds"] / warm["seconds"], cold["seconds"] / restart["seconds"]) >= 20
     print(f"target warm >= 20x faster than cold (recomputed runs): {'met' if ok else 'NOT met'}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"dataset": ds.name, "n_queries": len(ds), "model": model.id,
-                                               "load_seconds": {"dataset": t_data, "model": t_model},
-                                               "runs": results, "identical": same}, indent=2))
+        atomic.write_text(args.json, json.dumps({"dataset": ds.name, "n_queries": len(ds), "model": model.id,
+                                                 "load_seconds": {"dataset": t_data, "model": t_model},
+                                                 "runs": results, "identical": same}, indent=2))
     return 0 if same else 1
 
 

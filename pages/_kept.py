@@ -7,16 +7,15 @@ model the old table stayed under the new controls), and every export click gets 
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 import streamlit as st
 
+from probekit.memo import Memo
+
 # ---------------------------------------------------------------- downloads
-_DOWNLOADS: OrderedDict[tuple, bytes] = OrderedDict()
 _DOWNLOADS_MAX_BYTES = 256 * 2**20
-_DOWNLOADS_LOCK = threading.Lock()
+_DOWNLOADS: Memo[tuple, bytes] = Memo(max_bytes=lambda: _DOWNLOADS_MAX_BYTES, sizeof=len)
 
 
 def download(label: str, make: Callable[[], bytes], *, memo: tuple, file_name: str, key: str,
@@ -28,16 +27,10 @@ def download(label: str, make: Callable[[], bytes], *, memo: tuple, file_name: s
     bytes are made once per ``memo`` (e.g. ``("run", run_id, "csv")``; finished runs never change) and kept
     in a small byte-bounded memo; the click does not rerun the page.
     """
-    with _DOWNLOADS_LOCK:
-        data = _DOWNLOADS.get(memo)
-        if data is not None:
-            _DOWNLOADS.move_to_end(memo)
+    data = _DOWNLOADS.get(memo)
     if data is None:
         data = make()
-        with _DOWNLOADS_LOCK:
-            _DOWNLOADS[memo] = data
-            while len(_DOWNLOADS) > 1 and sum(len(v) for v in _DOWNLOADS.values()) > _DOWNLOADS_MAX_BYTES:
-                _DOWNLOADS.popitem(last=False)
+        _DOWNLOADS.put(memo, data)
     st.download_button(label, data, file_name=file_name, mime=mime, key=key, help=help, on_click="ignore",
                        icon=":material/download:")
 

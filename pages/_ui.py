@@ -10,7 +10,6 @@ import logging
 import runpy
 import threading
 import traceback
-from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import torch
 from probekit import config, models
 from probekit.datasets import Dataset, available_datasets, freetext, load_spec, triples
 from probekit.errors import ProbekitError
+from probekit.memo import Memo
 
 log = logging.getLogger("probekit.app")
 
@@ -190,12 +190,11 @@ def current_dataset() -> Dataset | None:
     return None
 
 
-_UPLOADS: OrderedDict[str, tuple[int, Dataset]] = OrderedDict()
+_UPLOADS: Memo[str, tuple[int, Dataset]] = Memo(max_bytes=lambda: UPLOADS_MAX_BYTES, sizeof=lambda e: e[0])
 """Parsed uploads shared by sessions (the same file uploaded twice is parsed once), least recently used
 first, bounded by the bytes of the uploaded files (:data:`UPLOADS_MAX_BYTES`): a server that sees many large
 uploads keeps only the recent ones; each session also keeps its own upload for as long as it lives."""
 UPLOADS_MAX_BYTES = 2 * config.MAX_UPLOAD_MB * 2**20
-_UPLOADS_LOCK = threading.Lock()
 
 
 def _parse(name: str, data: bytes) -> Dataset:
@@ -213,8 +212,7 @@ def _parse(name: str, data: bytes) -> Dataset:
 
 
 def upload_cache_bytes() -> int:
-    with _UPLOADS_LOCK:
-        return sum(size for size, _ in _UPLOADS.values())
+    return _UPLOADS.bytes
 
 
 def _parse_upload(name: str, data: bytes) -> Dataset:
@@ -222,16 +220,9 @@ def _parse_upload(name: str, data: bytes) -> Dataset:
     mine = st.session_state.get("_pk_upload")
     if mine is not None and mine[0] == key:
         return mine[1]
-    with _UPLOADS_LOCK:
-        hit = _UPLOADS.get(key)
-        if hit is not None:
-            _UPLOADS.move_to_end(key)
+    hit = _UPLOADS.get(key)
     ds = hit[1] if hit is not None else _parse(name, data)
-    with _UPLOADS_LOCK:
-        _UPLOADS[key] = (len(data), ds)
-        _UPLOADS.move_to_end(key)
-        while len(_UPLOADS) > 1 and sum(size for size, _ in _UPLOADS.values()) > UPLOADS_MAX_BYTES:
-            _UPLOADS.popitem(last=False)
+    _UPLOADS.put(key, (len(data), ds))
     st.session_state["_pk_upload"] = (key, ds)  # released with the session
     return ds
 

@@ -21,23 +21,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from . import config
+from . import atomic, config
 from .encode import ENCODER_VERSION, encode_layers, precision
+from .jobs import Progress
+from .memo import Memo
 
 MEMO_BYTES = 512 * 2**20
 """In-process memo budget (bytes of float32 vectors)."""
 
-_MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
-_LOCK = threading.Lock()
+_MEMO: Memo[str, np.ndarray] = Memo(max_bytes=lambda: MEMO_BYTES, sizeof=lambda v: v.nbytes, admit_oversize=False)
 
 
 def texts_key(texts: Sequence[str]) -> str:
@@ -63,27 +60,15 @@ def folder() -> Path:
 
 def clear_memo() -> None:
     """Forget in-process vectors (the disk cache stays): what a restarted process would see."""
-    with _LOCK:
-        _MEMO.clear()
+    _MEMO.clear()
 
 
 def _memo_get(key: str) -> np.ndarray | None:
-    with _LOCK:
-        vec = _MEMO.get(key)
-        if vec is not None:
-            _MEMO.move_to_end(key)
-        return vec
+    return _MEMO.get(key)
 
 
 def _memo_put(key: str, vec: np.ndarray) -> None:
-    if vec.nbytes > MEMO_BYTES:
-        return
-    with _LOCK:
-        _MEMO[key] = vec
-        _MEMO.move_to_end(key)
-        total = sum(v.nbytes for v in _MEMO.values())
-        while total > MEMO_BYTES and len(_MEMO) > 1:
-            total -= _MEMO.popitem(last=False)[1].nbytes
+    _MEMO.put(key, vec)  # a vector larger than the whole budget is not memoised (the disk cache has it)
 
 
 def _load(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
@@ -96,20 +81,11 @@ def _load(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
 
 def save_npy(vec: np.ndarray, path: Path) -> None:
     """Write ``vec`` to ``path`` atomically: a temporary file in the same folder, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, vec, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic.write(path, lambda fh: np.save(fh, vec, allow_pickle=False))
 
 
 def embeddings(model, texts: Sequence[str], *, layers: Sequence[int], pooling: str, max_length: int,
-               fast: bool = False, batch_size: int = 128, progress: Callable[[int, int], None] | None = None,
+               fast: bool = False, batch_size: int = 128, progress: Progress | None = None,
                use_cache: bool = True, memo: bool = True, key: str | None = None,
                share_layers: Sequence[int] = ()) -> dict[int, np.ndarray]:
     """{layer: (n_texts, dim) float32}: from the memo, the disk cache, or ONE encoding pass of the missing layers.

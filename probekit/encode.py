@@ -9,19 +9,19 @@ from __future__ import annotations
 import contextlib
 import copy
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from .errors import ProbekitError
+from .errors import ProbekitError, positive_int
+from .jobs import Progress
 from .models import LoadedModel
 
 POOLINGS = ("cls", "mean")
 ENCODER_VERSION = "1"
 """Bump when encoding changes numerically, so cached embeddings are rebuilt."""
 
-Progress = Callable[[int, int], None]
 
 
 def precision(model: LoadedModel, fast: bool = False) -> str:
@@ -155,10 +155,8 @@ def encode_layers(
         raise ProbekitError("no layer given")
     if pooling not in POOLINGS:
         raise ProbekitError(f"unknown pooling {pooling!r}; available: {', '.join(POOLINGS)}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ProbekitError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if not isinstance(max_length, int) or max_length < 2:
-        raise ProbekitError(f"max_length must be an integer of at least 2, got {max_length!r}")
+    positive_int("batch_size", batch_size)
+    positive_int("max_length", max_length, minimum=2)
     if isinstance(texts, str):
         raise ProbekitError("texts must be a list of strings, not one string")
     texts = [str(t) for t in texts]
@@ -207,7 +205,7 @@ def encode_layers(
                 start += len(idx)
                 done += len(idx)
                 if progress:
-                    progress(done, len(texts))
+                    progress(done, len(texts), "encoding")
     finally:
         if moved:
             _restore_device(model)

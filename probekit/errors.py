@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import numbers
 
 
 class ProbekitError(Exception):
@@ -28,6 +29,31 @@ class ModelLoadError(ProbekitError):
 
 class DataFormatError(ProbekitError):
     """A data file is malformed; the message names the file, line and column."""
+
+
+def positive_int(name: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` when it is a whole number (Python or numpy integer, never ``True``/``False``)
+    from ``minimum`` to ``maximum``; else one line naming the parameter ``name``.
+
+    >>> positive_int("k", 5), positive_int("seed", 0, minimum=0)
+    (5, 0)
+    >>> positive_int("k", True)
+    Traceback (most recent call last):
+    ...
+    probekit.errors.ProbekitError: k must be a positive integer, got True
+    >>> positive_int("beam", 2.5, maximum=50)
+    Traceback (most recent call last):
+    ...
+    probekit.errors.ProbekitError: beam must be an integer from 1 to 50, got 2.5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum or (
+            maximum is not None and int(value) > maximum):
+        if maximum is not None:
+            want = f"an integer from {minimum} to {maximum}"
+        else:
+            want = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+        raise ProbekitError(f"{name} must be {want}, got {value!r}")
+    return int(value)
 
 
 class Registry(dict):

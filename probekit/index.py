@@ -17,16 +17,15 @@ to the gold's (an uncased model's case variants) always tie with it.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import faiss
 import numpy as np
 
 from . import cache
-from .encode import Progress
 from .errors import ProbekitError
+from .jobs import Progress
+from .memo import Memo
 from .models import LoadedModel
 from .types import CandidateSet
 
@@ -38,9 +37,8 @@ TIE_TOLERANCE = 2.5e-7
 vectors are exact ties whatever the noise (see ``_twins``)."""
 NAME_CHUNK = 8192
 QUERY_CHUNK = 1024
-_INDEX_MEMO: OrderedDict[str, EntityIndex] = OrderedDict()
 _INDEX_MEMO_SIZE = 4
-_LOCK = threading.Lock()
+_INDEX_MEMO: Memo[str, EntityIndex] = Memo(max_entries=_INDEX_MEMO_SIZE)
 
 
 def embedding_key(model: LoadedModel, candidates: CandidateSet, *, layer: int, pooling: str,
@@ -52,8 +50,7 @@ def embedding_key(model: LoadedModel, candidates: CandidateSet, *, layer: int, p
 
 def clear_memo() -> None:
     """Forget built indexes and memoised vectors (the disk cache stays)."""
-    with _LOCK:
-        _INDEX_MEMO.clear()
+    _INDEX_MEMO.clear()
     cache.clear_memo()
 
 
@@ -168,7 +165,7 @@ class EntityIndex:
 
     def rank(self, queries: np.ndarray, golds: Sequence[Sequence[int | None]], k: int, *,
              exclude: Sequence[Sequence[int]] | None = None,
-             progress=None) -> list[tuple[list[int], list[float], list[int | None]]]:
+             progress: Progress | None = None) -> list[tuple[list[int], list[float], list[int | None]]]:
         """Per query: top-k ids, their scores, and the rank of every gold id (``None`` stays ``None``).
 
         ``exclude`` lists, per query, candidate ids treated as absent (neither listed nor counted).
@@ -187,7 +184,7 @@ class EntityIndex:
             tops = self._top_k(q, golds[start:stop], exclude[start:stop], ranks, k)
             out += [(ids, scores, r) for (ids, scores), r in zip(tops, ranks)]
             if progress:
-                progress(stop, n_q)
+                progress(stop, n_q, "ranking")
         return out
 
     def _gold_ranks(self, q, golds, exclude) -> list[list[int | None]]:
@@ -307,19 +304,14 @@ def build_index(model: LoadedModel, candidates: CandidateSet, *, layer: int | No
         raise ProbekitError(f"unknown similarity {similarity!r}; available: {', '.join(SIMILARITIES)}")
     layer = model.num_layers if layer is None else layer
     key = embedding_key(model, candidates, layer=layer, pooling=pooling, fast=fast) + ":" + similarity
-    with _LOCK:
-        hit = _INDEX_MEMO.get(key) if use_cache else None
-        if hit is not None:
-            _INDEX_MEMO.move_to_end(key)
-            return hit
+    hit = _INDEX_MEMO.get(key) if use_cache else None
+    if hit is not None:
+        return hit
     vec = candidate_embeddings(model, candidates, layers=[layer], pooling=pooling, batch_size=batch_size,
                                progress=progress, use_cache=use_cache, fast=fast, memo=False,
                                share_layers=share_layers)[layer]
     index = EntityIndex(vec, similarity=similarity)
     del vec
     if use_cache:
-        with _LOCK:
-            _INDEX_MEMO[key] = index
-            while len(_INDEX_MEMO) > _INDEX_MEMO_SIZE:
-                _INDEX_MEMO.popitem(last=False)
+        _INDEX_MEMO.put(key, index)
     return index

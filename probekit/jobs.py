@@ -1,14 +1,14 @@
 """Background jobs: one runner for every long computation (benchmarks, layers, rewiring, sweeps, context).
 
 A :class:`Job` runs ``fn(progress, should_cancel)`` in a thread; pages poll it and the CLI drives the
-same function in the foreground with a :func:`tqdm_progress` reporter. ``progress(done, total, stage)``
-is the one progress signature of probekit; ``should_cancel()`` is checked by the work between steps,
-which then raises :class:`Cancelled` (finished parts stay stored and resume on the next start).
+same function in the foreground with its progress bar (``probekit.cli.common.progress_bar``).
+``progress(done, total, stage)`` (:data:`Progress`) is the one progress signature of probekit;
+``should_cancel()`` is checked by the work between steps, which then raises :class:`Cancelled` (finished
+parts stay stored and resume on the next start).
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import traceback
@@ -18,7 +18,7 @@ from typing import Any
 from .errors import ProbekitError
 
 Progress = Callable[[int, int, str], None]
-"""progress(done, total, stage)."""
+"""progress(done, total, stage): the one progress signature of probekit (every module imports this one)."""
 
 
 class Cancelled(ProbekitError):
@@ -110,34 +110,3 @@ def run_in_foreground(fn: Callable[[Progress, Callable[[], bool]], object], *, p
 
 def no_progress(done: int, total: int, stage: str = "") -> None:
     """A ``progress(done, total, stage)`` that reports nothing."""
-
-
-def tqdm_progress(*, quiet: bool = False, file=None) -> Progress | None:
-    """A ``progress(done, total, stage)`` that draws one tqdm bar per stage on stderr (None when quiet).
-
-    Stages are free text ("relation 3/19 may_treat · encoding queries 512/1,000"): the bar is keyed by
-    the part before the first digit-slash-digit counter so one stage keeps one bar.
-    """
-    if quiet:
-        return None
-    from tqdm.auto import tqdm
-
-    state: dict = {"bar": None, "stage": None}
-
-    def report(done: int, total: int, stage: str = "") -> None:
-        head = stage.split(" · ")[0] if stage else ""
-        if state["stage"] != head or state["bar"] is None or state["bar"].total != total:
-            if state["bar"] is not None:
-                state["bar"].close()
-            state["bar"] = tqdm(total=max(int(total), 1), desc=head[:60], file=file or sys.stderr,
-                                leave=False, dynamic_ncols=True, mininterval=0.5)
-            state["stage"] = head
-        bar = state["bar"]
-        bar.set_postfix_str(stage[len(head):].lstrip(" ·")[:60], refresh=False)
-        bar.n = min(int(done), bar.total)
-        bar.refresh()
-        if done >= total:
-            bar.close()
-            state["bar"] = None
-
-    return report

@@ -80,7 +80,7 @@ def test_max_length_truncates(tiny_encoder):
 
 def test_progress_and_empty(tiny_encoder):
     seen = []
-    encode(tiny_encoder, TEXTS, batch_size=3, progress=lambda d, t: seen.append((d, t)))
+    encode(tiny_encoder, TEXTS, batch_size=3, progress=lambda d, t, stage: seen.append((d, t)))
     assert seen == [(3, 7), (6, 7), (7, 7)]
     assert encode(tiny_encoder, []).shape == (0, 32)
 

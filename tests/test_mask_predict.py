@@ -231,7 +231,7 @@ def test_listed_for_mlm_models(toy):
     ({"decoding": "sideways"}, "decoding='sideways'.*must be one of"),
     ({"beam": 0}, "beam.*must be an integer"),
     ({"beam": 2.5}, "beam.*must be an integer"),
-    ({"n_masks": 11}, "n_masks must be an integer 1..10"),
+    ({"n_masks": 11}, "n_masks must be an integer from 1 to 10"),
     ({"max_iter": -1}, "max_iter.*must be an integer"),
     ({"batch_size": 0}, "batch_size.*must be an integer"),
     ({"max_length": 8}, "too long to hold"),

@@ -147,7 +147,7 @@ def test_failed_export_leaves_no_temp_file_and_the_old_file(tmp_path, monkeypatc
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(export.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)  # the writer (probekit.atomic) calls os.replace
     with pytest.raises(OSError, match="disk full"):
         export.write_table(FRAME, target)
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]

@@ -270,7 +270,7 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
     total = len(dataset) * len(layers)
 
     def stage(name):
-        def inner(d, t):
+        def inner(d, t, _stage=""):
             check_cancel()
             report(0, total, f"{name} {d:,}/{t:,}")
         return inner

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ from .. import __version__, metrics
 from ..datasets import Dataset
 from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError
+from ..memo import Memo
 from ..store import component_store
 from ..store import owner as _owner
 from ..store.export import safe_target, table_bytes, write_table
@@ -203,9 +203,8 @@ def _results(run_id: str, relations: Sequence[str] | None = None) -> pd.DataFram
     return typed(frame)
 
 
-_RUNS: OrderedDict[tuple, Run] = OrderedDict()
 _RUNS_SIZE = 12
-_RUNS_LOCK = threading.Lock()
+_RUNS: Memo[tuple, Run] = Memo(max_entries=_RUNS_SIZE)
 
 
 def load_run(run_id: str, *, relations: Sequence[str] | None = None) -> Run:
@@ -219,17 +218,12 @@ def load_run(run_id: str, *, relations: Sequence[str] | None = None) -> Run:
     key = (store().path, rid)
     whole = relations is None and meta["status"] == "done"
     if whole:
-        with _RUNS_LOCK:
-            hit = _RUNS.get(key)
-            if hit is not None:
-                _RUNS.move_to_end(key)
-                return hit
+        hit = _RUNS.get(key)
+        if hit is not None:
+            return hit
     run = Run(rid, meta, _results(rid, relations))
     if whole:
-        with _RUNS_LOCK:
-            _RUNS[key] = run
-            while len(_RUNS) > _RUNS_SIZE:
-                _RUNS.popitem(last=False)
+        _RUNS.put(key, run)
     return run
 
 
@@ -282,8 +276,7 @@ def delete_run(run_id: str) -> None:
         raise ProbekitError(f"run {run_id} is running in process {meta['owner_pid']} on {meta['owner_host']}: "
                             f"stop it first (or wait: it is marked interrupted once that process is gone)")
     store().delete_with_children("runs", meta["run_id"])  # its results (and prompt perplexities) first
-    with _RUNS_LOCK:
-        _RUNS.pop((store().path, meta["run_id"]), None)
+    _RUNS.pop((store().path, meta["run_id"]))
 
 
 def export_frame(run: str | Run) -> pd.DataFrame:

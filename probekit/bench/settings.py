@@ -12,7 +12,7 @@ import json
 
 from ..datasets import VOCABS, Dataset, hardness
 from ..encode import precision
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..types import Query
 
 MAX_K = 1000
@@ -65,8 +65,7 @@ def check_vocab_and_k(vocab, k) -> None:
     """The checks that need no dataset (the CLI makes them before loading anything)."""
     if vocab not in VOCABS:
         raise ProbekitError(f"unknown vocabulary {vocab!r}; available: {', '.join(VOCABS)}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ProbekitError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+    positive_int("k", k, maximum=MAX_K)
 
 
 def dataset_spec(dataset: Dataset) -> str | None:

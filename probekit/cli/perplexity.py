@@ -7,7 +7,7 @@ Pseudo-perplexity with a masked LM (each token masked in turn, batched), or perp
 
 from __future__ import annotations
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from .common import add_dataset_args, load_dataset_from_args, print_json, progress_bar
 
 
@@ -32,8 +32,8 @@ def _cmd_perplexity(args) -> int:
     given = [name for name in ("run", "text") if getattr(args, name)] + (["dataset"] if args.dataset else [])
     if len(given) != 1:
         raise ProbekitError("give exactly one of --run RUN_ID, --dataset NAME or --text TEXT")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise ProbekitError(f"--batch-size must be a positive integer, got {args.batch_size}")
+    if args.batch_size is not None:
+        positive_int("--batch-size", args.batch_size)
     scorer = _scorer(args)
     name, _, method = stored.scorer_info(scorer)
     if args.text:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import metrics
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..jobs import Cancelled, Progress, no_progress
 from ..metrics import accuracy
 from ..types import Query, Ranking, normalize_name
@@ -255,10 +255,9 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
     if variant not in allowed:
         raise ProbekitError(f"{'KB contexts are knowledge-only; ' if kb else ''}variant must be one of "
                             f"{', '.join(allowed)}")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ProbekitError(f"limit must be a positive integer, got {limit!r}")
-    if not isinstance(permutations, int) or permutations < 1:
-        raise ProbekitError(f"permutations must be a positive integer, got {permutations!r}")
+    if limit is not None:
+        positive_int("limit", limit)
+    positive_int("permutations", permutations)
     started = time.perf_counter()
     p = get_probe(probe)
     queries = sample_queries(dataset, relations=relations, limit=limit, seed=seed, min_golds=2 if kb else 1)

@@ -8,12 +8,10 @@ deleted since) says so instead of guessing.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 from pathlib import Path
 
-from .. import config
+from .. import atomic, config
 from .segment import MAX_DOCUMENT_CHARS
 
 _HASH = re.compile(r"^[0-9a-f]{20}$")
@@ -40,11 +38,7 @@ def save_document(text: str) -> str:
     digest = document_hash(text)
     path = folder() / f"{digest}.txt"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        atomic.write_text(path, text)
     return digest
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .. import metrics
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..jobs import Progress
 from ..types import OBJECT, SUBJECT, CandidateSet, Query, normalize_name
 from .segment import Segmentation, negative_target, segment_document, unique_names
@@ -211,8 +211,7 @@ def run_context(model, query: Query, *, target: str, pool: Iterable[str], docume
     started = time.perf_counter()
     base, neg = _variant(variant)
     negative = negative or neg
-    if not isinstance(permutations, int) or permutations < 1:
-        raise ProbekitError(f"permutations must be a positive integer, got {permutations!r}")
+    positive_int("permutations", permutations)
     p = get_probe(probe)
     golds = tuple(unique_names([*query.golds, target]))
     cands = pool_candidates(pool, golds)

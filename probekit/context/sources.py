@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import config
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
+from ..memo import Memo
 from ..types import normalize_name
 from .segment import _pattern
 
@@ -38,7 +39,7 @@ class _Lines(NamedTuple):
     words: dict[str, array]
 
 
-_LOADED: dict[tuple, _Lines] = {}
+_LOADED: Memo[tuple, _Lines] = Memo(max_entries=1)
 """The last corpus read by a CorpusScan (lines, line -> file, word -> lines), keyed by files, sizes and mtimes."""
 
 
@@ -141,10 +142,8 @@ class CorpusScan:
 
     def __init__(self, files: Sequence[str | Path] | None = None, *, texts: Sequence[str] | None = None,
                  window: int = 0, limit: int = 5, name: str | None = None):
-        if not isinstance(window, int) or window < 0:
-            raise ProbekitError(f"window must be 0 or a positive number of lines, got {window!r}")
-        if not isinstance(limit, int) or limit < 1:
-            raise ProbekitError(f"limit must be a positive integer, got {limit!r}")
+        positive_int("window", window, minimum=0)  # lines around a match
+        positive_int("limit", limit)
         self.files = [Path(f) for f in files] if files is not None else ([] if texts is not None else corpus_files())
         if texts is None and not self.files:
             raise ProbekitError("no corpus file to scan (set PROBEKIT_CORPORA_DIR or pick a corpus)")
@@ -170,9 +169,10 @@ class CorpusScan:
                 key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in self.files)
             except OSError as e:
                 raise ProbekitError(f"cannot read the corpus: {e}") from None
-            if key in _LOADED:
-                self._loaded = _LOADED[key]
-                return self._loaded
+            hit = _LOADED.get(key)
+            if hit is not None:
+                self._loaded = hit
+                return hit
         size = sum(f.stat().st_size for f in self.files)
         if size > MAX_SCAN_BYTES:
             raise ProbekitError(f"the corpus is {size / 2**20:.0f} MB; the plain scan holds at most "
@@ -200,8 +200,7 @@ class CorpusScan:
                 raise ProbekitError(f"cannot read the corpus file {f}: {e}") from None
         self._loaded = _Lines(lines, file_of, words)
         if key is not None:
-            _LOADED.clear()
-            _LOADED[key] = self._loaded
+            _LOADED.put(key, self._loaded)
         return self._loaded
 
     def lines_with(self, name: str) -> list[int]:

@@ -8,7 +8,6 @@ folders of builds whose process is gone.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -18,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import atomic
 from ..errors import ProbekitError
-from ..jobs import Cancelled
+from ..jobs import Cancelled, Progress
 from . import match
 from .entities import EntitySet
-from .index import INDEX_VERSION, TABLES, CorpusIndex, Progress, corpus_key, fingerprint, root_dir
+from .index import INDEX_VERSION, TABLES, CorpusIndex, corpus_key, fingerprint, root_dir
 from .sources import CorpusSource, ReadState, iter_batches, read_documents
 
 
@@ -51,12 +51,7 @@ def _fsync(path: Path) -> None:
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:
-    tmp = folder / "manifest.json.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(manifest, fh, indent=1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, folder / "manifest.json")
+    atomic.write_json(folder / "manifest.json", manifest, indent=1)
 
 
 def _batch_tables(batch, first_doc: int, matcher: match.Matcher, one_sentence: bool):

@@ -26,7 +26,6 @@ import json
 import shutil
 import threading
 import weakref
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 INDEX_VERSION = 2
 IN_MEMORY_MENTIONS = 5_000_000
 TABLES = ("entities", "roles", "facts", "documents", "sentences", "mentions")
-Progress = Callable[[int, int, str], None]
 
 
 class CorpusChangedError(ProbekitError):

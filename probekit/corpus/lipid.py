@@ -20,13 +20,12 @@ The output is probekit's triples format for template-free data: ``prompt`` (the 
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import atomic
 from ..errors import ProbekitError
 from ..types import MASK
 from .index import CorpusIndex
@@ -140,19 +139,13 @@ def write_template_free(result: TemplateFree, path: str | Path, fmt: str | None 
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in ("jsonl", "csv"):
         raise ProbekitError(f"write template-free prompts as .jsonl or .csv, not {path.name!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            if fmt == "jsonl":
-                for row in result.rows:
-                    fh.write(json.dumps({c: row[c] for c in COLUMNS}, ensure_ascii=False) + "\n")
-            else:
-                result.frame().to_csv(fh, index=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def fill(fh) -> None:
+        if fmt == "jsonl":
+            for row in result.rows:
+                fh.write(json.dumps({c: row[c] for c in COLUMNS}, ensure_ascii=False) + "\n")
+        else:
+            result.frame().to_csv(fh, index=False)
+
+    atomic.write(path, fill, text=True, newline="")
     return path

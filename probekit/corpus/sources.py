@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import config
+from .. import atomic, config
 from ..errors import DataFormatError, ProbekitError
 
 KINDS = ("lines", "txt", "jsonl", "csv")
@@ -320,7 +320,5 @@ def save_upload(name: str, data: bytes, *, folder: str = "corpora") -> Path:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name)[:60] or "upload.txt"
     path = target / f"{hashlib.sha1(data).hexdigest()[:10]}-{safe}"
     if not path.exists():
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        atomic.write_bytes(path, data)
     return path

@@ -6,17 +6,19 @@ Names: ``demo`` (shipped in git), ``medlama`` (full/hard), ``biolama``, ``triple
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from .. import config
 from ..errors import ProbekitError, Registry
+from ..memo import Memo
 from . import biolama, freetext, medlama, triples
 from .base import HARD_IN_FULL, SUBSETS, VOCABS, Dataset
 
 LOADERS: Registry = Registry("dataset")
-_CACHE: dict[tuple, Dataset] = {}
-_LOCK = threading.Lock()
+CACHE_SIZE = 8
+_CACHE: Memo[tuple, Dataset] = Memo(max_entries=CACHE_SIZE)
+"""Loaded datasets, the least recently used leaving first beyond :data:`CACHE_SIZE` (a long-lived server that
+loads many user files no longer keeps each one for its whole life)."""
 _DEFAULT_DIRS = {"demo": config.demo_dir, "medlama": config.medlama_dir, "biolama": config.biolama_dir}
 
 
@@ -58,12 +60,11 @@ def load_dataset(name: str, *, path: str | Path | None = None, which: str = "ful
     if name in ("demo", "medlama"):
         options["which"] = which
     key = (name, str(path), tuple(sorted((k, str(v)) for k, v in options.items())))
-    with _LOCK:
-        if use_cache and key in _CACHE:
-            return _CACHE[key]
+    hit = _CACHE.get(key) if use_cache else None
+    if hit is not None:
+        return hit
     ds = loader(path, **options)
-    with _LOCK:
-        _CACHE[key] = ds
+    _CACHE.put(key, ds)
     return ds
 
 

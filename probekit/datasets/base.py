@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..types import CandidateSet, Query
 
 VOCABS = ("heads+tails", "tails", "relation")
@@ -79,8 +79,7 @@ class Dataset:
             wanted = set(query_ids)
             queries = [q for q in queries if q.id in wanted]
         if sample is not None:
-            if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
-                raise ProbekitError(f"sample must be a positive number of queries, got {sample!r}")
+            sample = positive_int("sample", sample)
             if sample < len(queries):
                 import random
 

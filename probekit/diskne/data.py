@@ -17,12 +17,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import atomic
 from ..errors import DataFormatError, ProbekitError
 from ..types import normalize_name
 
@@ -136,11 +135,7 @@ class DisKnESet:
 def save_set(ds: DisKnESet, path: str | Path) -> Path:
     """Write atomically (temp file + rename), so a crashed build never leaves half a set behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump({**ds.to_json(), "version": ds.version}, fh)
-    os.replace(tmp, path)
+    atomic.write_json(path, {**ds.to_json(), "version": ds.version})
     return path
 
 

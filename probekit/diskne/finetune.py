@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..errors import ProbekitError
-from ..jobs import Cancelled
+from ..jobs import Cancelled, Progress
+from ..memo import Memo
 from .data import read_set
 from .results import confusion
 from .splits import HYPOTHESES, Example, split_for
@@ -33,7 +34,6 @@ from .splits import HYPOTHESES, Example, split_for
 if TYPE_CHECKING:
     from ..models import LoadedModel
 
-Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,14 @@ def classifier(model, *, seed: int) -> torch.nn.Module:
     return clf
 
 
-_MODEL_MEMO: dict[tuple[str, str | None], LoadedModel] = {}
-_MODEL_LOCK = threading.Lock()
+def _release(model: LoadedModel) -> None:
+    from .. import models
+
+    models.release(model)
+
+
+_MODEL_MEMO: Memo[tuple[str, str | None], LoadedModel] = Memo(max_entries=1, on_evict=_release)
+_MODEL_LOCK = threading.Lock()  # one load at a time
 
 
 def _loaded(model_id: str, device: str | None) -> LoadedModel:
@@ -119,20 +125,16 @@ def _loaded(model_id: str, device: str | None) -> LoadedModel:
 
     key = (model_id, device)
     with _MODEL_LOCK:
-        if key not in _MODEL_MEMO:
-            for old in _MODEL_MEMO.values():
-                models.release(old)
-            _MODEL_MEMO.clear()
-            _MODEL_MEMO[key] = models.load(model_id, device=device, mlm=False)
-        return _MODEL_MEMO[key]
+        hit = _MODEL_MEMO.get(key)
+        if hit is None:
+            _MODEL_MEMO.clear()  # the old model is released before the new one loads
+            hit = models.load(model_id, device=device, mlm=False)
+            _MODEL_MEMO.put(key, hit)
+        return hit
 
 
 def release_memo() -> None:
-    from .. import models
-
     with _MODEL_LOCK:
-        for old in _MODEL_MEMO.values():
-            models.release(old)
         _MODEL_MEMO.clear()
 
 

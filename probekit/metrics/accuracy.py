@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..types import Ranking
 
 DEFAULT_KS = (1, 5, 10)
@@ -29,9 +29,7 @@ AVERAGES = ("macro", "micro")
 
 
 def check_k(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ProbekitError(f"k must be a positive integer, got {k!r}")
-    return int(k)
+    return positive_int("k", k)
 
 
 def _check_average(average: str) -> None:

@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 
 SCORES = (1, 2, 3, 4, 5)
 CONSENSUS = ("median", "mean", "min", "max")
@@ -80,9 +80,9 @@ def _check_scores(ratings: pd.DataFrame) -> pd.DataFrame:
 
 def _check_ks(ks) -> tuple[int, ...]:
     ks = tuple(ks)
-    if not ks or any(not isinstance(k, int | np.integer) or k < 1 for k in ks):
-        raise ProbekitError(f"ks must be positive integers, got {ks!r}")
-    return tuple(int(k) for k in ks)
+    if not ks:
+        raise ProbekitError("ks must be positive integers, got ()")
+    return tuple(positive_int("ks", k) for k in ks)
 
 
 def _check_threshold(threshold) -> int:

@@ -18,10 +18,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
+from ..jobs import Progress
+from ..memo import Memo
 from ..models import LoadedModel
 from ..types import OBJECT, CandidateSet, Query, Ranking, normalize_name
-from .call import NOTHING_EXCLUDED, Call, Excluded, Explanation, Progress
+from .call import NOTHING_EXCLUDED, Call, Excluded, Explanation
 from .generated import answer_keys
 
 
@@ -201,8 +203,7 @@ class Probe:
 
 def check_inputs(model: LoadedModel, queries: Sequence[Query], candidates: CandidateSet, *, k: int) -> None:
     """Refuse empty inputs, mask-less templates and nonsensical k with a clear message."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ProbekitError(f"k must be a positive integer, got {k!r}")
+    positive_int("k", k)
     if len(candidates) == 0:
         raise ProbekitError("the candidate set is empty: pick another vocabulary or dataset")
     if not queries:
@@ -241,7 +242,7 @@ def check_rankings(probe: str, rankings: Sequence[Ranking], queries: Sequence[Qu
                                      "(build rankings with call.excluded)")
 
 
-_BY_NORM: dict[str, dict[str, list[int]]] = {}
+_BY_NORM: Memo[str, dict[str, list[int]]] = Memo(max_entries=17)
 
 
 def _ids_by_norm(candidates: CandidateSet) -> dict[str, list[int]]:
@@ -250,9 +251,7 @@ def _ids_by_norm(candidates: CandidateSet) -> dict[str, list[int]]:
         table = {}
         for i, n in enumerate(candidates.names):
             table.setdefault(normalize_name(n), []).append(i)
-        if len(_BY_NORM) > 16:
-            _BY_NORM.clear()
-        _BY_NORM[candidates.key] = table
+        _BY_NORM.put(candidates.key, table)
     return table
 
 

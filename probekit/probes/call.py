@@ -3,11 +3,9 @@ rankings: plain data, shared by the probe interface and the ranking helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-Progress = Callable[[int, int, str], None]
-"""progress(done, total, stage): probes report each stage (encoding, search, scoring)."""
+from ..jobs import Progress  # progress(done, total, stage): probes report each stage (encoding, search, scoring)
 
 
 @dataclass(frozen=True)

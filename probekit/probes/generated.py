@@ -12,13 +12,14 @@ tokenisation*: a name is tokenised and decoded again, so "Heart-Attack" and the 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
+from ..memo import Memo
 from ..types import CandidateSet, Query, Ranking, normalize_name
 from .call import Excluded
 
-_CANDIDATE_KEYS: OrderedDict = OrderedDict()  # (tokenizer id, candidate key) -> (tokenizer, {key: index})
+_CANDIDATE_KEYS: Memo[tuple[int, str], tuple[object, dict[str, int]]] = Memo(max_entries=4)
+"""(tokenizer id, candidate key) -> (tokenizer, {answer key: first candidate index})."""
 
 
 def answer_keys(tokenizer, texts: Sequence[str]) -> list[str]:
@@ -43,9 +44,8 @@ def _candidate_index(tokenizer, candidates: CandidateSet) -> dict[str, int]:
         for i, key in enumerate(answer_keys(tokenizer, candidates.names)):
             index.setdefault(key, i)
         # the entry holds the tokenizer itself, so its id cannot be reused by another one meanwhile
-        entry = _CANDIDATE_KEYS[memo_key] = (tokenizer, index)
-        while len(_CANDIDATE_KEYS) > 4:
-            _CANDIDATE_KEYS.popitem(last=False)
+        entry = (tokenizer, index)
+        _CANDIDATE_KEYS.put(memo_key, entry)
     return entry[1]
 
 

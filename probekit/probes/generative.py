@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..types import Query, Ranking
 from .base import Call, Option, Probe
 from .generated import ranking_from_predictions
@@ -101,21 +101,15 @@ def bart_answer(output: str, prompt: str, mask: str) -> str:
     return out.strip()
 
 
-def _check_int(name: str, value, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ProbekitError(f"{name} must be an integer {low}..{high}, got {value!r}")
-    return value
-
-
 def generate(model, queries: Sequence[Query], *, beam: int, max_new_tokens: int = 24, batch_size: int = 16,
              max_length: int = PROMPT_MAX_LENGTH, progress=None) -> list[list[tuple[str, float, str]]]:
     """For each query, every beam as ``(answer, beam score, generated text)``, best first."""
     if not model.is_seq2seq:
         raise ProbekitError(f"probe 'generative' needs an encoder-decoder model (BART, T5, SciFive); {model.id!r} "
                             "is not one (try facebook/bart-base or t5-small, or the probes mask_predict/retrieval)")
-    beam = _check_int("beam", beam, 1, 100)
-    max_new_tokens = _check_int("max_new_tokens", max_new_tokens, 1, 512)
-    batch_size = _check_int("batch_size", batch_size, 1, 4096)
+    beam = positive_int("beam", beam, maximum=100)
+    max_new_tokens = positive_int("max_new_tokens", max_new_tokens, maximum=512)
+    batch_size = positive_int("batch_size", batch_size, maximum=4096)
     tok, s2s, dev = model.tokenizer, model.seq2seq, model.device
     style, mask = mask_style(model), model.mask_token
     prompts = [q.text(mask) for q in queries]

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..types import Query, Ranking
 from .base import Call, Explanation, Option, Probe
 from .generated import ranking_from_predictions
@@ -89,16 +89,6 @@ class Decoded:
     predictions: tuple[Prediction, ...]
     traces: dict = field(default_factory=dict)  # n_masks -> tuple[TraceStep, ...]
 
-
-def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        v = None
-    if v is None or v != value or v < low or (high is not None and v > high):
-        bound = f"{low}..{high}" if high is not None else f">= {low}"
-        raise ProbekitError(f"{name} must be an integer {bound}, got {value!r}")
-    return v
 
 
 def _mask_logits(mlm, ids: torch.Tensor, att: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
@@ -173,10 +163,10 @@ def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", be
         raise ProbekitError(f"mask_predict needs a model with an MLM head; {model.id!r} has none "
                             "(use a BERT-family model such as bert-base-uncased)")
     init, refine = parse_decoding(decoding)
-    beam = _positive_int("beam", beam, 1, 50)
-    n_masks = _positive_int("n_masks", n_masks, 1, 10)
-    max_iter = _positive_int("max_iter", max_iter, 0, 1000)
-    batch_size = _positive_int("batch_size", batch_size)
+    beam = positive_int("beam", beam, maximum=50)
+    n_masks = positive_int("n_masks", n_masks, maximum=10)
+    max_iter = positive_int("max_iter", max_iter, minimum=0, maximum=1000)
+    batch_size = positive_int("batch_size", batch_size)
     tok = model.tokenizer
     topn = max(beam, TRACE_TOP) if trace else beam
     banned = sorted(set(tok.all_special_ids))

@@ -22,6 +22,7 @@ from .. import cache
 from ..encode import POOLINGS
 from ..errors import ProbekitError
 from ..index import SIMILARITIES, build_index
+from ..jobs import Progress
 from ..types import Ranking
 from .base import Call, Excluded, Option, Probe, gold_indices
 
@@ -30,8 +31,16 @@ QUERY_CACHE_MIN = 2
 """Query sets at least this large have their embeddings cached."""
 
 
-def _stage(progress, name):
-    return None if progress is None else (lambda d, t: progress(d, t, name))
+def _stage(progress: Progress | None, name: str) -> Progress | None:
+    """``progress`` reporting every step under the stage ``name``."""
+    if progress is None:
+        return None
+    report = progress
+
+    def staged(done: int, total: int, _stage: str = "") -> None:
+        report(done, total, name)
+
+    return staged
 
 
 PRESETS: dict[str, dict] = {

@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import config
+from .. import atomic, config
 from ..errors import ProbekitError, UnknownNameError
 
 CORPUS_FILES = {**{f"pubmed_{i}": f"pubmed_sents_no_punkt_10k_{i}" for i in range(10)},
@@ -84,14 +84,16 @@ def save_corpus(name: str, data: bytes) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name)[:60] or "corpus.txt"
     path = folder / f"{hashlib.sha1(data).hexdigest()[:10]}-{safe}"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    try:
+    written: list[Path] = []
+
+    def check(tmp: Path) -> None:
+        written.append(tmp)
         read_sentences(tmp)
+
+    try:
+        atomic.write_bytes(path, data, check=check)
     except ProbekitError as e:
-        tmp.unlink()
-        raise ProbekitError(str(e).replace(tmp.name, name)) from None
-    os.replace(tmp, path)
+        raise ProbekitError(str(e).replace(written[0].name, name) if written else str(e)) from None
     return path
 
 

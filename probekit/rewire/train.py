@@ -34,8 +34,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .. import __version__, config
-from ..errors import ProbekitError, UnknownNameError
+from .. import __version__, atomic, config
+from ..errors import ProbekitError, UnknownNameError, positive_int
 from ..jobs import Job, Progress
 from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
 
@@ -82,14 +82,12 @@ class RewireSettings:
         need(self.tau > 0, f"tau must be positive, got {self.tau}")
         need(0 < self.lr < 1, f"lr must be in (0, 1), got {self.lr}")
         need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
-        need(self.batch_size is None or (isinstance(self.batch_size, int) and self.batch_size >= 2),
-             f"batch_size must be an integer of at least 2 (InfoNCE needs negatives), got {self.batch_size}")
-        need(isinstance(self.steps, int) and 1 <= self.steps <= 100_000, f"steps must be 1..100000, got {self.steps}")
-        need(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1,
-             f"checkpoint_every must be a positive integer, got {self.checkpoint_every}")
+        if self.batch_size is not None:
+            positive_int("batch_size", self.batch_size, minimum=2)  # InfoNCE needs in-batch negatives
+        positive_int("steps", self.steps, maximum=100_000)
+        positive_int("checkpoint_every", self.checkpoint_every)
         need(self.pooling in ("cls", "mean"), f"unknown pooling {self.pooling!r}; available: cls, mean")
-        need(isinstance(self.max_length, int) and 4 <= self.max_length <= 512,
-             f"max_length must be 4..512, got {self.max_length}")
+        positive_int("max_length", self.max_length, minimum=4, maximum=512)
         need(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}")
         need(self.max_sentences is None or self.max_sentences >= 2, "max_sentences must be at least 2")
         return self
@@ -137,9 +135,7 @@ def _now() -> str:
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(3)}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic.write_json(path, obj, indent=1, default=str)
 
 
 def _run_folder(run_id: str) -> Path:
@@ -259,13 +255,16 @@ def _save_checkpoint(model, folder: Path, meta: dict) -> Path:
     """Write to a hidden temp folder, then rename: pickers never see a half-written checkpoint."""
     from ..models import CHECKPOINT_META
 
-    tmp = folder.with_name(f".{folder.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.encoder.save_pretrained(tmp, safe_serialization=True)
-    model.tokenizer.save_pretrained(tmp)
-    (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
+    tmp = atomic.temp_name(folder)  # unique: two savers never write into one temp folder
+    try:
+        model.encoder.save_pretrained(tmp, safe_serialization=True)
+        model.tokenizer.save_pretrained(tmp)
+        atomic.write_json(tmp / CHECKPOINT_META, meta, indent=1)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return folder
 
 

@@ -1,6 +1,7 @@
 """The one exporter: tables to CSV / Parquet / JSONL files, written atomically and safely.
 
-Every export (runs, context runs, annotations, corpus results) goes through :func:`write_table`:
+Every export (runs, context runs, annotations, corpus results) goes through :func:`write_table`, which writes
+with :mod:`probekit.atomic` (the file writer of the whole package):
 
 - the data is written to a temporary file beside the target and renamed over it, so a reader never
   sees half a file and a failed export leaves the old file untouched;
@@ -19,17 +20,14 @@ Every export (runs, context runs, annotations, corpus results) goes through :fun
 from __future__ import annotations
 
 import io
-import os
-import stat
-import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import atomic
+from ..atomic import safe_target
 from ..errors import ProbekitError
 
 FORMATS = ("csv", "parquet", "jsonl")
-_UMASK_LOCK = threading.Lock()
 
 
 def _check_format(fmt: str | None, path: Path | None, formats: Sequence[str]) -> str:
@@ -54,60 +52,9 @@ def table_bytes(frame, fmt: str, *, formats: Sequence[str] = FORMATS) -> bytes:
     return buf.getvalue()
 
 
-def _umask() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    with _UMASK_LOCK:  # the portable way: set and restore
-        old = os.umask(0o022)
-        os.umask(old)
-    return old
-
-
-def safe_target(path: str | Path) -> Path:
-    """The regular file an export to ``path`` will replace (symlinks followed), or a clear refusal."""
-    path = Path(path).expanduser()
-    if path.is_symlink():
-        path = path.resolve()
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        if path.parent.exists() and not path.parent.is_dir():
-            raise ProbekitError(f"cannot write {path}: {path.parent} is not a folder") from None
-        return path
-    if stat.S_ISDIR(st.st_mode):
-        raise ProbekitError(f"cannot write {path}: it is a folder; give a file name (e.g. {path / 'export.csv'})")
-    if not stat.S_ISREG(st.st_mode):
-        raise ProbekitError(f"refusing to write {path}: it is not a regular file (a device, FIFO or socket)")
-    return path
-
-
 def write_bytes(data: bytes, path: str | Path) -> Path:
     """Write ``data`` to ``path`` atomically (see the module docstring for the rules)."""
-    target = safe_target(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return target
+    return atomic.write_bytes(path, data)
 
 
 def write_table(frame, path: str | Path, *, fmt: str | None = None, formats: Sequence[str] = FORMATS) -> Path:

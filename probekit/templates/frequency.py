@@ -16,13 +16,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..types import normalize_name
 
 
 def _check(frame: pd.DataFrame, k: int, *columns: str) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ProbekitError(f"k must be a positive integer, got {k!r}")
+    positive_int("k", k)
     missing = [c for c in ("top_names", *columns) if c not in frame.columns]
     if missing:
         raise ProbekitError(f"results have no {missing[0]!r} column (expected a run's results frame)")
@@ -67,8 +66,7 @@ def top_share(frame: pd.DataFrame, *, k: int = 1, n: int = 5) -> float:
     (0.5, 0.5)
     """
     _check(frame, k)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ProbekitError(f"n must be a positive integer, got {n!r}")
+    positive_int("n", n)
     slots: Counter[str] = Counter()
     for names in frame["top_names"]:
         slots.update(names[:k])

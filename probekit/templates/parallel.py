@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..datasets.base import Dataset
 from ..datasets.freetext import KIND
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
 from ..types import MASK, OBJECT, Query, normalize_name
 
 VOCABS = ("pairs", "template")
@@ -49,8 +49,7 @@ def pair_datasets(template: Dataset, free: Dataset, *, per_fact: int = 1, vocab:
     """
     if vocab not in VOCABS:
         raise ProbekitError(f"unknown vocabulary {vocab!r} for a parallel set; available: {', '.join(VOCABS)}")
-    if isinstance(per_fact, bool) or not isinstance(per_fact, int) or per_fact < 1:
-        raise ProbekitError(f"per_fact must be a positive integer, got {per_fact!r}")
+    positive_int("per_fact", per_fact)
     by_fact: dict[tuple[str, str], Query] = {}
     for q in template.queries:
         by_fact.setdefault((normalize_name(q.subject), q.relation), q)
@@ -127,8 +126,7 @@ def parallel_drop(template: pd.DataFrame, free: pd.DataFrame, *, ks: Sequence[in
         if missing:
             raise ProbekitError(f"the {label} results have no {missing[0]!r} column")
     for k in ks:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ProbekitError(f"k must be a positive integer, got {k!r}")
+        positive_int("k", k)
     joined = template.merge(free, on="query_id", suffixes=(" tb", " tf"))
     if not len(joined):
         raise ProbekitError("the two runs share no query id: run both sides of one parallel set")

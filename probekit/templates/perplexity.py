@@ -21,20 +21,20 @@ tested and benchmarked against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..errors import ModelLoadError, ProbekitError
+from ..errors import ModelLoadError, ProbekitError, positive_int
+from ..jobs import Progress
 from ..types import OBJECT, SUBJECT, Query
 
 FILLS = ("gold", "mask")
 METHODS = ("pseudo", "causal")
 MAX_LENGTH = 128
-Progress = Callable[[int, int, str], None]
 
 
 # ---------------------------------------------------------------- which text is scored
@@ -219,8 +219,7 @@ def pseudo_perplexity(mlm, tokenizer, texts: Sequence[str], *, batch_size: int =
     texts = _check_texts(texts)
     if tokenizer.mask_token_id is None:
         raise ProbekitError("pseudo-perplexity needs a masked-LM tokenizer (no mask token)")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ProbekitError(f"batch_size must be a positive integer, got {batch_size!r}")
+    positive_int("batch_size", batch_size)
     mask_id, pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id or 0
     special = set(tokenizer.all_special_ids)
     ids = _encode(tokenizer, texts, max_length)
