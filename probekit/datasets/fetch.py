@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import config
+from .. import atomic, config
 from ..errors import ProbekitError
 
 MEDLAMA_COMMIT = "df3762bd183c5938f96024fe0c2f515c3e9a2e66"
@@ -267,14 +267,7 @@ def register(name: str, path: Path) -> None:
     reg[name] = str(Path(path).expanduser().resolve())
     target = registry_path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(reg, fh, indent=1, sort_keys=True)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_json(target, reg, indent=1, sort_keys=True)
 
 
 def add(name: str, path: str | Path, *, subset: str | None = None) -> str:
