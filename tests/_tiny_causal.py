@@ -28,15 +28,19 @@ def _bpe(specials: list[str]):
     return bpe
 
 
+CONTEXT = 256
+"""Positions of the tiny models (and their tokenizers' model_max_length)."""
+
+
 def gpt2_tokenizer():
     from transformers import PreTrainedTokenizerFast
 
     bpe = _bpe([BOS])
     return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=BOS, eos_token=EOS,
-                                   unk_token=BOS, model_max_length=64)
+                                   unk_token=BOS, model_max_length=CONTEXT)
 
 
-def save_tiny_gpt2(path: Path, *, seed: int = 0, n_positions: int = 64) -> Path:
+def save_tiny_gpt2(path: Path, *, seed: int = 0, n_positions: int = CONTEXT) -> Path:
     """A 2-layer, 32-dim GPT2LMHeadModel over :func:`gpt2_tokenizer` (context ``n_positions`` tokens)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -61,7 +65,7 @@ def llama_tokenizer():
     bpe._tokenizer.post_processor = TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                        special_tokens=[("<s>", bos)])
     return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", model_max_length=64)
+                                   unk_token="<unk>", model_max_length=CONTEXT)
 
 
 def save_tiny_llama(path: Path, *, seed: int = 0) -> Path:
@@ -73,7 +77,7 @@ def save_tiny_llama(path: Path, *, seed: int = 0) -> Path:
     tok = llama_tokenizer()
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, initializer_range=0.3,
                       tie_word_embeddings=False)
     LlamaForCausalLM(cfg).eval().save_pretrained(path)

@@ -112,6 +112,7 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return p
 
 
+@torch.inference_mode()
 def causal_logprobs(lm, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
     """Per-token log-probs of one query's statements (NaN where not scored): the shared prefix once (KV cache),
     then the continuations in length-sorted padded batches (module docstring)."""
@@ -165,6 +166,7 @@ def causal_logprobs(lm, encoded: Sequence[Encoded], *, batch_size: int) -> list[
 
 
 # ---------------------------------------------------------------- masked LMs
+@torch.inference_mode()
 def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int,
                  progress: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
     """Per-token pseudo-log-likelihoods: one masked copy per scored token, copies of all statements stacked,
@@ -201,6 +203,7 @@ def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int,
 
 
 # ---------------------------------------------------------------- encoder-decoders
+@torch.inference_mode()
 def seq2seq_logprobs(s2s, tokenizer, prompt: str, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
     """Per-token decoder log-probs of one query's statements given the encoder's reading of ``prompt`` (the query
     with the model's mask), the encoder run once for all of them."""
