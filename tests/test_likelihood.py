@@ -224,3 +224,23 @@ def test_a_model_that_does_not_fit_is_refused_in_one_line_before_loading():
     assert str(e.value) == ("model 'BioMistral/BioMistral-7B' needs ~17.4 GB in float16; this GPU has 12.0 GB "
                             "free; try --dtype int8 or a smaller model")
     models.check_memory("m", 1e9, "float16", torch.device("cuda"), free=12e9)  # fits: no error
+
+
+# ---------------------------------------------------------------- BEAR's own package, where it is installed
+@pytest.mark.parametrize("kind", ["CLM", "MLM"])
+def test_same_scores_as_lm_pub_quiz(kind, tiny_gpt2, tiny_mlm, demo):
+    """BEAR's reference implementation (``lm-pub-quiz``, a dev dependency that is optional here): its ``sum``
+    reduction, no capitalisation, the ``original`` PLL for masked LMs (its default is ``within_word_l2r``)."""
+    lpq = pytest.importorskip("lm_pub_quiz")
+    model = tiny_gpt2 if kind == "CLM" else tiny_mlm
+    kw = {"pll_metric": "original"} if kind == "MLM" else {}
+    ev = lpq.Evaluator.from_model(model.causal if kind == "CLM" else model.mlm, model_type=kind,
+                                  tokenizer=model.tokenizer, device="cpu", capitalize=False, **kw)
+    for q, cands in fifty(demo):
+        ref = np.array(ev.evaluate_instance(template=q.template, answers=list(cands.names), subject=q.subject,
+                                            reduction="sum", batch_size=16))
+        r = PROBE.rank(model, [q], cands, k=len(cands))[0]
+        got = dict(zip(r.ids, r.scores))
+        assert np.allclose([got[i] for i in range(len(cands))], ref, atol=TOL, rtol=0), q.id
+        ordered = ref[list(r.ids)]
+        assert all(a >= b - TOL for a, b in zip(ordered, ordered[1:])), q.id
