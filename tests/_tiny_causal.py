@@ -40,15 +40,17 @@ def gpt2_tokenizer():
                                    unk_token=BOS, model_max_length=CONTEXT)
 
 
-def save_tiny_gpt2(path: Path, *, seed: int = 0, n_positions: int = CONTEXT) -> Path:
-    """A 2-layer, 32-dim GPT2LMHeadModel over :func:`gpt2_tokenizer` (context ``n_positions`` tokens)."""
+def save_tiny_gpt2(path: Path, *, seed: int = 0, n_positions: int = CONTEXT, n_embd: int = 32,
+                   n_layer: int = 2) -> Path:
+    """A 2-layer, 32-dim GPT2LMHeadModel over :func:`gpt2_tokenizer` (context ``n_positions`` tokens; the
+    benchmark builds wider and deeper ones)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     path = Path(path)
     tok = gpt2_tokenizer()
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=n_positions,
+    cfg = GPT2Config(vocab_size=len(tok), n_embd=n_embd, n_layer=n_layer, n_head=2, n_positions=n_positions,
                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, initializer_range=0.3)
     GPT2LMHeadModel(cfg).eval().save_pretrained(path)
     tok.save_pretrained(path)
