@@ -147,7 +147,8 @@ def main() -> int:
         f"tokens/s); load average {load_before[0]:.1f} before, {load_after[0]:.1f} after ({os.cpu_count()} cores)",
         flush=True)
     figures = {"model": model.id, "parameters": params, "threads": torch.get_num_threads(), "queries": len(cases),
-               "statements": n_statements, "tokens": n_tokens, "tokens_run_by_probekit": n_run, "batch_size": args.batch_size, "seconds": seconds,
+               "statements": n_statements, "tokens": n_tokens, "tokens_run_by_probekit": n_run,
+               "batch_size": args.batch_size, "seconds": seconds,
                "best_seconds": best, "compare": compare, "seconds_per_1000_statements": per_1000,
                "cpu_count": os.cpu_count(), "load_average_1min_before": load_before[0],
                "load_average_1min_after": load_after[0]}
