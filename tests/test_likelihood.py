@@ -163,7 +163,7 @@ def test_a_model_without_an_lm_head_gets_one_line_naming_its_probes(tiny_encoder
     with pytest.raises(ProbekitError) as e:
         PROBE.rank(tiny_encoder, [q], CandidateSet.from_names(["stroke"]), k=1)
     msg = str(e.value)
-    assert "\n" not in msg and msg.startswith("probe 'likelihood' needs") and "it supports retrieval" in msg
+    assert "\n" not in msg and msg.startswith("probe 'likelihood' needs") and "it supports 'retrieval'" in msg
 
 
 def test_a_statement_longer_than_the_context_is_refused_with_its_length(tiny_gpt2):
