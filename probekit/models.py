@@ -341,13 +341,13 @@ def _causal_kwargs(dtype: str, dev: torch.device) -> dict:
     if dev.type != "cuda":
         return kw
     try:
-        import accelerate  # noqa: F401
+        import accelerate  # type: ignore[import-not-found]  # noqa: F401  # optional: device_map needs it
         kw["device_map"] = {"": str(dev)}
     except ImportError:
         pass
     if dtype in ("int8", "int4"):
         try:
-            import bitsandbytes  # noqa: F401
+            import bitsandbytes  # type: ignore[import-not-found]  # noqa: F401  # optional: 8/4-bit weights
             from transformers import BitsAndBytesConfig
         except ImportError:
             raise ModelLoadError(f"--dtype {dtype} needs the package bitsandbytes: pip install bitsandbytes") from None
@@ -465,7 +465,7 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
                              f"(or an encoder-decoder with a mask token or {T5_SENTINEL})")
     root = next(m for m in (s2s_model, causal_model, mlm_model, encoder) if m is not None)
     if getattr(root, "hf_device_map", None) is None:
-        root.to(dev)  # (device_map already placed it)
+        root.to(dev)  # type: ignore[arg-type]  # (device_map already placed it); mypy reads transformers' @wraps'd .to without its self
     root.eval()
     if is_local:
         revision = _fingerprint(Path(source))

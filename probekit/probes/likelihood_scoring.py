@@ -145,23 +145,23 @@ def causal_logprobs(lm, encoded: Sequence[Encoded], *, batch_size: int) -> list[
             batch[r, :len(cont)] = torch.tensor(cont)
             real[r, :len(cont)] = True
         batch, real = batch.to(dev), real.to(dev)
-        if cache is not None:
+        if cache is not None and prefix_last is not None:
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(members))
             attn = torch.cat([torch.ones((len(members), p), dtype=torch.long, device=dev), real.long()], 1)
             logits = lm(input_ids=batch, attention_mask=attn, past_key_values=past, use_cache=True).logits
             # logits[:, j] predicts continuation token j + 1; the prefix's last row predicts token 0
             pred = torch.cat([prefix_last.expand(len(members), 1, -1), logits[:, :-1]], 1)  # (b, width, vocab)
-            lp = _target_logprobs(pred, batch)  # (b, width)
+            lp_t = _target_logprobs(pred, batch)  # (b, width)
         else:  # no shared prefix (no BOS): whole statements, the first token not a target
             logits = lm(input_ids=batch, attention_mask=real.long()).logits  # (b, width, vocab)
-            lp = torch.cat([torch.zeros((len(members), 1), device=dev),
-                            _target_logprobs(logits[:, :-1], batch[:, 1:])], 1)  # (b, width)
-        lp = lp.double().cpu().numpy()
+            lp_t = torch.cat([torch.zeros((len(members), 1), device=dev),
+                              _target_logprobs(logits[:, :-1], batch[:, 1:])], 1)  # (b, width)
+        lp_b = lp_t.double().cpu().numpy()
         for r, i in enumerate(members):
             n = len(rows[i]) - p
             scored = np.asarray(encoded[i].scored[p:])
-            out[i][p:] = np.where(scored, lp[r, :n], np.nan)
+            out[i][p:] = np.where(scored, lp_b[r, :n], np.nan)
     return out
 
 
