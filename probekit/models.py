@@ -257,6 +257,8 @@ def _fingerprint(folder: Path) -> str:
 
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
 """Weight precisions :func:`load` takes for a causal LM (``int8``/``int4`` need ``bitsandbytes`` and CUDA)."""
+DTYPE_ENV = "PROBEKIT_DTYPE"
+"""The precision of causal LMs when ``load`` is given none (every command and page loads through ``load``)."""
 _BYTES_PER_PARAM = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
 MEMORY_OVERHEAD = 1.2
 """Weights times this: room for activations, the KV cache and the allocator (a rule of thumb, not a measurement)."""
@@ -307,7 +309,7 @@ def check_memory(model_id: str, n_params: float, dtype: str, dev: torch.device, 
     >>> check_memory("m", 7.24e9, "float16", torch.device("cuda"), free=12e9)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    probekit.errors.ModelLoadError: model 'm' needs ~17.4 GB in float16; this GPU has 12.0 GB free; try --dtype int8...
+    probekit.errors.ModelLoadError: model 'm' needs ~17.4 GB in float16; this GPU has 12.0 GB free; try ...
     """
     free = memory_free(dev) if free is None else free
     need = memory_needed(n_params, dtype)
@@ -316,7 +318,7 @@ def check_memory(model_id: str, n_params: float, dtype: str, dev: torch.device, 
     where = "this GPU" if dev.type == "cuda" else "this machine"
     smaller = [d for d in ("int8", "int4") if _BYTES_PER_PARAM[d] < _BYTES_PER_PARAM[dtype]] if dev.type == "cuda" \
         else [d for d in ("bfloat16",) if _BYTES_PER_PARAM[d] < _BYTES_PER_PARAM[dtype]]
-    hint = f"try --dtype {smaller[0]} or a smaller model" if smaller else "try a smaller model"
+    hint = f"try {DTYPE_ENV}={smaller[0]} or a smaller model" if smaller else "try a smaller model"
     raise ModelLoadError(f"model {model_id!r} needs ~{need / 1e9:.1f} GB in {dtype}; {where} has "
                          f"{free / 1e9:.1f} GB free; {hint}")
 
@@ -327,7 +329,7 @@ def _causal_dtype(dtype: str | None, dev: torch.device) -> str:
         if dtype not in DTYPES:
             raise ModelLoadError(f"unknown dtype {dtype!r}; available: {', '.join(DTYPES)}")
         if dtype in ("int8", "int4") and dev.type != "cuda":
-            raise ModelLoadError(f"--dtype {dtype} needs a CUDA GPU (bitsandbytes); on CPU use float32 or bfloat16")
+            raise ModelLoadError(f"dtype {dtype} needs a CUDA GPU (bitsandbytes); on CPU use float32 or bfloat16")
         return dtype
     if dev.type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
@@ -350,7 +352,7 @@ def _causal_kwargs(dtype: str, dev: torch.device) -> dict:
             import bitsandbytes  # type: ignore[import-not-found]  # noqa: F401  # optional: 8/4-bit weights
             from transformers import BitsAndBytesConfig
         except ImportError:
-            raise ModelLoadError(f"--dtype {dtype} needs the package bitsandbytes: pip install bitsandbytes") from None
+            raise ModelLoadError(f"dtype {dtype} needs the package bitsandbytes: pip install bitsandbytes") from None
         kw["quantization_config"] = BitsAndBytesConfig(load_in_8bit=dtype == "int8", load_in_4bit=dtype == "int4")
     return kw
 
@@ -368,7 +370,8 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
 
     ``mlm=None`` loads the head when the weights contain it, ``False`` never, ``True`` requires it.
     A decoder-only checkpoint (``...ForCausalLM``) loads with its LM head as ``causal``, in ``dtype``
-    (default: half precision on CUDA, fp32 on CPU), after :func:`check_memory` says it fits.
+    (default: :data:`DTYPE_ENV` when set, else half precision on CUDA, fp32 on CPU), after :func:`check_memory`
+    says it fits.
     """
     if not model_id or not str(model_id).strip():
         raise ModelLoadError("no model given: pick one from the list or type a Hugging Face id / local folder")
@@ -422,6 +425,7 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     is_causal = causal_arch and mlm is None  # mlm=False: the bare decoder stack only
     want_dtype = "float32"
     if is_causal:
+        dtype = dtype or os.environ.get(DTYPE_ENV) or None
         want_dtype = _causal_dtype(dtype, dev)
         check_memory(model_id, count_params(cfg, spec), want_dtype, dev)
     want_mlm = not is_s2s and not causal_arch and (

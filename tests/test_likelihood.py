@@ -222,7 +222,7 @@ def test_a_model_that_does_not_fit_is_refused_in_one_line_before_loading():
     with pytest.raises(ModelLoadError) as e:
         models.check_memory("BioMistral/BioMistral-7B", 7.24e9, "float16", torch.device("cuda"), free=12e9)
     assert str(e.value) == ("model 'BioMistral/BioMistral-7B' needs ~17.4 GB in float16; this GPU has 12.0 GB "
-                            "free; try --dtype int8 or a smaller model")
+                            "free; try PROBEKIT_DTYPE=int8 or a smaller model")
     models.check_memory("m", 1e9, "float16", torch.device("cuda"), free=12e9)  # fits: no error
 
 
