@@ -10,7 +10,8 @@ padded batches. They alternate (loop, lm-pub-quiz, probekit, …) so all see the
 max |Δ score| and whether every query's ranking is identical.
 
 ``--rerank N``: retrieve-then-rerank on MedLAMA (full vocabulary, 22,923 names): the embedded encoder's
-retrieval keeps the top N, the causal LM re-ranks them; its cost per query and acc@10 next to retrieval alone.
+retrieval keeps the top N, the causal LM re-ranks them; its cost per query and acc@10 next to retrieval alone
+(retrieval runs once first, so that the names' embeddings are in the disk cache for both timed runs).
 
 The default model is the tests' tiny random GPT-2 (``tests/_tiny_causal.py``); ``--model FOLDER`` times another.
 
@@ -190,6 +191,9 @@ def rerank(model, top_n: int, n_queries: int, batch_size: int) -> dict:
     queries = ds.queries[:: max(1, len(ds.queries) // n_queries)][:n_queries]
     encoder = models.load("default", device="cpu")
     t = time.perf_counter()
+    get_probe("retrieval").rank(encoder, queries, cands, k=top_n)  # encodes the names once (the disk cache)
+    t_cold = time.perf_counter() - t
+    t = time.perf_counter()
     first = get_probe("retrieval").rank(encoder, queries, cands, k=top_n)
     t_first = time.perf_counter() - t
     t = time.perf_counter()
@@ -201,12 +205,14 @@ def rerank(model, top_n: int, n_queries: int, batch_size: int) -> dict:
         return sum(any(g is not None and g <= 10 for g in r.gold_ranks) for r in rankings) / len(rankings)
 
     out = {"queries": len(queries), "candidates": len(cands), "top_n": top_n,
-           "retrieval_seconds": t_first, "retrieve_then_rerank_seconds": t_both,
+           "retrieval_first_call_seconds": t_cold, "retrieval_seconds": t_first,
+           "retrieve_then_rerank_seconds": t_both,
            "rerank_seconds_per_query": (t_both - t_first) / len(queries),
            "acc@10_retrieval": acc10(first), "acc@10_reranked": acc10(rr),
            "gold_in_first_stage_top_n": sum(any(g is not None and g <= top_n for g in r.gold_ranks)
                                             for r in first) / len(queries)}
-    print(f"rerank on MedLAMA ({len(queries)} queries, {len(cands)} names, top {top_n}): retrieval {t_first:.1f} s, "
+    print(f"rerank on MedLAMA ({len(queries)} queries, {len(cands)} names, top {top_n}): retrieval {t_first:.1f} s "
+          f"(first call, names encoded unless cached: {t_cold:.1f} s), "
           f"retrieve-then-rerank {t_both:.1f} s ({out['rerank_seconds_per_query']:.2f} s per query to rerank); "
           f"acc@10 retrieval {out['acc@10_retrieval']:.3f}, reranked {out['acc@10_reranked']:.3f}; a gold in the "
           f"first stage's top {top_n}: {out['gold_in_first_stage_top_n']:.3f}", flush=True)
