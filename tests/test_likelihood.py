@@ -244,3 +244,21 @@ def test_same_scores_as_lm_pub_quiz(kind, tiny_gpt2, tiny_mlm, demo):
         assert np.allclose([got[i] for i in range(len(cands))], ref, atol=TOL, rtol=0), q.id
         ordered = ref[list(r.ids)]
         assert all(a >= b - TOL for a, b in zip(ordered, ordered[1:])), q.id
+
+
+# ---------------------------------------------------------------- the Probe page
+def test_probe_page_ranks_with_a_causal_lm_and_shows_per_token_log_probs(tmp_path):
+    from apptest_utils import errors, open_app
+
+    folder = str(save_tiny_gpt2(tmp_path / "page_gpt2"))
+    at = open_app(model=folder)
+    assert "likelihood" in at.selectbox(key="pk_probe").options
+    at.selectbox(key="pk_probe").set_value("likelihood").run()
+    at.slider(key="pk_k").set_value(4)
+    at.button(key="pk_run").click().run()
+    assert errors(at) == []
+    top = at.dataframe[0].value
+    assert len(top) == 4 and top["score"].is_monotonic_decreasing
+    tokens = at.dataframe[-1].value  # the top answer's statement, token by token
+    assert {"token", "log-prob", "scored"} <= set(tokens.columns)
+    assert tokens["log-prob"].dropna().sum() == pytest.approx(top["score"].iloc[0], abs=TOL)
