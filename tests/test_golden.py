@@ -55,6 +55,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from _tiny_causal import save_tiny_gpt2
 from _tiny_seq2seq import save_tiny_bart, save_tiny_t5
 
 from probekit import metrics, models
@@ -76,18 +77,22 @@ MODELS = {
     "tiny-mlm": "conftest's tiny_mlm_dir: a seeded random 2-layer BertForMaskedLM, bert-base-uncased vocabulary",
     "tiny-bart": "_tiny_seq2seq.save_tiny_bart: a seeded random 1+1-layer BART over a toy byte-level BPE",
     "tiny-t5": "_tiny_seq2seq.save_tiny_t5: a seeded random 1+1-layer T5 over a toy unigram vocabulary",
+    "tiny-gpt2": "_tiny_causal.save_tiny_gpt2: a seeded random 2-layer GPT-2 over a toy byte-level BPE",
 }
 CAPABILITIES = {  # what probes_for() reads, so cases are chosen without loading a model; checked on the loaded one
     "default": SimpleNamespace(has_mlm=False, is_seq2seq=False),
     "tiny-mlm": SimpleNamespace(has_mlm=True, is_seq2seq=False),
     "tiny-bart": SimpleNamespace(has_mlm=False, is_seq2seq=True),
     "tiny-t5": SimpleNamespace(has_mlm=False, is_seq2seq=True),
+    "tiny-gpt2": SimpleNamespace(has_mlm=False, is_seq2seq=False, is_causal=True),
 }
-TIERS = (("default",), ("tiny-mlm",), ("tiny-bart", "tiny-t5"))
+TIERS = (("default",), ("tiny-gpt2",), ("tiny-mlm",), ("tiny-bart", "tiny-t5"))
 """A probe runs on every model of the first tier whose models all offer it (``probes_for``): the embedded
-model when the probe needs no head, else the tiny MLM, else both tiny seq2seq models (two mask syntaxes)."""
+model when the probe needs no head, else the tiny GPT-2 (a probe of any LM: its masked-LM path is checked
+against a reference in test_likelihood.py; on the tiny MLM the demo run takes minutes), else the tiny MLM,
+else both tiny seq2seq models (two mask syntaxes)."""
 
-ATOL = {"default": 1e-5, "tiny-mlm": 5e-5, "tiny-bart": 5e-5, "tiny-t5": 2e-3}
+ATOL = {"default": 1e-5, "tiny-mlm": 5e-5, "tiny-bart": 5e-5, "tiny-t5": 2e-3, "tiny-gpt2": 5e-4}
 """Absolute score tolerance per model: 10-25x the largest difference measured (one AMD EPYC with AVX-512, 2
 cores) between demo runs made with 1 and 2 torch threads, ``OPENBLAS_CORETYPE`` = Haswell / Sandybridge /
 Prescott, ``MKL_ENABLE_INSTRUCTIONS`` = AVX2 / SSE4_2, ``MKL_CBWR`` = COMPATIBLE / AVX,
@@ -96,7 +101,10 @@ Largest differences: default (cosine scores) 4.2e-7; tiny-mlm 2.9e-6 (log-probs 
 tiny-t5 2.1e-4 (T5 does not scale its attention scores, and this T5's initializer_factor of 3 puts them near
 260, where float32 rounding moves the softmax by ~1e-4). Thread count and OpenBLAS changed nothing for the
 encoders (the scores do not go through OpenBLAS: torch uses MKL, faiss its own kernels at this size); the
-ATen kernels and MKL_CBWR=COMPATIBLE moved them. A model added here states its own."""
+ATen kernels and MKL_CBWR=COMPATIBLE moved them. A model added here states its own.
+tiny-gpt2 (likelihood: sums of 10-60 token log-probs near -7, scores near -60..-400): 16x the largest
+difference measured on the same machine over its demo run: 2 threads 5.0e-7, MKL_CBWR=COMPATIBLE 1.9e-5,
+ATEN_CPU_CAPABILITY=default 3.0e-5."""
 
 
 def models_for(probe) -> list[str]:
@@ -157,6 +165,8 @@ def golden_model(request, tmp_path_factory):
                 folder = str(save_tiny_bart(tmp_path_factory.mktemp("golden_bart")))
             elif name == "tiny-t5":
                 folder = str(save_tiny_t5(tmp_path_factory.mktemp("golden_t5")))
+            elif name == "tiny-gpt2":
+                folder = str(save_tiny_gpt2(tmp_path_factory.mktemp("golden_gpt2")))
             else:  # pragma: no cover - a model named in TIERS without a loader
                 raise KeyError(f"no loader for model {name!r}")
             loaded[name] = models.load(folder, device="cpu")

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _tiny_causal import save_tiny_gpt2
 from _tiny_seq2seq import save_tiny_t5
 
 from probekit import models
@@ -73,9 +74,14 @@ def tiny_t5(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def test_models(tiny_encoder, tiny_mlm, tiny_t5):
-    """One model of each kind the tests build: an encoder, a masked LM, an encoder-decoder."""
-    return [tiny_encoder, tiny_mlm, tiny_t5]
+def tiny_gpt2(tmp_path_factory):
+    return models.load(str(save_tiny_gpt2(tmp_path_factory.mktemp("contract_gpt2"))), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def test_models(tiny_encoder, tiny_gpt2, tiny_mlm, tiny_t5):
+    """One model of each kind the tests build: an encoder, a causal LM, a masked LM, an encoder-decoder."""
+    return [tiny_encoder, tiny_gpt2, tiny_mlm, tiny_t5]
 
 
 def model_for(probe: Probe, test_models):

@@ -22,6 +22,7 @@ from .base import (
     ranking_from_scores,
 )
 from .generative import PROBE as _generative
+from .likelihood import PROBE as _likelihood
 from .mask_average import PROBE as _mask_average
 from .mask_predict import PROBE as _mask_predict
 from .retrieval import PROBE as _retrieval
@@ -62,7 +63,7 @@ def unregister(name: str) -> None:
     PROBES.pop(name, None)
 
 
-for _p in (_retrieval, _mask_average, _mask_predict, _generative):
+for _p in (_retrieval, _mask_average, _mask_predict, _generative, _likelihood):
     register(_p)
 
 

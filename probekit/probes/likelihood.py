@@ -1,0 +1,198 @@
+"""Likelihood probing (BEAR, Wiland, Ploner & Akbik 2024): rank a query's candidates by the log-likelihood the
+model gives the statement with each candidate filled in, for any LM with an LM head.
+
+BEAR's rule: fill the template with the subject and each answer option, score every filled-in statement with the
+model's own likelihood (causal LMs: the chain rule; masked LMs: the pseudo-log-likelihood; here also
+encoder-decoders: the decoder's likelihood of the statement given the masked query), and rank the options by
+that score. Models of every kind are then compared on one scale. The kernels and what exactly is scored are in
+:mod:`~probekit.probes.likelihood_scoring`.
+
+Options:
+
+- ``reduction``: ``sum`` (BEAR's default) or ``mean`` of the scored tokens' log-probs;
+- ``span``: ``statement`` (every token, BEAR's default) or ``answer`` (only the answer's tokens, in the context
+  of the whole statement);
+- the candidate space is the one the caller gives: with ``--vocab relation`` the relation's answer set (BEAR's
+  multiple choice), or any vocabulary probekit offers;
+- ``first_stage`` / ``first_stage_model`` / ``top_n`` (retrieve-then-rerank): ``first_stage='retrieval'`` ranks
+  the whole candidate set with another model (by default the embedded encoder) and only its top N are scored
+  here, so a vocabulary of 22,923 names costs N statements per query. Gold ranks are exact within the scored
+  set; a gold the first stage did not keep ranks N + 1 (the first place after the scored set: acc@k is exact
+  for k <= N) and every unscored candidate scores -inf.
+
+A statement longer than the model's context is refused with its length; out-of-memory becomes a message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import ProbekitError
+from ..types import OBJECT, SUBJECT, CandidateSet, Query, Ranking
+from .base import Call, Option, Probe, ranking_from_scores
+from .call import Explanation
+from .likelihood_scoring import (
+    SPANS,
+    causal_logprobs,
+    context_limit,
+    encode,
+    mlm_logprobs,
+    reduce,
+    seq2seq_logprobs,
+)
+from .retrieval import PROBE as RETRIEVAL
+
+REDUCTIONS = ("sum", "mean")
+FIRST_STAGE_MODEL = "default"
+FIRST_STAGES = {"retrieval": RETRIEVAL}
+"""Probes that may pick the candidates likelihood re-ranks (ranked probes that need no LM head)."""
+
+
+def statement(query: Query, answer: str) -> tuple[str, tuple[int, int]]:
+    """The statement with ``answer`` in the object slot and the subject in its own, and the answer's character span.
+
+    >>> statement(Query("q", "Metformin", "may_treat", "[X] might treat [Y]."), "diabetes")
+    ('Metformin might treat diabetes.', (22, 30))
+    """
+    before, _, after = query.template.partition(OBJECT)
+    before = before.replace(SUBJECT, query.subject)
+    after = after.replace(OBJECT, answer).replace(SUBJECT, query.subject)
+    return before + answer + after, (len(before), len(before) + len(answer))
+
+
+def _kind(model) -> str:
+    return "causal" if getattr(model, "is_causal", False) else "seq2seq" if getattr(
+        model, "is_seq2seq", False) else "masked"
+
+
+def token_logprobs(model, query: Query, names, *, span: str, batch_size: int) -> list[np.ndarray]:
+    """Per-token log-probs of each statement (NaN where not scored), refusing a statement longer than the model's
+    context with its length."""
+    filled = [statement(query, n) for n in names]
+    encoded = encode(model, [t for t, _ in filled], [s for _, s in filled], span)
+    limit = context_limit(model)
+    longest = max(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+    if len(encoded[longest].ids) > limit:
+        raise ProbekitError(f"query {query.id!r} with the answer {names[longest]!r} is {len(encoded[longest].ids)} "
+                            f"tokens long, more than the model's context of {limit}; shorten the query or leave "
+                            "such names out of the candidates")
+    kind = _kind(model)
+    try:
+        with torch.inference_mode():
+            if kind == "causal":
+                return causal_logprobs(model.causal, encoded, batch_size=batch_size)
+            if kind == "masked":
+                return mlm_logprobs(model.mlm, model.tokenizer, encoded, batch_size=batch_size)
+            return seq2seq_logprobs(model.seq2seq, model.tokenizer, query.text(model.mask_token), encoded,
+                                    batch_size=batch_size)
+    except torch.OutOfMemoryError:
+        raise ProbekitError(f"out of memory scoring query {query.id!r} ({len(names)} candidates, batch_size "
+                            f"{batch_size}) on {model.device}: lower batch_size, or use first_stage with a "
+                            "smaller top_n") from None
+
+
+_FIRST_STAGE: dict = {}
+"""The first stage's model, kept between calls (model id -> loaded model; one at a time)."""
+
+
+def first_stage_ids(model, queries, candidates: CandidateSet, call: Call, *, first_stage: str,
+                    first_stage_model: str | None, top_n: int) -> list[list[int]]:
+    """For each query, the ids of the first stage's top ``top_n`` candidates (its exclusions honoured)."""
+    from .. import models
+
+    probe = FIRST_STAGES[first_stage]
+    mid = first_stage_model or FIRST_STAGE_MODEL
+    if mid == model.id:
+        stage_model = model
+    else:
+        if mid not in _FIRST_STAGE:
+            for old in _FIRST_STAGE.values():
+                models.release(old)
+            _FIRST_STAGE.clear()
+            _FIRST_STAGE[mid] = models.load(mid, device=str(model.device))
+        stage_model = _FIRST_STAGE[mid]
+    exclude = any(ex.ids or ex.names for ex in call.excluded)
+    n = min(top_n, len(candidates))
+    rankings = probe.rank(stage_model, queries, candidates, k=n, exclude_subject=exclude)
+    return [[i for i in r.ids if i >= 0] for r in rankings]
+
+
+class LikelihoodProbe(Probe):
+    def usable_with(self, model) -> bool:
+        """Any model with an LM head: causal, masked or encoder-decoder."""
+        return bool(getattr(model, "is_causal", False) or model.has_mlm or getattr(model, "is_seq2seq", False))
+
+    def unusable_reason(self, model) -> str:
+        return (f"probe {self.name!r} needs a model with a language-model head (causal, masked or "
+                f"encoder-decoder); {model.id!r} has none: an encoder, it supports 'retrieval' (or rerank its "
+                "top candidates: first_stage='retrieval' with first_stage_model set to it, on an LM)")
+
+    def _scores(self, model, query: Query, candidates: CandidateSet, ids, *, reduction, span, batch_size):
+        """Scores over all candidates (-inf where not scored) and each scored candidate's token log-probs."""
+        names = [candidates.names[i] for i in ids]
+        per_token = token_logprobs(model, query, names, span=span, batch_size=batch_size) if names else []
+        scores = np.full(len(candidates), -np.inf, dtype=np.float64)
+        for i, lp in zip(ids, per_token):
+            scores[i] = reduce(lp, reduction)
+        return scores, dict(zip(ids, per_token))
+
+    def _run(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
+             first_stage_model, top_n):
+        if first_stage:
+            kept = first_stage_ids(model, queries, candidates, call, first_stage=first_stage,
+                                   first_stage_model=first_stage_model, top_n=top_n)
+        else:
+            ex_all = [set(ex.ids) for ex in call.excluded]
+            kept = [[i for i in range(len(candidates)) if i not in ex] for ex in ex_all]
+        for i, (q, ids) in enumerate(zip(queries, kept)):
+            scores, per_token = self._scores(model, q, candidates, ids, reduction=reduction, span=span,
+                                             batch_size=batch_size)
+            yield q, scores, per_token
+            if call.progress:
+                call.progress(i + 1, len(queries), "scoring")
+
+    def _rank(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
+              first_stage_model, top_n) -> list[Ranking]:
+        run = self._run(model, queries, candidates, call, reduction=reduction, span=span, batch_size=batch_size,
+                        first_stage=first_stage, first_stage_model=first_stage_model, top_n=top_n)
+        return [ranking_from_scores(q, candidates, scores, call.k, excluded=ex)
+                for (q, scores, _), ex in zip(run, call.excluded)]
+
+    def _explain(self, model, query, candidates, call: Call, **opts) -> tuple[Ranking, Explanation | None]:
+        (_, scores, per_token), = self._run(model, [query], candidates, call, **opts)
+        ranking = ranking_from_scores(query, candidates, scores, call.k, excluded=call.excluded[0])
+        tok = model.tokenizer
+        views: dict[str, list[dict]] = {}
+        for cid, name in zip(ranking.ids, ranking.names):
+            lp = per_token[cid]
+            ids = encode(model, [statement(query, name)[0]], [statement(query, name)[1]], opts["span"])[0].ids
+            views[name] = [{"token": tok.convert_ids_to_tokens(t), "log-prob": None if np.isnan(v) else float(v),
+                            "scored": not np.isnan(v)} for t, v in zip(ids, lp)]
+        if not views:
+            return ranking, None
+        return ranking, Explanation(
+            title="Per-token log-probabilities", views=views, default=ranking.names[0], choose="candidate",
+            help="Each token's log-probability in the statement with this candidate filled in; the candidate's "
+                 f"score is their {opts['reduction']} over the scored tokens.",
+            caption=f"{_kind(model)} LM, span '{opts['span']}', reduction '{opts['reduction']}'")
+
+
+PROBE = LikelihoodProbe(
+    name="likelihood",
+    requires_mlm=False,
+    options=(
+        Option("reduction", "sum", REDUCTIONS, "sum (BEAR) or mean of the scored tokens' log-probabilities"),
+        Option("span", "statement", SPANS, "score the whole statement (BEAR) or only the answer's tokens"),
+        Option("batch_size", 64, (), "statements (masked LMs: masked copies) per forward pass", advanced=True,
+               minimum=1),
+        Option("first_stage", None, (None, *FIRST_STAGES), "retrieve-then-rerank: this probe picks the top_n "
+               "candidates, likelihood re-ranks them; None = score every candidate", type=str, advanced=True),
+        Option("first_stage_model", None, (), "the first stage's model; None = the embedded encoder 'default'",
+               type=str, advanced=True),
+        Option("top_n", 100, (), "candidates the first stage keeps; a gold it drops ranks top_n + 1",
+               advanced=True, minimum=1),
+    ),
+    description="Any LM (causal, masked, seq2seq): rank candidates by the log-likelihood of the filled-in "
+                "statement (BEAR).",
+)

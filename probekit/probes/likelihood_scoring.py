@@ -1,0 +1,245 @@
+"""Token log-likelihoods of filled-in statements, for every kind of LM (the scoring kernels of the likelihood probe).
+
+A statement is tokenised once, whole (so its tokens are the ones a one-statement-at-a-time scorer sees), and
+each kind of model gives each *scored* token a log-probability:
+
+- causal LM (chain rule): token t gets log P(w_t | w_<t). A BOS token the tokenizer does not add itself is put
+  first (GPT-2), so the first word is scored too; the first token is never a target. All candidates of a query
+  share the tokens of the statement before the answer: that prefix is run once, its keys and values (the KV
+  cache) are copied to every candidate of a batch, and only the continuations run, length-sorted and padded at
+  the right (a causal model's tokens never see the padding after them).
+- masked LM (pseudo-log-likelihood, Salazar et al. 2020; the ``original`` PLL of BEAR's ``lm-pub-quiz``): token t
+  gets log P(w_t | W with w_t masked); special tokens are context. The masked copies of all statements are
+  stacked, length-sorted, and run through :func:`probekit.templates.perplexity._logits_at_mask` (only each
+  copy's masked row goes through the MLM head, and for BERT-style encoders through the last layer).
+- encoder-decoder: the encoder reads the query with the model's mask in the answer's place (once per query),
+  the decoder is teacher-forced on the statement; token t of the statement gets log P(w_t | w_<t, encoder).
+
+Which tokens are scored: ``statement`` = every token above; ``answer`` = those whose characters overlap the
+answer's (a byte-level BPE token " diabetes" carries the space before the word). Special tokens are never
+scored. The result per statement is an array of per-token log-probs with NaN at unscored positions.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import ProbekitError
+
+SPANS = ("statement", "answer")
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One tokenised statement: ``ids`` (with the special tokens the model reads) and ``scored``, True at the
+    positions whose token counts."""
+
+    ids: tuple[int, ...]
+    scored: tuple[bool, ...]
+
+
+def context_limit(model) -> int:
+    """The longest input (tokens) the model takes: its position table, or the tokenizer's limit when smaller."""
+    net = model.causal if model.is_causal else model.seq2seq if model.is_seq2seq else model.mlm
+    cfg = net.config
+    limit = None
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            limit = value
+            break
+    tok_limit = getattr(model.tokenizer, "model_max_length", None)
+    if isinstance(tok_limit, int) and 0 < tok_limit < 10**9 and (limit is None or tok_limit < limit):
+        limit = tok_limit
+    return limit or 512
+
+
+def _bos_to_add(model) -> int | None:
+    """The BOS id a causal LM's statements start with when its tokenizer does not add it itself."""
+    bos = getattr(model.tokenizer, "bos_token_id", None)
+    return bos if model.is_causal else None
+
+
+def encode(model, texts: Sequence[str], spans: Sequence[tuple[int, int]], span: str) -> list[Encoded]:
+    """Tokenise ``texts`` (each with its answer's character span) and mark the scored tokens (module docstring)."""
+    if span not in SPANS:
+        raise ProbekitError(f"unknown span {span!r}; available: {', '.join(SPANS)}")
+    tok = model.tokenizer
+    enc = tok(list(texts), add_special_tokens=True, return_offsets_mapping=True, return_special_tokens_mask=True)
+    bos = _bos_to_add(model)
+    out = []
+    for ids, offsets, special, (a, b) in zip(enc["input_ids"], enc["offset_mapping"], enc["special_tokens_mask"],
+                                              spans):
+        ids, offsets, special = list(ids), list(offsets), list(special)
+        if bos is not None and (not ids or ids[0] != bos):
+            ids, offsets, special = [bos] + ids, [(0, 0)] + offsets, [1] + special
+        scored = [not s and (span == "statement" or (e > a and s0 < b and e > s0))
+                  for (s0, e), s in zip(offsets, special)]
+        if model.is_causal and scored:
+            scored[0] = False  # nothing predicts the first token
+        out.append(Encoded(tuple(ids), tuple(scored)))
+    return out
+
+
+def _nan_rows(encoded: Sequence[Encoded]) -> list[np.ndarray]:
+    return [np.full(len(e.ids), np.nan, dtype=np.float64) for e in encoded]
+
+
+def _target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log-softmax of ``logits`` (..., vocab) at ``targets`` (...), in float32, without the full log-softmax."""
+    logits = logits.float()
+    return logits.gather(-1, targets[..., None])[..., 0] - logits.logsumexp(-1)
+
+
+# ---------------------------------------------------------------- causal LMs
+def common_prefix(rows: Sequence[Sequence[int]]) -> int:
+    """Length of the token prefix all ``rows`` share, leaving every row at least one token after it.
+
+    >>> common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
+    2
+    >>> common_prefix([[1, 2], [1, 2]])
+    1
+    """
+    first, n = rows[0], min(len(r) for r in rows) - 1
+    p = 0
+    while p < n and all(r[p] == first[p] for r in rows):
+        p += 1
+    return p
+
+
+@torch.inference_mode()
+def causal_logprobs(lm, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
+    """Per-token log-probs of one query's statements (NaN where not scored): the shared prefix once (KV cache),
+    then the continuations in length-sorted padded batches (module docstring)."""
+    dev = next(lm.parameters()).device
+    out = _nan_rows(encoded)
+    rows = [list(e.ids) for e in encoded]
+    p = common_prefix(rows)
+    cache = None
+    prefix_last = None
+    if p > 0:
+        prefix = torch.tensor([rows[0][:p]], device=dev)  # (1, p)
+        res = lm(input_ids=prefix, use_cache=True)
+        cache = res.past_key_values
+        prefix_logits = res.logits[0]  # (p, vocab)
+        prefix_last = prefix_logits[-1]  # (vocab,): predicts the first continuation token
+        if p > 1:
+            lp = _target_logprobs(prefix_logits[:-1], prefix[0, 1:]).double().cpu().numpy()  # (p-1,)
+            for i, e in enumerate(encoded):
+                scored = np.asarray(e.scored[1:p])
+                out[i][1:p] = np.where(scored, lp, np.nan)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    pad = 0
+    for start in range(0, len(order), batch_size):
+        members = order[start:start + batch_size]
+        width = max(len(rows[i]) for i in members) - p
+        batch = torch.full((len(members), width), pad, dtype=torch.long)  # (b, width): continuations, right-padded
+        real = torch.zeros((len(members), width), dtype=torch.bool)
+        for r, i in enumerate(members):
+            cont = rows[i][p:]
+            batch[r, :len(cont)] = torch.tensor(cont)
+            real[r, :len(cont)] = True
+        batch, real = batch.to(dev), real.to(dev)
+        if cache is not None and prefix_last is not None:
+            past = copy.deepcopy(cache)
+            past.batch_repeat_interleave(len(members))
+            attn = torch.cat([torch.ones((len(members), p), dtype=torch.long, device=dev), real.long()], 1)
+            logits = lm(input_ids=batch, attention_mask=attn, past_key_values=past, use_cache=True).logits
+            # logits[:, j] predicts continuation token j + 1; the prefix's last row predicts token 0
+            pred = torch.cat([prefix_last.expand(len(members), 1, -1), logits[:, :-1]], 1)  # (b, width, vocab)
+            lp_t = _target_logprobs(pred, batch)  # (b, width)
+        else:  # no shared prefix (no BOS): whole statements, the first token not a target
+            logits = lm(input_ids=batch, attention_mask=real.long()).logits  # (b, width, vocab)
+            lp_t = torch.cat([torch.zeros((len(members), 1), device=dev),
+                              _target_logprobs(logits[:, :-1], batch[:, 1:])], 1)  # (b, width)
+        lp_b = lp_t.double().cpu().numpy()
+        for r, i in enumerate(members):
+            n = len(rows[i]) - p
+            scored = np.asarray(encoded[i].scored[p:])
+            out[i][p:] = np.where(scored, lp_b[r, :n], np.nan)
+    return out
+
+
+# ---------------------------------------------------------------- masked LMs
+@torch.inference_mode()
+def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int,
+                 progress: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
+    """Per-token pseudo-log-likelihoods: one masked copy per scored token, copies of all statements stacked,
+    shortest first, ``batch_size`` copies per forward (module docstring)."""
+    from ..templates.perplexity import _logits_at_mask, logits_path
+
+    out = _nan_rows(encoded)
+    mask_id = tokenizer.mask_token_id
+    pad_id = tokenizer.pad_token_id or 0
+    copies = sorted(((i, pos) for i, e in enumerate(encoded) for pos, s in enumerate(e.scored) if s),
+                    key=lambda c: len(encoded[c[0]].ids))
+    path = logits_path(mlm)
+    dev = next(mlm.parameters()).device
+    for start in range(0, len(copies), batch_size):
+        chunk = copies[start:start + batch_size]
+        width = max(len(encoded[i].ids) for i, _ in chunk)
+        batch = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # (copies, width)
+        attn = torch.zeros((len(chunk), width), dtype=torch.long)
+        for r, (i, _) in enumerate(chunk):
+            ids = encoded[i].ids
+            batch[r, :len(ids)] = torch.tensor(ids)
+            attn[r, :len(ids)] = 1
+        rows = torch.arange(len(chunk))
+        pos = torch.tensor([p for _, p in chunk])
+        target = batch[rows, pos].clone()
+        batch[rows, pos] = mask_id
+        batch, attn, rows, pos, target = (t.to(dev) for t in (batch, attn, rows, pos, target))
+        lp = _target_logprobs(_logits_at_mask(mlm, batch, attn, rows, pos, path), target).double().cpu().numpy()
+        for (i, p), v in zip(chunk, lp):
+            out[i][p] = v
+        if progress:
+            progress(min(start + batch_size, len(copies)), len(copies))
+    return out
+
+
+# ---------------------------------------------------------------- encoder-decoders
+@torch.inference_mode()
+def seq2seq_logprobs(s2s, tokenizer, prompt: str, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
+    """Per-token decoder log-probs of one query's statements given the encoder's reading of ``prompt`` (the query
+    with the model's mask), the encoder run once for all of them."""
+    dev = next(s2s.parameters()).device
+    out = _nan_rows(encoded)
+    enc = tokenizer([prompt], return_tensors="pt").to(dev)
+    hidden = s2s.get_encoder()(**enc).last_hidden_state  # (1, prompt_len, d)
+    start_id = s2s.config.decoder_start_token_id
+    pad = tokenizer.pad_token_id or 0
+    rows = [list(e.ids) for e in encoded]
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    for s in range(0, len(order), batch_size):
+        members = order[s:s + batch_size]
+        width = max(len(rows[i]) for i in members)
+        labels = torch.full((len(members), width), pad, dtype=torch.long)  # (b, width)
+        for r, i in enumerate(members):
+            labels[r, :len(rows[i])] = torch.tensor(rows[i])
+        dec_in = torch.cat([torch.full((len(members), 1), start_id, dtype=torch.long), labels[:, :-1]], 1)
+        labels, dec_in = labels.to(dev), dec_in.to(dev)
+        b = len(members)
+        logits = s2s(encoder_outputs=(hidden.expand(b, -1, -1),), attention_mask=enc["attention_mask"].expand(b, -1),
+                     decoder_input_ids=dec_in).logits  # (b, width, vocab)
+        lp = _target_logprobs(logits, labels).double().cpu().numpy()  # (b, width)
+        for r, i in enumerate(members):
+            out[i] = np.where(np.asarray(encoded[i].scored), lp[r, :len(rows[i])], np.nan)
+    return out
+
+
+def reduce(token_logprobs: np.ndarray, reduction: str) -> float:
+    """A statement's score from its per-token log-probs: their ``sum`` or ``mean`` over scored tokens
+    (-inf when no token is scored: such a candidate ranks last).
+
+    >>> reduce(np.array([np.nan, -1.0, -3.0]), "sum"), reduce(np.array([np.nan, -1.0, -3.0]), "mean")
+    (-4.0, -2.0)
+    """
+    vals = token_logprobs[~np.isnan(token_logprobs)]
+    if vals.size == 0:
+        return float("-inf")
+    return float(vals.sum() if reduction == "sum" else vals.mean())
