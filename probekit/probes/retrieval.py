@@ -68,6 +68,14 @@ def apply_preset(options: dict) -> dict:
 
 
 class RetrievalProbe(Probe):
+    def usable_with(self, model) -> bool:
+        """Any encoder (an encoder-decoder's encoder too); not a decoder-only LM, whose prompts have no mask."""
+        return not getattr(model, "is_causal", False)
+
+    def unusable_reason(self, model) -> str:
+        return (f"probe {self.name!r} needs an encoder with a mask token (BERT-like, or an encoder-decoder); "
+                f"{model.id!r} is a decoder-only LM: use the 'likelihood' probe")
+
     def resolve(self, options: dict) -> dict:
         """The options a run really uses: the preset applied (stored runs record both the preset and the
         values it set)."""
