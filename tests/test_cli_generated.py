@@ -5,19 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from _tiny_seq2seq import save_tiny_t5, save_toy_bert
 
 from probekit import cli
 from probekit.probes import get_probe
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
