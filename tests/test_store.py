@@ -88,13 +88,31 @@ def test_a_held_file_gives_one_clear_message(tmp_path):
         holder.wait(10)
 
 
-def test_store_keeps_the_file_while_a_cursor_is_open(tmp_path):
-    store = Store(tmp_path / "b.duckdb", idle_close=0.01)
+def test_store_keeps_the_file_while_a_cursor_is_open(tmp_path, monkeypatch):
+    """The idle closer scheduled by the last release leaves the file open when it fires while a cursor is open
+    (and closes it when it fires with none). Its timer is fired by hand, at the moments the test chooses."""
+    due = []
+
+    class HandTimer:
+        def __init__(self, interval, function, args=()):
+            self.daemon = False
+            due.append(lambda: function(*args))
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(db.threading, "Timer", HandTimer)
+    monkeypatch.setattr(db, "MAX_HOLD_S", 3600.0)  # no early give-up however slow the machine: the timer path
+    store = Store(tmp_path / "b.duckdb", idle_close=0.01)  # its schema transaction schedules one closer
+    assert len(due) == 1
     cur = store.cursor()
-    time.sleep(0.1)
+    due.pop()()
     assert store.is_open
     cur.close()
     cur.close()  # twice is harmless
+    assert len(due) == 1
+    due.pop()()
+    assert not store.is_open
     store.close()
     assert db.IDLE_CLOSE_S > 0
 
