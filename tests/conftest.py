@@ -113,6 +113,30 @@ def tiny_encoder_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def toy_bert_dir(tmp_path_factory) -> Path:
+    """A 2-layer BertForMaskedLM over ~100 toy words with peaked, context-dependent outputs (see _tiny_seq2seq)."""
+    from _tiny_seq2seq import save_toy_bert
+
+    return save_toy_bert(tmp_path_factory.mktemp("toy_bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_t5_dir(tmp_path_factory) -> Path:
+    """A 1+1-layer T5ForConditionalGeneration over the toy words, with sentinels (see _tiny_seq2seq)."""
+    from _tiny_seq2seq import save_tiny_t5
+
+    return save_tiny_t5(tmp_path_factory.mktemp("tiny_t5"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bart_dir(tmp_path_factory) -> Path:
+    """A 1+1-layer BartForConditionalGeneration over a byte-level BPE trained on the toy corpus (see _tiny_seq2seq)."""
+    from _tiny_seq2seq import save_tiny_bart
+
+    return save_tiny_bart(tmp_path_factory.mktemp("tiny_bart"))
+
+
+@pytest.fixture(scope="session")
 def tiny_mlm(tiny_mlm_dir):
     from probekit import models
 
