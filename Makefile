@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: app test test-slow lint bench install clean-cache screenshots
+.PHONY: app test test-fast test-browser test-slow lint bench install clean-cache screenshots
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ app: install
 test: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+# The default suite in two parts that run alone: everything but the Playwright tests, and those tests only.
+test-fast: install
+	$(PY) -m pytest -m "not slow and not browser"
+
+test-browser: install
+	$(PY) -m pytest -m "browser and not slow" tests
 
 test-slow: install
 	$(PY) -m pytest -m slow
