@@ -117,6 +117,15 @@ def test_store_keeps_the_file_while_a_cursor_is_open(tmp_path, monkeypatch):
     assert db.IDLE_CLOSE_S > 0
 
 
+def test_exit_closes_every_store_also_one_made_directly(tmp_path):
+    """At exit every store is closed, also one made with ``Store(path)`` rather than ``get_store``: its idle timer
+    (a daemon thread) closing the DuckDB connection while the interpreter finalises aborts the process (exit 134)."""
+    store = Store(tmp_path / "c.duckdb", idle_close=3600)
+    assert store.is_open and store.path not in db._STORES
+    db._close_every_store()
+    assert not store.is_open
+
+
 # ---------------------------------------------------------------- the exporter
 FRAME = pd.DataFrame({"query_id": ["a", "b"], "hits": [1, 0]})
 

@@ -21,6 +21,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +45,8 @@ RETRY_S = 0.05
 
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
+_EVERY: weakref.WeakSet[Store] = weakref.WeakSet()
+"""Every store of this process, also one made with ``Store(path)`` rather than :func:`get_store`: closed at exit."""
 
 
 class StoreBusyError(ProbekitError):
@@ -93,6 +96,7 @@ class Store:
         self._opened_at = 0.0
         self._reopen_after = 0.0
         self._migrated: set[str] = set()
+        _EVERY.add(self)
         with self.transaction() as cur:
             cur.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                         "component VARCHAR PRIMARY KEY, version INTEGER NOT NULL, "
@@ -294,4 +298,12 @@ def close_all() -> None:
         s.close()
 
 
-atexit.register(close_all)  # close the file cleanly at exit (no idle timer left behind)
+def _close_every_store() -> None:
+    """Close every store before the interpreter stops: an idle timer (a daemon thread) that closed a DuckDB
+    connection while the interpreter finalises aborts the process ("FATAL: exception not rethrown", exit 134)."""
+    close_all()
+    for s in list(_EVERY):
+        s.close()
+
+
+atexit.register(_close_every_store)  # close the file cleanly at exit (no idle timer left behind)
