@@ -82,6 +82,23 @@ class _Cursor:
         self.close()
 
 
+def _create(path: str) -> None:
+    """Create an empty database file at ``path`` in one step. DuckDB creates a new file, then locks it and writes
+    its header, so a second process opening the path in between finds "not a valid DuckDB database file"; here
+    the file is made under a name of its own and linked into place, complete. Whichever process links first
+    wins, the other opens that file."""
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.new"
+    try:
+        duckdb.connect(tmp).close()
+        os.link(tmp, path)
+    except (OSError, duckdb.Error):  # another process linked first (its file is as good), or no hard links here
+        pass  # or no such folder: either way the open that follows creates the file or says why it cannot
+    finally:
+        for leftover in (tmp, tmp + ".wal"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+
+
 class Store:
     def __init__(self, path: str | Path, *, idle_close: float | None = None, lock_wait: float | None = None):
         self.path = str(path)
@@ -104,6 +121,8 @@ class Store:
 
     # ------------------------------------------------------------ opening and closing the file
     def _open(self) -> duckdb.DuckDBPyConnection:
+        if self.path != ":memory:" and not os.path.exists(self.path):
+            _create(self.path)
         deadline = time.monotonic() + self.lock_wait
         delay = 0.02
         while True:
