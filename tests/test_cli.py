@@ -8,20 +8,11 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from conftest import ROOT, TINY_TRIPLES
 
 from probekit import cli, metrics
 from probekit.datasets import triples
 from probekit.probes import get_probe
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture

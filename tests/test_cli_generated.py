@@ -5,25 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
-from _tiny_seq2seq import save_tiny_t5, save_toy_bert
 
 from probekit import cli
 from probekit.probes import get_probe
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
-    return {"bert": str(save_toy_bert(tmp_path_factory.mktemp("cli_bert"))),
-            "t5": str(save_tiny_t5(tmp_path_factory.mktemp("cli_t5")))}
+@pytest.fixture
+def dirs(toy_bert_dir, tiny_t5_dir):
+    return {"bert": str(toy_bert_dir), "t5": str(tiny_t5_dir)}
 
 
 def run(capsys, *argv):

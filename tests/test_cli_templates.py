@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from probekit.cli.main import main
 from probekit.templates.perplexity import pseudo_perplexity
@@ -23,14 +22,6 @@ aspirin lowers the risk of [MASK] in adults,myocardial infarction,aspirin,may_pr
 prevention of [MASK] by folic acid,neural tube defects,folic acid,may_prevent,pubmed_1:7
 levodopa remains the best drug for [MASK],parkinson disease,levodopa,may_treat,pubmed_2:9
 """
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture

@@ -24,15 +24,6 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run faster on one thread; two threads stall when the shared CPU is busy."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _by_hand(model, text: str, layer: int, pooling: str) -> np.ndarray:
     """One text alone through the raw transformer: no padding, no batching, no sorting."""
     feats = model.tokenizer(text, return_tensors="pt", truncation=True, max_length=50)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from probekit import cache, config, index
 from probekit.errors import ProbekitError
@@ -12,14 +11,6 @@ from probekit.index import EntityIndex, build_index, candidate_embeddings, embed
 from probekit.types import CandidateSet
 
 NAMES = ["aspirin", "type 2 diabetes", "pain", "fever", "myocardial infarction", "stroke", "rickets", "insulin"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _brute(vectors, queries, similarity):

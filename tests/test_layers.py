@@ -183,3 +183,4 @@ def test_migration_renames_old_hard_rows_of_full_set_sweeps(tmp_path):
     rows = set(db.fetch("SELECT run_id, subset, n FROM layer_results"))
     assert rows == {("old-full", "full", 5), ("old-full", "hard-in-full", 2), ("old-upload", "full", 5),
                     ("old-upload", "hard-in-full", 2), ("old-hard", "hard", 5)}
+    db.close()  # made directly, not through get_store: closed here, not left to an idle timer at exit

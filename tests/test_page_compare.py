@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from apptest_tables import shown, table_with
 from apptest_utils import downloads, errors, immediate, open_app
+from conftest import shared_paths, use_store
 
 from probekit import models, rewire
 from probekit.bench import runs
@@ -17,13 +18,23 @@ def _frame(at, column):
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
+@pytest.fixture(scope="module")
+def _two_runs(tiny_encoder_dir, tmp_path_factory):
+    """Two stored demo runs of one model (two settings), computed once per module."""
+    with shared_paths(tmp_path_factory.mktemp("cmp_store")) as base:
+        model = models.load(str(tiny_encoder_dir), device="cpu")
+        ds = load_dataset("demo")
+        a = runs.run_benchmark(model, ds, k=10)
+        b = runs.run_benchmark(model, ds, k=10, options={"similarity": "dot", "pooling": "mean"})
+    return base, (a, b)
+
+
 @pytest.fixture
-def two_runs(tiny_encoder_dir):
-    model = models.load(str(tiny_encoder_dir), device="cpu")
-    ds = load_dataset("demo")
-    a = runs.run_benchmark(model, ds, k=10)
-    b = runs.run_benchmark(model, ds, k=10, options={"similarity": "dot", "pooling": "mean"})
-    return a, b
+def two_runs(_two_runs):
+    """The two runs, in this test's own copy of the store."""
+    base, pair = _two_runs
+    use_store(base)
+    return pair
 
 
 def test_needs_two_runs(tiny_encoder_dir):

@@ -86,6 +86,8 @@ def test_runs_panel_shows_the_new_run_after_it_finishes(tiny_encoder_dir, corpor
     at = open_app("rewire", model=str(tiny_encoder_dir))
     assert at.selectbox(key="rw_sel").value == old["run_id"]
     at.number_input(key="rw_seed").set_value(7)
+    at.number_input(key="rw_steps").set_value(2)  # not the page's 500: the panel's rule needs a run, not a long one
+    at.number_input(key="rw_every").set_value(2)
     jobs._WORK.acquire()  # the job waits for the machine: its folder does not exist at the page's rerun
     try:
         at.number_input(key="rw_batch").set_value(8).run()

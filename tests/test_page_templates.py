@@ -3,6 +3,7 @@
 
 import pytest
 from apptest_utils import errors, open_app
+from conftest import save_tiny_bert, shared_paths, use_store
 
 from pages import _ui as ui
 from probekit import models
@@ -22,19 +23,27 @@ def _frame(at, column):
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
-@pytest.fixture
-def stored_runs(tiny_mlm_dir, tmp_path_factory):
-    from conftest import _save_tiny
-
-    other = _save_tiny(tmp_path_factory.mktemp("mlm_b"), mlm=True, seed=7)
+@pytest.fixture(scope="module")
+def _stored(tiny_mlm_dir, tmp_path_factory):
+    """Two models x (template-based demo, template-free) runs with their perplexities, stored once per module."""
+    other = save_tiny_bert(tmp_path_factory.mktemp("mlm_b"), mlm=True, seed=7)
     demo, free = load_dataset("demo"), freetext.parse(FREE, label="free.csv", name="free")
     ids = []
-    for path in (tiny_mlm_dir, other):
-        model = models.load(str(path), device="cpu")
-        for ds in (demo, free):
-            rankings = get_probe("mask_average").rank(model, ds.queries, ds.candidates(), k=10)
-            ids.append(runs.save_run(rankings, model=model, dataset=ds, probe="mask_average", k=10))
-            stored.score_run(ids[-1], model, batch_size=128)
+    with shared_paths(tmp_path_factory.mktemp("tpl_store")) as base:
+        for path in (tiny_mlm_dir, other):
+            model = models.load(str(path), device="cpu")
+            for ds in (demo, free):
+                rankings = get_probe("mask_average").rank(model, ds.queries, ds.candidates(), k=10)
+                ids.append(runs.save_run(rankings, model=model, dataset=ds, probe="mask_average", k=10))
+                stored.score_run(ids[-1], model, batch_size=128)
+    return base, ids
+
+
+@pytest.fixture
+def stored_runs(_stored):
+    """The four run ids, in this test's own copy of the store."""
+    base, ids = _stored
+    use_store(base)
     return ids
 
 

@@ -13,14 +13,6 @@ from probekit.probes import get_probe
 from probekit.probes.retrieval import PRESETS, apply_preset
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _reference_ranks(model, queries, names, *, layer):
     """Ranks straight from transformers: [CLS] of hidden_states[layer], squared L2 on raw vectors."""
     tok, enc = model.tokenizer, model.encoder

@@ -6,20 +6,11 @@ import argparse
 import json
 
 import pytest
-import torch
 from conftest import TINY_TRIPLES
 
 from probekit import cli
 from probekit.cli.common import load_dataset_from_args
 from probekit.errors import UnknownNameError
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import threading
 
 import numpy as np
 import pandas as pd
@@ -231,22 +231,40 @@ def test_export_and_delete(tiny_encoder, tiny_dataset, tmp_path):
         runs.load_run(run.run_id)
 
 
-def test_jobs_run_in_background(tiny_encoder, tiny_encoder_dir, tiny_dataset):
+class _Watched:
+    """``jobs._WORK`` that says when an attempt to take it timed out: a job found the machine taken."""
+
+    def __init__(self, semaphore):
+        self.semaphore, self.refused = semaphore, threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        got = self.semaphore.acquire(blocking, timeout)
+        if not got:
+            self.refused.set()
+        return got
+
+    def release(self) -> None:
+        self.semaphore.release()
+
+
+def test_jobs_run_in_background(tiny_encoder, tiny_encoder_dir, tiny_dataset, monkeypatch):
     job = runs.start_benchmark([tiny_encoder, str(tiny_encoder_dir)], tiny_dataset, k=5, device="cpu")
     assert job.wait(120) and job.status == "done", job.error
     assert len(job.result) == 2 and job.result[0] == job.result[1]  # same weights: the second is found stored
     assert job.fraction == 1.0
     bad = runs.start_benchmark(["/no/such/model"], tiny_dataset, k=5)
     assert bad.wait(60) and bad.status == "failed" and "does not exist" in bad.error
-    jobs._WORK.acquire()  # another job holds the machine: this one waits its turn, then is cancelled
+    work = _Watched(jobs._WORK)
+    monkeypatch.setattr(jobs, "_WORK", work)
+    work.acquire()  # another job holds the machine: this one waits its turn, then is cancelled
     try:
         queued = runs.start_benchmark([tiny_encoder], tiny_dataset, k=2, options={"layer": 1})
-        time.sleep(0.3)
+        assert work.refused.wait(60), "the job never asked for the machine"
         assert queued.status == "queued" and not queued.finished
         queued.cancel()
         assert queued.wait(10) and queued.status == "cancelled"
     finally:
-        jobs._WORK.release()
+        work.release()
     assert runs.find_run(runs.settings_of(tiny_encoder, tiny_dataset, k=2, options={"layer": 1})) is None
     with pytest.raises(ProbekitError, match="at least one model"):
         runs.start_benchmark([], tiny_dataset)
@@ -329,7 +347,9 @@ def test_cli_save_with_a_locked_database_fails_fast(capsys, tiny_encoder_dir, tm
     import sys
 
     from probekit import config, models
+    from probekit.store import db as store_db
 
+    monkeypatch.setattr(store_db, "LOCK_WAIT_S", 0.5)  # how long it retries is a setting (20 s by default)
     db = config.db_path()
     holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); "
                                "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import save_tiny_bert
 
 from probekit import models
 from probekit.bench import runs
@@ -27,9 +28,7 @@ vitamin d deficiency causes [MASK],rickets,vitamin d,may_prevent
 
 @pytest.fixture(scope="module")
 def three_mlms(tmp_path_factory):
-    from tests.conftest import _save_tiny
-
-    return [models.load(str(_save_tiny(tmp_path_factory.mktemp(f"mlm{s}"), mlm=True, seed=s)), device="cpu")
+    return [models.load(str(save_tiny_bert(tmp_path_factory.mktemp(f"mlm{s}"), mlm=True, seed=s)), device="cpu")
             for s in range(3)]
 
 

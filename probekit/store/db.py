@@ -21,6 +21,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +45,8 @@ RETRY_S = 0.05
 
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
+_EVERY: weakref.WeakSet[Store] = weakref.WeakSet()
+"""Every store of this process, also one made with ``Store(path)`` rather than :func:`get_store`: closed at exit."""
 
 
 class StoreBusyError(ProbekitError):
@@ -79,6 +82,23 @@ class _Cursor:
         self.close()
 
 
+def _create(path: str) -> None:
+    """Create an empty database file at ``path`` in one step. DuckDB creates a new file, then locks it and writes
+    its header, so a second process opening the path in between finds "not a valid DuckDB database file"; here
+    the file is made under a name of its own and linked into place, complete. Whichever process links first
+    wins, the other opens that file."""
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.new"
+    try:
+        duckdb.connect(tmp).close()
+        os.link(tmp, path)
+    except (OSError, duckdb.Error):  # another process linked first (its file is as good), or no hard links here
+        pass  # or no such folder: either way the open that follows creates the file or says why it cannot
+    finally:
+        for leftover in (tmp, tmp + ".wal"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+
+
 class Store:
     def __init__(self, path: str | Path, *, idle_close: float | None = None, lock_wait: float | None = None):
         self.path = str(path)
@@ -93,6 +113,7 @@ class Store:
         self._opened_at = 0.0
         self._reopen_after = 0.0
         self._migrated: set[str] = set()
+        _EVERY.add(self)
         with self.transaction() as cur:
             cur.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                         "component VARCHAR PRIMARY KEY, version INTEGER NOT NULL, "
@@ -100,6 +121,8 @@ class Store:
 
     # ------------------------------------------------------------ opening and closing the file
     def _open(self) -> duckdb.DuckDBPyConnection:
+        if self.path != ":memory:" and not os.path.exists(self.path):
+            _create(self.path)
         deadline = time.monotonic() + self.lock_wait
         delay = 0.02
         while True:
@@ -294,4 +317,12 @@ def close_all() -> None:
         s.close()
 
 
-atexit.register(close_all)  # close the file cleanly at exit (no idle timer left behind)
+def _close_every_store() -> None:
+    """Close every store before the interpreter stops: an idle timer (a daemon thread) that closed a DuckDB
+    connection while the interpreter finalises aborts the process ("FATAL: exception not rethrown", exit 134)."""
+    close_all()
+    for s in list(_EVERY):
+        s.close()
+
+
+atexit.register(_close_every_store)  # close the file cleanly at exit (no idle timer left behind)
