@@ -13,7 +13,7 @@ import socket
 
 import pytest
 import torch
-from _tiny_seq2seq import save_tiny_bart, save_tiny_t5, t5_tokenizer
+from _tiny_seq2seq import t5_tokenizer
 
 from probekit import models
 from probekit.errors import ModelLoadError, ProbekitError
@@ -31,17 +31,10 @@ CANDS = CandidateSet.from_names(["pain", "stroke", "type 2 diabetes", "rickets"]
 S2S = ["bart", "t5"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 @pytest.fixture(scope="module")
-def s2s_dirs(tmp_path_factory):
-    return {"bart": save_tiny_bart(tmp_path_factory.mktemp("bart")), "t5": save_tiny_t5(tmp_path_factory.mktemp("t5"))}
+def s2s_dirs(tiny_bart_dir, tiny_t5_dir):
+    return {"bart": tiny_bart_dir, "t5": tiny_t5_dir}
 
 
 @pytest.fixture(scope="module")

@@ -28,13 +28,6 @@ TOL = 1e-4
 PROBE = get_probe("likelihood")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory):

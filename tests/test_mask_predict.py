@@ -31,18 +31,12 @@ QUERIES = [
 CANDS = CandidateSet.from_names(["pain", "stroke", "type 2 diabetes", "rickets", "cause cause", "fever"])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    """The toy BERT in float64, so batched and one-by-one forward passes agree far below any score gap."""
-    m = models.load(str(save_toy_bert(tmp_path_factory.mktemp("toy_bert"))), device="cpu")
+    """The toy BERT in float64, so batched and one-by-one forward passes agree far below any score gap (its own
+    copy: the float64 weights must not reach other tests through the model cache)."""
+    m = models.load(str(save_toy_bert(tmp_path_factory.mktemp("toy_bert64"))), device="cpu")
     m.mlm.to(torch.float64)
     return m
 

@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 import torch
 from _tiny_causal import save_tiny_gpt2
-from _tiny_seq2seq import save_tiny_t5
 
 from probekit import models
 from probekit.errors import ProbekitError
@@ -60,17 +59,10 @@ TOL = 1e-5
 SMALL = {"n_masks": 2, "beam": 3, "max_new_tokens": 6}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 @pytest.fixture(scope="module")
-def tiny_t5(tmp_path_factory):
-    return models.load(str(save_tiny_t5(tmp_path_factory.mktemp("contract_t5"))), device="cpu")
+def tiny_t5(tiny_t5_dir):
+    return models.load(str(tiny_t5_dir), device="cpu")
 
 
 @pytest.fixture(scope="module")
