@@ -3,10 +3,10 @@ probe, see the top-k table), a typed query, a benchmark run started in the brows
 one rank-change curve on the Context page, a short rewiring run whose checkpoints are swept, and a screenshot of
 every page at 1280×720 (into ``$PROBEKIT_SCREENSHOTS``: ``make screenshots`` writes docs/screenshots/).
 
-Robust on a loaded machine (issue 18 §6): every step waits for Streamlit to be idle *and* for the state it
-expects (:func:`wait_idle`), never for a fixed time; a locator that Streamlit may draw twice during a rerun is
-only narrowed with ``.first`` once the app is idle. Every selector is in the block below, so a page that moves a
-widget needs one line changed here.
+Robust on a loaded machine: every step waits for Streamlit to be idle *and* for the state it expects
+(:func:`wait_idle`), never for a fixed time, and a test's waits come out of one budget that fits its timeout; a
+locator that Streamlit may draw twice during a rerun is only narrowed with ``.first`` once the app is idle. Every
+selector is in the block below, so a page that moves a widget needs one line changed here.
 
 Uses Debian's chromium (``playwright install`` cannot download browsers here). Skips, saying so,
 only when no browser is installed.
@@ -280,8 +280,8 @@ def test_probe_main_flow(page, app_url):
 
 
 def test_probe_typed_query(page, app_url):
-    """A typed cloze query is probed by pressing Enter in the query box (issue 18 §5: "Enter in the query box
-    must run the probe"), shown as the result's caption; the URL holds the text."""
+    """A typed cloze query is probed by pressing Enter in the query box (the rule: Enter in the query box runs
+    the probe), shown as the result's caption; the URL holds the text."""
     open_page(page, app_url, "Probe", PROBE_SOURCE_TYPED(page))
     PROBE_SOURCE_TYPED(page).click()
     wait_idle(page, PROBE_QUERY_BOX(page), PROBE_SUBMIT(page))

@@ -1,6 +1,6 @@
 """AppTest of the Annotate and Annotation results pages: a whole small session with a tiny model: create, hand out
 personal links, rate by keyboard buttons and clicks, skip, undo, resume in a new browser session, results and
-exports; and the roles (issue 18): an expert link opens the annotation-only app, a wrong token gets a message and
+exports; and the roles: an expert link opens the annotation-only app, a wrong token gets a message and
 no data, nobody acts as another expert, the organiser token guards the organiser pages."""
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def organiser_widgets(at) -> list[str]:
 
 
 def test_expert_link_cannot_open_organiser_pages():
-    """Issue 18: the expert's link "opens an annotation-only app (no sidebar pages, no model/dataset pickers)";
+    """The rule: the expert's link "opens an annotation-only app (no sidebar pages, no model/dataset pickers)";
     asking it for the Annotation results page (gold lists, other experts' scores, exports) still gets Annotate."""
     from test_annotations import rankings
 
@@ -216,7 +216,7 @@ def test_wrong_token_gets_a_clear_message_and_no_data(bad):
 
 
 def test_undo_with_another_experts_name_or_token_is_refused():
-    """Issue 18: opening /annotate?session=…&annotator=%20CAROL%20 and pressing U twice removed two of Carol's
+    """Once, opening /annotate?session=…&annotator=%20CAROL%20 and pressing U twice removed two of Carol's
     ratings. Now a name in the URL opens nothing, and Bob's link undoes only Bob's ratings."""
     from test_annotations import rankings
 
@@ -240,7 +240,7 @@ def test_undo_with_another_experts_name_or_token_is_refused():
 
 
 def test_organiser_token_guards_the_organiser_pages(monkeypatch):
-    """Issue 18: "organiser pages require an organiser token when PROBEKIT_ORGANISER_TOKEN is set"; expert links
+    """The rule: "organiser pages require an organiser token when PROBEKIT_ORGANISER_TOKEN is set"; expert links
     keep working, and an expert's token is not an organiser token."""
     from test_annotations import rankings
 
@@ -286,7 +286,7 @@ def markup_free(at) -> str:
 
 
 def test_answers_show_as_literal_text_to_the_expert():
-    """Issue 19 item 5: an answer like ``![x](http://…)`` or ``<a href>`` must read as written on the expert's
+    """The rule: an answer like ``![x](http://…)`` or ``<a href>`` must read as written on the expert's
     page (no image fetched, no link), in the answer rows, the query and the gold list."""
     from dataclasses import replace
 
@@ -309,8 +309,8 @@ def test_answers_show_as_literal_text_to_the_expert():
 
 
 def test_results_page_shows_names_as_text_and_exports_on_every_click():
-    """Issue 19 item 5 on the organiser's Results page: names from data (session, model, dataset, an expert name
-    typed, echoed in an error) read as text; issue 18: every export is made when drawn (no deferred file)."""
+    """The same on the organiser's Results page: names from data (session, model, dataset, an expert name
+    typed, echoed in an error) read as text; every export is made when drawn (no deferred file)."""
     from test_annotations import rankings
 
     sid = ann.from_rankings(rankings(2, k=2), name=IMAGE, k=2)
@@ -348,7 +348,7 @@ def test_results_page_creates_and_revokes_links():
 
 
 def test_leaving_annotate_and_coming_back_keeps_the_session_and_name():
-    """Issue 18: "Leaving and coming back to Annotate keeps the session and name" (the sidebar's page links
+    """The rule: "Leaving and coming back to Annotate keeps the session and name" (the sidebar's page links
     carry no URL parameters)."""
     from test_annotations import rankings
 
