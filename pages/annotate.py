@@ -16,7 +16,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pages._annotate_start import organiser_start
-from pages._rating_keys import Desk, key_listener
+from pages._rating_keys import Desk, keyboard
 from probekit import annotations as ann
 from probekit.errors import ProbekitError
 
@@ -75,16 +75,12 @@ with side:
     st.caption(f"Annotating as **{ui.md(name)}** · bookmark this page to come back later")
 
 with main:
-    pressed = key_listener()(key="an_keys_js", data={"ack": DESK.seq},
-                             default={"presses": None}, on_presses_change=lambda: None, height=0)
-    with DESK.lock:  # every press once, in the order typed, even when two runs overlap
-        for seq, key in ((pressed.get("presses") or {}).get("queue") or []):
-            if seq > DESK.seq:
-                DESK.seq = seq
-                act(key)
+    with DESK.lock:
         if QKEY not in DESK.query:
             with ui.guard("Finding your next query"):
                 DESK.query[QKEY] = ann.next_query(sid, who)
+    keyboard(DESK, act)  # every press once, in the order typed, even when two runs overlap
+    with DESK.lock:
         flash, DESK.flash = DESK.flash, None
     progress = ann.progress(sid, who)
     per = progress["seconds_per_answer"]

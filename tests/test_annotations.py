@@ -331,7 +331,7 @@ def test_cli_create_stats_export(capsys, tmp_path, tiny_encoder_dir):
 
 
 def test_drop_subject_moves_gold_ranks_up():
-    """Fresh-probe sessions leave out the query's own subject (issue 12): answers named like the subject go, the
+    """Fresh-probe sessions leave out the query's own subject: answers named like the subject go, the
     ranks of the gold answers behind them move up, a gold that *is* the subject is no longer a candidate."""
     from probekit.annotations.sessions import drop_subject
 

@@ -1,4 +1,4 @@
-"""Expert links (issue 18): per-session, per-expert tokens stored hashed and revocable, the organiser token,
+"""Expert links: per-session, per-expert tokens stored hashed and revocable, the organiser token,
 names kept as typed, and the schema migrations that add them to an existing database."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def all_text(store) -> str:
 
 
 def test_token_opens_only_its_expert_and_is_stored_hashed(sid):
-    """Issue 18: "an expert link carries a per-session, per-expert token (random, stored hashed in DuckDB …)"."""
+    """The rule: "an expert link carries a per-session, per-expert token (random, stored hashed in DuckDB …)"."""
     token = ann.issue_token(sid, "Carol  Smith")
     other = ann.issue_token(sid, "bob")
     assert token != other and len(token) >= 32
@@ -70,7 +70,7 @@ def test_token_of_another_session_and_revoked_tokens_are_refused(sid):
 
 def test_self_service_start_never_hands_out_an_existing_identity(sid):
     """The Annotate page's "Start annotating" (organiser side) issues a link for a NEW name only: typing
-    " CAROL " must not give anyone Carol's ratings (issue 18's %20CAROL%20)."""
+    " CAROL " must not give anyone Carol's ratings (a link with %20CAROL%20 once did)."""
     ann.issue_token(sid, "Carol")
     before = get_store().fetch("SELECT * FROM annotation_tokens ORDER BY ALL")
     for name in (" CAROL ", "carol", "Carol"):
@@ -83,7 +83,7 @@ def test_self_service_start_never_hands_out_an_existing_identity(sid):
 
 
 def test_names_are_kept_as_typed_in_tables_and_exports(sid, tmp_path):
-    """Issue 18: "Annotator names are kept as typed (today lower-cased in kappa tables and exports)"."""
+    """The rule: annotator names are kept as typed (they were once lower-cased in kappa tables and exports)."""
     a, b = ann.join(sid, "Dr Ana Ruiz"), ann.join(sid, "BEN")
     assert (a, b) == ("dr ana ruiz", "ben") and ann.annotators(sid) == ["Dr Ana Ruiz", "BEN"]
     for who, score in ((a, 5), (b, 3)):

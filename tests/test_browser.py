@@ -3,10 +3,10 @@ probe, see the top-k table), a typed query, a benchmark run started in the brows
 one rank-change curve on the Context page, a short rewiring run whose checkpoints are swept, and a screenshot of
 every page at 1280×720 (into ``$PROBEKIT_SCREENSHOTS``: ``make screenshots`` writes docs/screenshots/).
 
-Robust on a loaded machine (issue 18 §6): every step waits for Streamlit to be idle *and* for the state it
-expects (:func:`wait_idle`), never for a fixed time; a locator that Streamlit may draw twice during a rerun is
-only narrowed with ``.first`` once the app is idle. Every selector is in the block below, so a page that moves a
-widget needs one line changed here.
+Robust on a loaded machine: every step waits for Streamlit to be idle *and* for the state it expects
+(:func:`wait_idle`), never for a fixed time, and a test's waits come out of one budget that fits its timeout; a
+locator that Streamlit may draw twice during a rerun is only narrowed with ``.first`` once the app is idle. Every
+selector is in the block below, so a page that moves a widget needs one line changed here.
 
 Uses Debian's chromium (``playwright install`` cannot download browsers here). Skips, saying so,
 only when no browser is installed.
@@ -37,8 +37,11 @@ if not Path(CHROMIUM).exists():
 
 # ================================================================ selectors: the one place to adjust
 # Element keys (.st-key-<key>) first, then roles with their names; texts only where nothing else identifies.
-TIMEOUT_MS = 120_000  # every wait: generous, for a loaded 2-core machine (waits end as soon as the state holds)
-JOB_TIMEOUT_MS = 420_000  # a background job's end (benchmark, rewiring, sweep): minutes on a loaded machine
+TIMEOUT_MS = 120_000  # one wait by default: generous, for a loaded 2-core machine (waits end once the state holds)
+# A test's waits all come out of one budget (:class:`Budget`) that fits inside its pytest timeout, with room for the
+# module's server start (up to 120 s, in the first test's setup): a slow run fails at the step it was on, saying so.
+TEST_TIMEOUT_S = 600
+BUDGET_S = 440
 
 # Streamlit's own
 APP = '[data-testid="stApp"]'  # carries data-test-script-state and data-test-connection-state
@@ -162,14 +165,27 @@ def wait_idle(page, *expected, timeout: float = TIMEOUT_MS) -> None:
             raise AssertionError(f"app not idle with {expected} within {timeout / 1000:.0f} s")
 
 
+class Budget:
+    """One time budget for a whole test, inside its pytest timeout: every wait gets what is left of it, so a slow
+    run fails at the step it was on, saying so, rather than being killed by the timeout around the test."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def ms(self) -> float:
+        """Milliseconds left (at least one second, so a state that already holds is still seen)."""
+        return max(1.0, self.deadline - time.monotonic()) * 1000
+
+
 def no_exception(page) -> None:
     assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
     assert page.locator(ERROR).count() == 0, page.locator(ERROR).first.inner_text()
 
 
-def open_page(page, url: str, title_text: str, *expected) -> None:
-    page.goto(url)
-    wait_idle(page, title(page, title_text), *expected)
+def open_page(page, url: str, title_text: str, *expected, timeout: float = TIMEOUT_MS) -> None:
+    page.goto(url, timeout=timeout)
+    wait_idle(page, title(page, title_text), *expected, timeout=timeout)
 
 
 def _free_port() -> int:
@@ -179,12 +195,13 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(env: dict, log_path: Path):
-    """``streamlit run app.py`` on a free port with ``env``; yields its URL once healthy, stops it after."""
+def serve(env: dict, log_path: Path, script: Path = ROOT / "app.py"):
+    """``streamlit run app.py`` (or ``script``) on a free port with ``env``; yields its URL once healthy, stops it
+    after."""
     port = _free_port()
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none",
          "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -263,8 +280,8 @@ def test_probe_main_flow(page, app_url):
 
 
 def test_probe_typed_query(page, app_url):
-    """A typed cloze query is probed by pressing Enter in the query box (issue 18 §5: "Enter in the query box
-    must run the probe"), shown as the result's caption; the URL holds the text."""
+    """A typed cloze query is probed by pressing Enter in the query box (the rule: Enter in the query box runs
+    the probe), shown as the result's caption; the URL holds the text."""
     open_page(page, app_url, "Probe", PROBE_SOURCE_TYPED(page))
     PROBE_SOURCE_TYPED(page).click()
     wait_idle(page, PROBE_QUERY_BOX(page), PROBE_SUBMIT(page))
@@ -275,15 +292,18 @@ def test_probe_typed_query(page, app_url):
     no_exception(page)
 
 
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_benchmark_run_then_reopen_from_the_store(page, app_url):
     """Start a demo benchmark in the browser (background job, live progress), see its charts, then open the
     page afresh: the stored run is shown without running anything."""
-    open_page(page, f"{app_url}/benchmark", "Benchmark", BM_EMPTY(page), BM_START(page))
+    budget = Budget(BUDGET_S)
+    open_page(page, f"{app_url}/benchmark", "Benchmark", BM_EMPTY(page), BM_START(page), timeout=budget.ms())
     BM_START(page).click()
     # partial results show while it runs: wait for the end
-    wait_idle(page, *BM_RESULT(page), (BM_CANCEL(page), 0), timeout=JOB_TIMEOUT_MS)
+    wait_idle(page, *BM_RESULT(page), (BM_CANCEL(page), 0), timeout=budget.ms())
     no_exception(page)
-    open_page(page, f"{app_url}/benchmark", "Benchmark", *BM_RESULT(page))  # a new session: the run from DuckDB
+    # a new session: the run from DuckDB
+    open_page(page, f"{app_url}/benchmark", "Benchmark", *BM_RESULT(page), timeout=budget.ms())
     assert BM_EMPTY(page).count() == 0
     no_exception(page)
 
@@ -308,34 +328,39 @@ def test_context_draws_a_rank_change_curve(page, app_url):
     no_exception(page)
 
 
-def _set_number(page, widget_key: str, value: int) -> None:
+def _set_number(page, widget_key: str, value: int, timeout: float = TIMEOUT_MS) -> None:
     from playwright.sync_api import expect
 
     box = RW_NUMBER(page, widget_key)
     box.fill(str(value))
     box.press("Enter")
-    wait_idle(page, box)
+    wait_idle(page, box, timeout=timeout)
     expect(box).to_have_value(str(value))
 
 
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_rewire_then_sweep_the_checkpoints(page, app_url):
-    """Rewire the default model on pubmed_0 for a few steps from the UI (live loss, checkpoints), then sweep
-    its checkpoints on the demo dataset and see the acc@k-vs-step plot."""
-    open_page(page, f"{app_url}/rewire", "rewiring", RW_EMPTY(page), RW_START(page))
-    _set_number(page, "rw_steps", 6)
-    _set_number(page, "rw_every", 3)
-    _set_number(page, "rw_batch", 8)
+    """Rewire the default model on pubmed_0 for six steps from the UI (live loss, checkpoints at steps 3 and 6),
+    then sweep its checkpoints on the demo dataset and see the acc@k-vs-step plot."""
+    budget = Budget(BUDGET_S)
+    open_page(page, f"{app_url}/rewire", "rewiring", RW_EMPTY(page), RW_START(page), timeout=budget.ms())
+    _set_number(page, "rw_steps", 6, budget.ms())
+    _set_number(page, "rw_every", 3, budget.ms())
+    _set_number(page, "rw_batch", 8, budget.ms())
     RW_START(page).click()
     # while it trains the job panel reruns every second (never idle for long): wait for a visible live curve
-    RW_LIVE(page).filter(visible=True).first.wait_for(timeout=JOB_TIMEOUT_MS)
+    try:
+        RW_LIVE(page).filter(visible=True).first.wait_for(timeout=budget.ms())
+    except Exception as err:  # a Playwright timeout: say what was awaited
+        raise AssertionError(f"no live loss curve within the test's budget of {BUDGET_S} s: {err}") from err
     wait_idle(page, RW_CURVE(page), RW_CHECKPOINTS(page), (RW_STOP(page), 0), (RW_LIVE(page), 0),
-              timeout=JOB_TIMEOUT_MS)
+              timeout=budget.ms())
     assert RW_TO_SWEEP(page).is_enabled()  # checkpoints at steps 3 and 6
     no_exception(page)
     RW_TO_SWEEP(page).click()
-    wait_idle(page, title(page, "Checkpoint sweep"), SW_START(page))
+    wait_idle(page, title(page, "Checkpoint sweep"), SW_START(page), timeout=budget.ms())
     SW_START(page).click()
-    wait_idle(page, *SW_RESULT(page), (SW_CANCEL(page), 0), timeout=JOB_TIMEOUT_MS)
+    wait_idle(page, *SW_RESULT(page), (SW_CANCEL(page), 0), timeout=budget.ms())
     no_exception(page)
 
 

@@ -4,6 +4,7 @@ agreement and expert-adjusted accuracy.
 - :mod:`.sessions`: create a session (from rankings, a fresh probe, a stored run), sample, list;
 - :mod:`.access`: annotators, their personal links (tokens), the organiser token;
 - :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress, the keyboard rules);
+- :mod:`.presses`: key presses from a browser, each handled exactly once however often it is re-sent;
 - :mod:`.stats`: the organiser's side (frames, statistics, exports).
 """
 
@@ -24,6 +25,7 @@ from .access import (  # noqa: F401
     revoke_tokens,
     verify_token,
 )
+from .presses import take_presses  # noqa: F401
 from .rating import (  # noqa: F401
     KEY_HELP,
     Action,
