@@ -1,4 +1,4 @@
-"""Reliability of annotation storage (DESIGN §12): concurrent annotators lose nothing, and a process killed with
+"""Reliability of annotation storage: concurrent annotators lose nothing, and a process killed with
 SIGKILL keeps every rating it acknowledged."""
 
 from __future__ import annotations

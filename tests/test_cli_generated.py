@@ -1,4 +1,4 @@
-"""CLI with the open-vocabulary probes (issue 14): flags generated from their options, stored runs with every option."""
+"""CLI with the open-vocabulary probes: flags generated from their options, stored runs with every option."""
 
 from __future__ import annotations
 

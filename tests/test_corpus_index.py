@@ -65,7 +65,7 @@ def test_small_batches_give_the_same_index(corpus):
 
 
 def test_changed_corpus_is_reported_never_used_stale(corpus):
-    """Issue 13: "a corpus that changes after indexing (fingerprint mismatch -> re-index offered, never silently
+    """The rule: "a corpus that changes after indexing (fingerprint mismatch -> re-index offered, never silently
     stale)"."""
     src, ents = open_source(corpus), from_names(NAMES)
     old = build_index(src, ents)
@@ -131,7 +131,7 @@ else:  # killed between two batches, Parquet files half written
 
 @pytest.mark.parametrize("mode", ["batches", "publish"])
 def test_sigkill_mid_index_leaves_nothing_that_reads_as_complete(tmp_path, mode):
-    """Issue 13: "Indexing interrupted (SIGKILL) leaves no half-index that later reads as complete." The brief:
+    """The rule: "Indexing interrupted (SIGKILL) leaves no half-index that later reads as complete." The brief:
     the manifest is written last and the folder appears by one rename."""
     folder = tmp_path / "big"
     folder.mkdir()

@@ -55,7 +55,7 @@ def automaton_mentions(texts, keys):
 
 
 def test_rule_examples():
-    """Issue 13: "every mention of every entity name ... case-insensitive, on word boundaries, longest match
+    """The rule: "every mention of every entity name ... case-insensitive, on word boundaries, longest match
     first"; Yao et al. retrieve "documents including both subject S and target object O_t"."""
     keys = [name_key(n) for n in ["Heart", "heart failure", "Failure", "a-b", "B12", "vitamin b12"]]
     text = "HEART  Failure; hearts fail. Heart-failure a-b ab-c Vitamin\nB12 b12."

@@ -81,7 +81,7 @@ def test_medlama_full_set(medlama_root):
 
 
 def test_medlama_hard_set_uses_its_own_files_vocabulary(medlama_root):
-    """DESIGN §3.1 / issue 12: "heads+tails of the probed set's own files (...) with --prob_hard the
+    """The rule: "heads+tails of the probed set's own files (...) with --prob_hard the
     reference builds it from the 19 *_hard.csv only"."""
     full = medlama.load(medlama_root)
     hard = medlama.load(medlama_root, which="hard")
@@ -97,8 +97,8 @@ def test_medlama_hard_set_uses_its_own_files_vocabulary(medlama_root):
 
 
 def test_medlama_relations_filter_keeps_the_vocabulary(medlama_root):
-    """DESIGN §3.1: "Filtering which queries run (one relation, a sample) never changes the vocabulary";
-    issue 12 §2: "Filtering queries must never change the candidates unless the user picks the `relation`
+    """The rule: "Filtering which queries run (one relation, a sample) never changes the vocabulary";
+    "Filtering queries must never change the candidates unless the user picks the `relation`
     vocabulary"."""
     whole = medlama.load(medlama_root)
     ds = medlama.load(medlama_root, relations=["may_treat"])
@@ -115,7 +115,7 @@ def test_medlama_relations_filter_keeps_the_vocabulary(medlama_root):
 
 
 def test_dataset_filter_relation_ids_and_sample(medlama_root):
-    """Issue 12 §2: any query filter (one relation, a sample) keeps the set's candidate vocabulary."""
+    """Any query filter (one relation, a sample) keeps the set's candidate vocabulary."""
     whole = medlama.load(medlama_root)
     one = whole.filter(relations="gene_associated_with_disease")
     assert [q.id for q in one.queries] == ["gene_associated_with_disease:0000", "gene_associated_with_disease:0001"]
@@ -433,7 +433,7 @@ def _heads_and_tails_from_csvs(files) -> set[str]:
 
 
 def test_shared_medlama_vocabulary_sizes_from_the_csvs(medlama_dir):
-    """DESIGN §3.1: "`heads+tails` of the probed set's own files (reference behaviour: the full set's 19
+    """The rule: "`heads+tails` of the probed set's own files (reference behaviour: the full set's 19
     `*_1000.csv` give 22,923 names; with `--prob_hard` the reference builds it from the 19 `*_hard.csv`
     only: 17,532 names)"; and "Filtering which queries run (one relation, a sample) never changes the
     vocabulary"."""
@@ -446,7 +446,7 @@ def test_shared_medlama_vocabulary_sizes_from_the_csvs(medlama_dir):
     hard = load_dataset("medlama", path=medlama_dir, which="hard", use_cache=False)
     assert set(full.candidates("heads+tails").names) == full_names
     assert set(hard.candidates("heads+tails").names) == hard_names
-    # one relation alone ranks among the whole set's names (issue 12 §2: may_treat once searched 1,765)
+    # One relation alone ranks among the whole set's names (may_treat once searched 1,765)
     for ds in (full, hard):
         may_treat = ds.filter(relations=["may_treat"])
         assert len(may_treat.candidates("heads+tails")) == len(ds.candidates("heads+tails"))

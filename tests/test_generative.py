@@ -2,7 +2,7 @@
 
 MedLAMA §3: "we utilize the cloze-style query with a single [MASK] token as the model input. The model
 then predicts the answer entities that correspond to the [MASK] token in an autoregressive manner."
-Issue 14: "the cloze query with a single mask in the model's own syntax (<mask> for BART, <extra_id_0>
+"the cloze query with a single mask in the model's own syntax (<mask> for BART, <extra_id_0>
 for T5); output: beam search (size = k), answers parsed from the generated text (T5: the span after
 <extra_id_0>)".
 """

@@ -1,4 +1,4 @@
-"""Probing grids (issue 17): spec expansion, resume, single writer, and the Ray backend on a local 2-worker
+"""Probing grids: spec expansion, resume, single writer, and the Ray backend on a local 2-worker
 cluster (skipped when Ray is not installed)."""
 
 from __future__ import annotations

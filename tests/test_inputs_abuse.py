@@ -1,4 +1,4 @@
-"""Inputs under abuse (issue 19, items 3 and 4): malformed CSV never loses rows silently, a BOM is
+"""Inputs under abuse: malformed CSV never loses rows silently, a BOM is
 accepted, and parsed uploads are bounded in memory."""
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def test_job_and_cli(capsys, tiny_encoder, tiny_encoder_dir, tiny_dataset, tmp_p
 
 
 def test_subsets_say_which_candidates_the_hard_queries_met(tiny_encoder):
-    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    """The rule: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
     vocabulary): keep it only if it is labelled so everywhere." A full-set sweep has ``full`` and
     ``hard-in-full``; a hard-set sweep has ``hard`` alone (all its queries, among its own names)."""
     from probekit.datasets import load_dataset
@@ -165,7 +165,7 @@ def test_subsets_say_which_candidates_the_hard_queries_met(tiny_encoder):
 
 
 def test_migration_renames_old_hard_rows_of_full_set_sweeps(tmp_path):
-    """Stored sweeps from before issue 12 said ``hard`` for a full-set sweep's hard queries: the schema
+    """Stored sweeps of probekit 0.1 said ``hard`` for a full-set sweep's hard queries: the schema
     migration relabels them ``hard-in-full``; a hard-set sweep keeps one block, ``hard`` (all its queries)."""
     from probekit.store.db import Store
     from probekit.store.schema import MIGRATIONS

@@ -4,8 +4,8 @@ The reference here shares no code with probekit: it reads the CSVs itself, encod
 sentence-transformers (mean pooling + Normalize, as the default model ships), searches a faiss
 IndexFlatIP over the normalised vectors, and counts a hit when any gold name is in the top k; a gold
 tied (within 1e-6) with the k-th score counts too, as probekit's ties-favour-the-gold rule says. The
-vocabulary is heads+tails of the probed set's own files, as MedLAMA's reference code builds it (DESIGN
-§3.1): 22,923 names from the 19 ``*_1000.csv`` for the full set, 17,532 from the 19 ``*_hard.csv`` for the
+vocabulary is heads+tails of the probed set's own files, as MedLAMA's reference code builds it:
+22,923 names from the 19 ``*_1000.csv`` for the full set, 17,532 from the 19 ``*_hard.csv`` for the
 hard set (``run_retrieval_prediction.py --prob_hard``); max lengths are probekit's (names 25 tokens,
 queries 50).
 
@@ -106,7 +106,7 @@ def shared_cache(tmp_path_factory):
 @pytest.mark.parametrize("which", ["full", "hard"])
 def test_bench_agrees_with_independent_implementation(which, medlama_dir, reference, shared_cache, monkeypatch,
                                                       capsys):
-    """DESIGN §3.1: the candidate vocabulary is "`heads+tails` of the probed set's own files (reference
+    """The candidate vocabulary is "`heads+tails` of the probed set's own files (reference
     behaviour: the full set's 19 `*_1000.csv` give 22,923 names; with `--prob_hard` the reference builds it
     from the 19 `*_hard.csv` only: 17,532 names)"; probekit's macro and micro acc@1/5/10 agree with the
     independent run within 0.1 points."""

@@ -12,7 +12,7 @@ import torch
 from probekit import models
 from probekit.errors import ModelLoadError, ProbekitError
 
-DESIGN_MODELS = {  # DESIGN §4: id -> has an MLM head
+DESIGN_MODELS = {  # id -> has an MLM head
     "bert-base-uncased": True,
     "dmis-lab/biobert-v1.1": True,
     "microsoft/BiomedNLP-PubMedBERT-base-uncased-abstract-fulltext": True,

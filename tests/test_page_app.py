@@ -1,4 +1,4 @@
-"""The app shell at a demo (issue 18, item 5): the browser tab's icon needs no network (a material icon is
+"""The app shell at a demo: the browser tab's icon needs no network (a material icon is
 fetched from fonts.gstatic.com: 48 console errors offline), and Streamlit's "Deploy" button is hidden."""
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def _spec(chart) -> dict:
 
 
 def test_full_and_hard_set_runs_are_labelled_apart(tiny_encoder_dir):
-    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    """The rule: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
     vocabulary): keep it only if it is labelled so everywhere (tables, exports, charts)." A full-set run's hard
     block is "hard-in-full"; a hard-set run's is "hard"; a table cell a run does not have reads "–"."""
     model = models.load(str(tiny_encoder_dir), device="cpu")
@@ -145,7 +145,7 @@ def test_full_and_hard_set_runs_are_labelled_apart(tiny_encoder_dir):
 
 
 def test_share_link_restores_the_view_and_exports_are_ready(tiny_encoder_dir):
-    """Issue 18 §4: the link holds the whole view (the runs, k, the subset); §5: every export works on every
+    """The link holds the whole view (the runs, k, the subset); every export works on every
     click (its file exists when the button is drawn); a rank with no hit reads "no hit", not None."""
     model = models.load(str(tiny_encoder_dir), device="cpu")
     a = runs.run_benchmark(model, load_dataset("demo"), k=10)
@@ -168,7 +168,7 @@ def test_share_link_restores_the_view_and_exports_are_ready(tiny_encoder_dir):
 
 
 def test_result_only_while_it_matches_the_settings(tiny_encoder_dir):
-    """Issue 18 §2: "A result is shown only while it matches the current inputs": a finished job's message
+    """The rule: "A result is shown only while it matches the current inputs": a finished job's message
     (here: cancelled) goes when a setting changes, and comes back with the settings it was computed from."""
     at = open_app("benchmark", model=str(tiny_encoder_dir))
     jobs._WORK.acquire()
@@ -186,7 +186,7 @@ def test_result_only_while_it_matches_the_settings(tiny_encoder_dir):
 
 
 def test_sweep_points_are_grouped_and_never_the_default(tiny_encoder_dir, monkeypatch):
-    """Issue 18 §5: "sweep points appear as ordinary benchmark runs and become the Benchmark page's default
+    """Once a defect: "sweep points appear as ordinary benchmark runs and become the Benchmark page's default
     selection (keep them, but group them under their sweep)"."""
     model = models.load(str(tiny_encoder_dir), device="cpu")
     ordinary = runs.run_benchmark(model, load_dataset("demo"), k=10)

@@ -68,8 +68,8 @@ def test_compare_two_runs(tiny_encoder_dir, two_runs):
 
 
 def test_share_link_labels_and_exports(tiny_encoder_dir, two_runs):
-    """Issue 18 §4: the link holds the runs (in order: the first is the baseline), k and the subset, and the page
-    restores them; §5: exports are ready when drawn, the chart is legible and labels its subset."""
+    """The link holds the runs (in order: the first is the baseline), k and the subset, and the page
+    restores them; exports are ready when drawn, the chart is legible and labels its subset."""
     a, b = two_runs
     at = open_app("compare", model=str(tiny_encoder_dir),
                   query_params={"runs": f"{b.run_id},{a.run_id}", "k": "5", "set": "hard-in-full"})
@@ -86,7 +86,7 @@ def test_share_link_labels_and_exports(tiny_encoder_dir, two_runs):
 
 
 def test_hard_set_run_against_a_full_set_run(tiny_encoder_dir):
-    """Issue 12: the hard set's "hard" and a full-set run's "hard-in-full" are different experiments: the page
+    """The hard set's "hard" and a full-set run's "hard-in-full" are different experiments: the page
     offers each where a run has it, and a run without the chosen subset reads "–", never None."""
     model = models.load(str(tiny_encoder_dir), device="cpu")
     full = runs.run_benchmark(model, load_dataset("demo"), k=10)
@@ -105,7 +105,7 @@ def test_hard_set_run_against_a_full_set_run(tiny_encoder_dir):
 
 
 def test_sweep_points_are_not_the_default_pair(tiny_encoder_dir, two_runs, monkeypatch):
-    """Issue 18 §5: sweep points are kept, grouped under their sweep, and never the default selection."""
+    """Sweep points are kept, grouped under their sweep, and never the default selection."""
     a, b = two_runs
     model = models.load(str(tiny_encoder_dir), device="cpu")
     point = runs.run_benchmark(model, load_dataset("demo"), k=10, options={"similarity": "l2"})  # the newest

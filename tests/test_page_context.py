@@ -121,7 +121,7 @@ def test_dataset_mode_on_real_corpus_contexts(tiny_encoder_dir, tmp_path, monkey
     assert errors(at) == []
 
 
-# Issue 18, item 3: a real 60-sentence note (about 48k characters would print one box per cut input)
+# A real 60-sentence note (about 48k characters would print one box per cut input)
 LONG_NOTE = " ".join(f"On day {i} the patient with hypertension was reviewed, blood pressure and renal function were "
                      f"stable, no new complaints were recorded and the plan was unchanged." for i in range(60))
 LONG_NOTE += " Lisinopril was continued for hypertension; heart failure was considered."

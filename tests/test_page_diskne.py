@@ -48,7 +48,7 @@ def test_diskne_page_runs_shows_and_compares(tiny_encoder_dir):
     job = _start(at, hyp_only=True)
     assert job.status == "done", job.error
     [second] = job.result
-    assert at.multiselect(key="dk_sel").value == [second]  # issue 18: the run just finished is the one shown
+    assert at.multiselect(key="dk_sel").value == [second]  # the run just finished is the one shown
     assert immediate(downloads(at)["Results per disease (CSV)"])  # every click gets its file
     lay = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]  # legible at 1280×720 on a projector
     assert lay["font"]["size"] >= 12 and lay["xaxis"]["automargin"] and lay["legend"]["yanchor"] == "bottom"

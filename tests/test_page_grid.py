@@ -54,9 +54,9 @@ def test_bad_yaml_is_a_message(tiny_encoder_dir):
 
 
 def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir, tmp_path):
-    """Issue 18: the grid just run is the one shown when it finishes (its cells are stored by the job, after the
+    """The grid just run is the one shown when it finishes (its cells are stored by the job, after the
     page's rerun), its chart is legible (fonts >= 12 px, labels not cut, zero-based % axis) and its export
-    works on every click; issue 19: a model path like ``…/<i>m`` is a label, not markup."""
+    works on every click; a model path like ``…/<i>m`` is a label, not markup."""
     odd = tmp_path / "<i>m"
     odd.symlink_to(tiny_encoder_dir, target_is_directory=True)
     at = open_app("grid", model=str(tiny_encoder_dir))

@@ -39,7 +39,7 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
     at.button(key="ly_run").click().run()
     assert _finish(at).result.run_id == result.run_id
     assert len(layers.list_layer_runs()) == 1
-    assert at.segmented_control(key="ly_set").options == ["full", "hard-in-full"]  # a full-set sweep (issue 12)
+    assert at.segmented_control(key="ly_set").options == ["full", "hard-in-full"]  # a full-set sweep
     at.segmented_control(key="ly_set").set_value("hard-in-full").run()
     at.segmented_control(key="ly_k").set_value(10).run()
     assert errors(at) == []
@@ -66,7 +66,7 @@ def test_cancel_sweep(tiny_encoder_dir):
 
 
 def test_share_link_caption_and_missing_values(tiny_encoder_dir):
-    """Issue 18 §4: a Layers link holds its sweep, options and view, and the page restores them; §5: "the caption
+    """A Layers link holds its sweep, options and view, and the page restores them; "the caption
     prints a raw Python dict; tables show 'None'" no more; exports are ready when drawn; "model's default"."""
     model = models.load(str(tiny_encoder_dir), device="cpu")
     sweep = layers.run_layers(model, load_dataset("demo"), layers=[0, 1], pooling="mean", similarity="dot")
@@ -91,7 +91,7 @@ def test_share_link_caption_and_missing_values(tiny_encoder_dir):
 
 
 def test_other_settings_are_marked_and_errors_do_not_linger(tiny_encoder_dir):
-    """Issue 18 §2: after a setting changes, the sweep on screen is the stored one of the new settings, or is
+    """After a setting changes, the sweep on screen is the stored one of the new settings, or is
     clearly marked as made with other settings; a cancelled job's message goes with its settings."""
     at = open_app("layers", model=str(tiny_encoder_dir))
     at.button(key="ly_run").click().run()

@@ -1,4 +1,4 @@
-"""AppTest of the Probe page on a tiny random MLM and the shipped demo set (issue 18: Enter runs a typed query,
+"""AppTest of the Probe page on a tiny random MLM and the shipped demo set (Enter runs a typed query,
 results only for the inputs shown, full share links, gold table, one option vocabulary, data as text)."""
 
 import json

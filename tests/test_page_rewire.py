@@ -78,7 +78,7 @@ def test_rewire_stop_and_bad_upload(tiny_encoder_dir, corpora):
 
 
 def test_runs_panel_shows_the_new_run_after_it_finishes(tiny_encoder_dir, corpora):
-    """Issue 18: "The Rewire runs panel keeps showing the previous run after a new one finishes". The new run's
+    """Once a defect: "The Rewire runs panel keeps showing the previous run after a new one finishes". The new run's
     folder appears only once its model is loaded, after the page's first rerun, so that rerun must not fall
     back to the newest listed (previous) run for good."""
     old = rewire.train(rewire.RewireSettings(model=str(tiny_encoder_dir), corpus="pubmed_0", batch_size=8, steps=1),
@@ -146,7 +146,7 @@ def layout(chart) -> dict:
 
 
 def test_sweep_result_matches_inputs_exports_legible_chart_and_stored_sweeps(tiny_encoder_dir, corpora):
-    """Issue 18: the result is shown only while it matches the inputs; every export works on every click;
+    """The result is shown only while it matches the inputs; every export works on every click;
     the accuracy axis starts at zero, in percent; fonts ≥ 12 px, legend above the plot, labels not cut;
     sweep points grouped under their sweep."""
     info = rewire.train(rewire.RewireSettings(model=str(tiny_encoder_dir), corpus="pubmed_0", batch_size=8, steps=2,

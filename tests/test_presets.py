@@ -1,4 +1,4 @@
-"""The retrieval probe's ``medlama-reference`` preset (issue 12 §3) against an independent implementation."""
+"""The retrieval probe's ``medlama-reference`` preset against an independent implementation."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _reference_ranks(model, queries, names, *, layer):
 
 
 def test_preset_is_an_option_with_its_choices():
-    """Issue 12 §3: "add it as a probe Option (`preset`, choices (None, "medlama-reference")) whose values
+    """The rule: "add it as a probe Option (`preset`, choices (None, "medlama-reference")) whose values
     override pooling/similarity/max lengths"; the recipe: "[CLS] of `hidden_states[layer]`, L2 distance on raw
     (unnormalised) vectors, names max 25 tokens, queries max 50"."""
     opt = {o.name: o for o in get_probe("retrieval").options}["preset"]
@@ -43,7 +43,7 @@ def test_preset_is_an_option_with_its_choices():
 
 @pytest.mark.parametrize("layer", [1, 2])
 def test_preset_ranks_as_the_reference_recipe(tiny_encoder, tiny_dataset, layer):
-    """Issue 12 §3: "[CLS] of `hidden_states[layer]`, L2 distance on raw (unnormalised) vectors, names max
+    """The rule: "[CLS] of `hidden_states[layer]`, L2 distance on raw (unnormalised) vectors, names max
     25 tokens, queries max 50" - checked against transformers + numpy, and whatever pooling, similarity and
     max_length say (the preset wins)."""
     probe, cands = get_probe("retrieval"), tiny_dataset.candidates()

@@ -166,9 +166,9 @@ LONG = ["chromosome 9p deletion syndrome with acute lymphoblastic leukemia and h
 
 
 def test_mask_average_scores_every_candidate_however_long(tiny_mlm, count_forwards):
-    """Kassner et al. (mask average), as DESIGN §5 states it: "for each distinct candidate token length n,
+    """Kassner et al. (mask average), as probekit states the rule: "for each distinct candidate token length n,
     one forward pass of the prompt with n masks; a candidate's score = mean log-softmax of its tokens at
-    those positions" - for every candidate (issue 12 §6: names over 20 word pieces were never scored)."""
+    those positions" - for every candidate (names over 20 word pieces were never scored)."""
     names = NAMES + LONG
     lengths = [len(tiny_mlm.tokenizer(n, add_special_tokens=False)["input_ids"]) for n in LONG]
     assert min(lengths) > 20 and len(set(lengths)) == 2

@@ -1,4 +1,4 @@
-"""`--relation` (any query filter) never shrinks the candidate vocabulary (issue 12 §2, DESIGN §3.1)."""
+"""`--relation` (any query filter) never shrinks the candidate vocabulary."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def _args(**kw):
 
 
 def test_relation_flag_keeps_the_whole_sets_vocabulary(triples_file):
-    """Issue 12 §2: "Filtering queries must never change the candidates unless the user picks the `relation`
-    vocabulary" (DESIGN §3.1: "Filtering which queries run (one relation, a sample) never changes the
+    """The rule: "Filtering queries must never change the candidates unless the user picks the `relation`
+    vocabulary" ("Filtering which queries run (one relation, a sample) never changes the
     vocabulary")."""
     whole = load_dataset_from_args(_args(data_dir=triples_file))
     one = load_dataset_from_args(_args(data_dir=triples_file, relation=["may_prevent"]))
@@ -40,7 +40,7 @@ def test_relation_flag_keeps_the_whole_sets_vocabulary(triples_file):
 
 
 def test_shared_medlama_may_treat_alone_keeps_the_set_vocabulary(medlama_dir):
-    """Issue 12 §2: "`bench --relation may_treat` searches 1,765 names instead of the set's vocabulary";
+    """Once a defect: "`bench --relation may_treat` searches 1,765 names instead of the set's vocabulary";
     may_treat alone must get the same vocabulary size as the whole set (22,923 full, 17,532 hard)."""
     for which, size in (("full", 22_923), ("hard", 17_532)):
         ds = load_dataset_from_args(_args(dataset="medlama", data_dir=str(medlama_dir), which=which,
@@ -52,7 +52,7 @@ def test_shared_medlama_may_treat_alone_keeps_the_set_vocabulary(medlama_dir):
 
 def test_bench_one_relation_scores_as_in_the_whole_run(capsys, tiny_encoder_dir, triples_file):
     """A relation's accuracy is the same whether it runs alone (--relation) or with the whole set: the
-    candidates do not change (issue 12 §2)."""
+    candidates do not change."""
     common = ["bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", triples_file,
               "--format", "json", "--quiet", "--k", "5"]
     assert cli.main(common) == 0

@@ -38,7 +38,7 @@ def _settings(model_dir, corpus_file, /, **kw):
 def test_span_pair_cuts_the_tail_as_specified(ratio):
     """Meng et al. 2022, §3: "replace their tail tokens (e.g. the last 50% excluding the full stop) with a
     [MASK] token ... Sentence: Social-distancing largely reduces coronavirus infections. Query:
-    Social-distancing largely [MASK]." DESIGN §6: k uniform in 1..1+floor(ratio·n), the span ends at the
+    Social-distancing largely [MASK]." k uniform in 1..1+floor(ratio·n), the span ends at the
     sentence's last word."""
     rng = random.Random(7)
     seen = set()
@@ -68,7 +68,7 @@ def test_span_pair_on_the_papers_example():
 
 
 def test_shipped_corpus_queries_end_in_the_mask():
-    """DESIGN §6 / issue 12: on the shipped PubMed corpora "the reference procedure gives 9,997 of 10,000
+    """On the shipped PubMed corpora "the reference procedure gives 9,997 of 10,000
     queries ending in [MASK]" (as the paper's "Social-distancing largely [MASK]."). probekit masks through
     the last word, so at least that share of pubmed_0's queries must end in the mask, and every query plus
     its span must give back the sentence. (Lines of one word give no query: nothing would stay before the
@@ -244,7 +244,7 @@ def test_sweep_probes_base_and_every_checkpoint_and_reuses_runs(tiny_encoder_dir
 
 
 def test_sweep_with_the_medlama_reference_preset(tiny_encoder_dir, corpus, tiny_dataset):
-    """Issue 12 §3: the preset ("[CLS] of `hidden_states[layer]`, L2 distance on raw (unnormalised) vectors")
+    """The preset ("[CLS] of `hidden_states[layer]`, L2 distance on raw (unnormalised) vectors")
     is used "in every place the README or a page compares with the paper" (the sweep: MedLAMA Fig. 4) and
     recorded in every stored run."""
     from probekit.bench import runs
@@ -261,8 +261,8 @@ def test_sweep_with_the_medlama_reference_preset(tiny_encoder_dir, corpus, tiny_
 
 
 def test_sweep_labels_which_vocabulary_the_hard_queries_met(tiny_encoder_dir, corpus):
-    """DESIGN §3.1: the hard set's vocabulary is heads+tails of its own files; a full run's hard block ranks
-    hard queries among the full set's names, "a different experiment", so it is labelled so (issue 12 §1)."""
+    """The hard set's vocabulary is heads+tails of its own files; a full run's hard block ranks
+    hard queries among the full set's names, "a different experiment", so it is labelled so."""
     from probekit.datasets import load_dataset
 
     info = rewire.train(_settings(tiny_encoder_dir, corpus, steps=2, checkpoint_every=2, lr=1e-3), device="cpu")

@@ -74,7 +74,7 @@ def test_accuracy_and_table4_shape(seed):
 
 
 def test_subsets_label_the_experiment():
-    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    """The rule: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
     vocabulary): keep it only if it is labelled so everywhere (tables, exports, charts)." Full-set runs have
     ``full`` and ``hard-in-full``; a hard-set run has ``hard`` only, and the two never share a column."""
     full, hard = make_frame(4), make_frame(5)

@@ -196,7 +196,7 @@ def test_hard_flag_and_hard_summary(tiny_encoder, tiny_dataset):
 
 
 def test_hard_block_is_labelled_by_the_set_it_was_ranked_in(tiny_encoder):
-    """Issue 12: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
+    """The rule: "A full run's 'hard' block is a different experiment (hard queries ranked in the full
     vocabulary): keep it only if it is labelled so everywhere (tables, exports, charts)." A full-set run's hard
     queries are ``hard-in-full``; only a run on the hard set (among its own files' names) says ``hard``."""
     from probekit.datasets import load_dataset
@@ -291,7 +291,7 @@ def test_cli_bench_save_and_runs_commands(capsys, tiny_encoder_dir, tmp_path):
     assert cli.main(["runs", "show", run_id, "--format", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["run"]["run_id"] == run_id and shown["n_queries"] == 8 and "hard-in-full" in shown
-    assert "hard" not in shown  # a full-set run's hard queries are not the hard set's experiment (issue 12)
+    assert "hard" not in shown  # a full-set run's hard queries are not the hard set's experiment
     assert cli.main(["runs", "show", run_id]) == 0
     text = capsys.readouterr().out
     assert "macro" in text and "hard-in-full@1" in text and " hard@" not in text

@@ -1,4 +1,4 @@
-"""The store under contention and the one exporter under abuse (issue 19, items 1, 2 and 7)."""
+"""The store under contention and the one exporter under abuse."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _writer(path: Path, who: str, n: int) -> subprocess.Popen:
 
 def test_two_processes_write_one_file_in_turn(tmp_path):
     """The app and a CLI call share one database: each opens the file only while it reads or writes, so
-    two writing processes both finish and every row of both is stored once (issue 19, item 2)."""
+    two writing processes both finish and every row of both is stored once."""
     path = tmp_path / "shared.duckdb"
     procs = [_writer(path, "app", 40), _writer(path, "cli", 40)]
     for p in procs:
@@ -149,7 +149,7 @@ FRAME = pd.DataFrame({"query_id": ["a", "b"], "hits": [1, 0]})
 
 def test_export_refuses_device_nodes_fifos_and_folders(tmp_path):
     """Renaming over PATH would replace a device or FIFO by a regular file: refused with one clear line,
-    and nothing is left behind (issue 19, item 1)."""
+    and nothing is left behind."""
     fifo = tmp_path / "pipe.csv"
     os.mkfifo(fifo)
     for target in (Path("/dev/null"), fifo, tmp_path):

@@ -1,4 +1,4 @@
-"""The store's keys, their migration, deleting with children, stale runs and partial runs (issue 19, item 6).
+"""The store's keys, their migration, deleting with children, stale runs and partial runs.
 
 Databases "from before" are built here with the old DDL written out, so the migration is tested on what
 the field has, not on whatever the current schema list starts with.
@@ -310,9 +310,10 @@ def test_benchmark_page_lists_a_killed_run_as_interrupted(tiny_encoder, tiny_enc
 
 
 def test_a_killed_diskne_run_is_interrupted_and_only_an_unfinished_one_is_taken_over():
-    """Issue 19 §6 "a killed run stays `running` forever in the listings (mark stale runs `interrupted` on start,
-    offer resume)", for DisKnE's fine-tuning runs too: a run whose process is gone is listed interrupted and the
-    next start with its settings takes it over; a run live in another process is never taken over."""
+    """A killed run must not stay `running` forever in the listings (stale runs are marked `interrupted` on
+    start and offered for resume), for DisKnE's fine-tuning runs too: a run whose process is gone is listed
+    interrupted and the next start with its settings takes it over; a run live in another process is never
+    taken over."""
     from probekit.diskne import runs as dk
 
     s = dk._store()

@@ -1,4 +1,4 @@
-"""The store across processes (issue 19, item 7): the app and `bench --save` writing one file at the same
+"""The store across processes: the app and `bench --save` writing one file at the same
 time, and what a SIGKILL leaves (what the CLI reported as saved is in the file after reopening)."""
 
 from __future__ import annotations

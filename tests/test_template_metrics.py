@@ -37,7 +37,7 @@ def test_prediction_frequency_counts_top_k_per_prompt(run):
 
 
 def test_top_share_and_distinct_predictions(run):
-    """The share of predictions taken by the top-n objects (DESIGN §10: "share of top-10 slots taken by the
+    """The share of predictions taken by the top-n objects ("share of top-10 slots taken by the
     15 most frequent entities"), and Figure 1's "percentage of unique entities it predicts over all prompts"."""
     assert frequency.top_share(run, k=1, n=1) == 4 / 8
     assert frequency.top_share(run, k=1, n=2) == 6 / 8

@@ -76,7 +76,7 @@ def test_names_compared_normalised_and_length_checked():
 
 
 def _naive(ranks, added, target, correct):
-    """Straight from the definitions in DESIGN §8, one entity at a time."""
+    """Straight from the definitions (Yao et al.), one entity at a time."""
     out = []
     for n in range(1, len(ranks)):
         before = set(added[1:n])

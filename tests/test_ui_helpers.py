@@ -1,4 +1,4 @@
-"""The shared page helpers of issue 18: a result is shown only while it matches its inputs; a share link holds
+"""The shared page helpers of a result is shown only while it matches its inputs; a share link holds
 exactly the view's settings (no stale parameter) and is shown with a copy button (st.code)."""
 
 import textwrap

@@ -1,4 +1,4 @@
-"""Share links hold the whole view (issue 18, item 4): views to URL parameters and back, stale ones dropped."""
+"""Share links hold the whole view: views to URL parameters and back, stale ones dropped."""
 
 import pytest
 
