@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
+from ..memo import Memo
 from ..store import component_store
 from ..types import Query, Ranking, normalize_name
 
@@ -67,8 +68,8 @@ def _now() -> datetime:
 
 # ---------------------------------------------------------------- memo of immutable rows
 # Sessions, queries and items never change once created, so they are read once per process and store.
-_MEMO: dict[tuple, dict] = {}
-_MEMO_LOCK = threading.Lock()
+_MEMO: Memo[tuple, dict] = Memo(max_entries=64)
+"""Loaded sessions (metadata, queries, items), the most recently used kept: a server holds a few sessions at once."""
 _ASSIGN_LOCK = threading.Lock()
 
 
@@ -79,8 +80,7 @@ def _load(session_id) -> dict:
     session_id = session_id.strip()
     store = _store()
     key = (store.path, session_id)
-    with _MEMO_LOCK:
-        hit = _MEMO.get(key)
+    hit = _MEMO.get(key)
     if hit is not None:
         return hit
     cols = _SESSION_COLUMNS
@@ -100,8 +100,7 @@ def _load(session_id) -> dict:
         by_query[int(row["query_index"])].append(row)
     entry = {"meta": meta, "queries": queries, "items": items, "by_query": dict(by_query),
              "item_query": dict(zip(items["item_id"], items["query_index"].astype(int)))}
-    with _MEMO_LOCK:
-        _MEMO[key] = entry
+    _MEMO.put(key, entry)
     return entry
 
 
@@ -133,11 +132,7 @@ def _check_text(value, what: str, *, required: bool = True, limit: int = 200) ->
 
 
 def _check_int(value, what: str, *, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low or (
-            high is not None and value > high):
-        bound = f"from {low} to {high}" if high is not None else f"≥ {low}"
-        raise ProbekitError(f"{what} must be a whole number {bound}, got {value!r}")
-    return int(value)
+    return positive_int(what, value, minimum=low, maximum=high)
 
 
 def sample(items: Sequence, *, n: int, seed: int = 0, relation: Callable = lambda x: x.relation) -> list:
