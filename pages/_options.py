@@ -107,7 +107,9 @@ def option_axes(probe, *, key: str) -> dict:
     if not axes:
         return {}
     out = {}
-    for col, o in zip(st.columns(len(axes)), axes):
+    per_row = 3  # wide enough that a picked value reads whole
+    cols = [c for start in range(0, len(axes), per_row) for c in st.columns(per_row)][:len(axes)]
+    for col, o in zip(cols, axes):
         picked = col.multiselect(f"{probe.name}: {_option_label(o.name).lower()}", list(o.choices),
                                  default=[o.default], key=f"{key}_{probe.name}_{o.name}", help=o.help or None,
                                  format_func=lambda v, name=o.name: option_text(name, v))

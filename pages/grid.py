@@ -58,7 +58,8 @@ with st.container(border=True):
     address = c3.text_input("Ray address", "", key="gr_address", disabled=backend != "ray",
                             placeholder="empty: a local Ray on this machine (or RAY_ADDRESS)")
     if spec is not None:
-        st.caption(f"{len(spec.cells())} cells · grid id {grid.grid_id_of(spec)}")
+        n_cells = len(spec.cells())
+        st.caption(f"{n_cells} cell{'s' if n_cells != 1 else ''} · grid id {grid.grid_id_of(spec)}")
     go = st.button("Run grid", type="primary", icon=":material/play_arrow:", key="gr_run",
                    disabled=running or spec is None or (backend == "ray" and not has_ray))
     if go:
