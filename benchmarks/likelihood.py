@@ -4,8 +4,9 @@ BEAR's ``lm-pub-quiz`` where it is importable), same inputs, same outputs, in on
 All three score the demo set's queries against their relation's answer set (BEAR's multiple choice, ``--vocab
 relation``) with the same causal LM, ``sum`` over the whole statement. The loop runs one forward per statement
 (full logits, no padding); ``lm-pub-quiz`` scores padded batches of whole statements (``--batch-size``);
-probekit's runs each query's shared prefix once (KV cache) and the candidates' continuations in length-sorted
-padded batches. They alternate (loop, lm-pub-quiz, probekit, …) so all see the same machine load; the best of
+probekit's gets the queries relation by relation (as the benchmark runner gives them) and runs each query's
+shared prefix once per batch (KV cache) and the candidates' continuations in length-sorted padded batches that
+hold several queries each. They alternate (loop, lm-pub-quiz, probekit, …) so all see the same machine load; the best of
 ``--repeats`` counts; the load average before and after is recorded with the figures. Outputs are compared:
 max |Δ score| and whether every query's ranking is identical.
 
@@ -109,12 +110,16 @@ def main() -> int:
         return [lpq.evaluate_instance(template=q.template, answers=list(c.names), subject=q.subject,
                                       reduction="sum", batch_size=args.batch_size) for q, c in cs]
 
-    def run_ours(cs):
-        out = []
-        for q, c in cs:
-            r = probe.rank(model, [q], c, k=len(c), batch_size=args.batch_size)[0]
-            s = dict(zip(r.ids, r.scores))
-            out.append([s[i] for i in range(len(c))])
+    def run_ours(cs):  # relation by relation, as the benchmark runner calls probes (one candidate set each)
+        by_rel: dict[str, list[int]] = {}
+        for j, (q, _) in enumerate(cs):
+            by_rel.setdefault(q.relation, []).append(j)
+        out: list = [None] * len(cs)
+        for js in by_rel.values():
+            c = cs[js[0]][1]
+            for j, r in zip(js, probe.rank(model, [cs[j][0] for j in js], c, k=len(c), batch_size=args.batch_size)):
+                s = dict(zip(r.ids, r.scores))
+                out[j] = [s[i] for i in range(len(c))]
         return out
 
     runners = {"loop": run_naive, **({"lm-pub-quiz": run_lpq} if lpq else {}), "probekit": run_ours}

@@ -21,7 +21,7 @@ from probekit.datasets import load_dataset
 from probekit.errors import ModelLoadError, ProbekitError
 from probekit.probes import get_probe
 from probekit.probes.likelihood import statement
-from probekit.probes.likelihood_scoring import Encoded, causal_logprobs
+from probekit.probes.likelihood_scoring import Encoded, causal_logprobs, causal_logprobs_many
 from probekit.types import CandidateSet, Query
 
 TOL = 1e-4
@@ -131,6 +131,41 @@ def test_without_a_shared_prefix_the_first_token_is_context(tiny_gpt2):
             ref = tiny_gpt2.causal(input_ids=torch.tensor([r])).logits[0].log_softmax(-1)
             assert np.isnan(lp[0])
             assert np.allclose(lp[1:], [float(ref[t - 1, r[t]]) for t in range(1, len(r))], atol=TOL)
+
+
+@pytest.mark.parametrize("model_name", ["tiny_gpt2", "tiny_llama"])
+def test_queries_ranked_together_score_like_the_reference(model_name, demo, request):
+    """Many queries per call (several per forward pass, prefixes of different lengths left-padded in one batch):
+    each query's scores and ranking as the one-statement-at-a-time reference's."""
+    model = request.getfixturevalue(model_name)
+    by_relation: dict[str, list[Query]] = {}
+    for q in demo.queries[:60 if model_name == "tiny_gpt2" else 16]:
+        by_relation.setdefault(q.relation, []).append(q)
+    for rel, qs in by_relation.items():
+        cands = demo.candidates("relation", rel)
+        rankings = PROBE.rank(model, qs, cands, k=len(cands), batch_size=7)
+        for q, r in zip(qs, rankings):
+            ref = np.array([naive_score(model, q, n) for n in cands.names])
+            got = dict(zip(r.ids, r.scores))
+            assert np.allclose([got[i] for i in range(len(cands))], ref, atol=TOL, rtol=0), q.id
+            ordered = ref[list(r.ids)]
+            assert all(a >= b - TOL for a, b in zip(ordered, ordered[1:])), q.id
+
+
+def test_one_batch_mixes_queries_with_different_prefixes_and_one_without(tiny_gpt2):
+    """Queries whose shared prefixes differ in length share a batch; a query with no shared prefix is scored
+    whole; every token's log-prob equals a full forward over that statement alone."""
+    groups = [[[50, 5, 6, 7, 8], [50, 5, 6, 9]],
+              [[50, 11, 12, 13, 14, 15, 16, 17], [50, 11, 12, 13, 14, 15, 18], [50, 11, 12, 13, 19, 20, 21, 22, 23]],
+              [[30, 31], [32, 33, 34]]]
+    enc = [[Encoded(tuple(r), (False,) + (True,) * (len(r) - 1)) for r in g] for g in groups]
+    got = causal_logprobs_many(tiny_gpt2.causal, enc, batch_size=4)
+    with torch.no_grad():
+        for g, lps in zip(groups, got):
+            for r, lp in zip(g, lps):
+                ref = tiny_gpt2.causal(input_ids=torch.tensor([r])).logits[0].log_softmax(-1)
+                assert np.isnan(lp[0])
+                assert np.allclose(lp[1:], [float(ref[t - 1, r[t]]) for t in range(1, len(r))], atol=TOL), r
 
 
 def test_seq2seq_scores_the_statement_given_the_masked_query(tiny_bart):

@@ -34,7 +34,7 @@ from .base import Call, Option, Probe, ranking_from_scores
 from .call import Explanation
 from .likelihood_scoring import (
     SPANS,
-    causal_logprobs,
+    causal_logprobs_many,
     context_limit,
     encode,
     mlm_logprobs,
@@ -69,27 +69,65 @@ def _kind(model) -> str:
 def token_logprobs(model, query: Query, names, *, span: str, batch_size: int) -> list[np.ndarray]:
     """Per-token log-probs of each statement (NaN where not scored), refusing a statement longer than the model's
     context with its length."""
+    return token_logprobs_many(model, [(query, names)], span=span, batch_size=batch_size)[0]
+
+
+def _encode_checked(model, query: Query, names, span: str, limit: int):
     filled = [statement(query, n) for n in names]
     encoded = encode(model, [t for t, _ in filled], [s for _, s in filled], span)
-    limit = context_limit(model)
     longest = max(range(len(encoded)), key=lambda i: len(encoded[i].ids))
     if len(encoded[longest].ids) > limit:
         raise ProbekitError(f"query {query.id!r} with the answer {names[longest]!r} is {len(encoded[longest].ids)} "
                             f"tokens long, more than the model's context of {limit}; shorten the query or leave "
                             "such names out of the candidates")
+    return encoded
+
+
+def token_logprobs_many(model, cases, *, span: str, batch_size: int) -> list[list[np.ndarray]]:
+    """:func:`token_logprobs` for several ``(query, names)`` cases; a causal LM scores them together
+    (several queries per forward pass), the other kinds query by query."""
+    limit = context_limit(model)
+    encoded = [_encode_checked(model, q, names, span, limit) if len(names) else [] for q, names in cases]
     kind = _kind(model)
     try:
         with torch.inference_mode():
             if kind == "causal":
-                return causal_logprobs(model.causal, encoded, batch_size=batch_size)
+                return causal_logprobs_many(model.causal, encoded, batch_size=batch_size)
             if kind == "masked":
-                return mlm_logprobs(model.mlm, model.tokenizer, encoded, batch_size=batch_size)
-            return seq2seq_logprobs(model.seq2seq, model.tokenizer, query.text(model.mask_token), encoded,
-                                    batch_size=batch_size)
+                return [mlm_logprobs(model.mlm, model.tokenizer, e, batch_size=batch_size) if e else []
+                        for e in encoded]
+            return [seq2seq_logprobs(model.seq2seq, model.tokenizer, q.text(model.mask_token), e,
+                                     batch_size=batch_size) if e else [] for (q, _), e in zip(cases, encoded)]
     except torch.OutOfMemoryError:
-        raise ProbekitError(f"out of memory scoring query {query.id!r} ({len(names)} candidates, batch_size "
-                            f"{batch_size}) on {model.device}: lower batch_size, or use first_stage with a "
-                            "smaller top_n") from None
+        ids = ", ".join(repr(q.id) for q, _ in cases[:3]) + (", ..." if len(cases) > 3 else "")
+        raise ProbekitError(f"out of memory scoring {len(cases)} quer{'y' if len(cases) == 1 else 'ies'} ({ids}; "
+                            f"{sum(len(n) for _, n in cases)} candidates, batch_size {batch_size}) on "
+                            f"{model.device}: lower batch_size, or use first_stage with a smaller top_n") from None
+
+
+CHUNK_BATCHES = 16
+"""Queries are scored together up to about this many batches of statements (memory: the statements' token
+log-probs of one chunk at a time)."""
+
+
+def _chunks(kept: list[list[int]], size: int) -> list[list[int]]:
+    """Consecutive query indices, cut where the chunk's statements reach ``size`` (a query is never split).
+
+    >>> _chunks([[1, 2], [3], [4, 5, 6], []], 3)
+    [[0, 1], [2], [3]]
+    """
+    out: list[list[int]] = []
+    cur: list[int] = []
+    n = 0
+    for j, ids in enumerate(kept):
+        cur.append(j)
+        n += len(ids)
+        if n >= size:
+            out.append(cur)
+            cur, n = [], 0
+    if cur:
+        out.append(cur)
+    return out
 
 
 _FIRST_STAGE: dict = {}
@@ -128,29 +166,29 @@ class LikelihoodProbe(Probe):
                 f"encoder-decoder); {model.id!r} has none: an encoder, it supports 'retrieval' (or rerank its "
                 "top candidates: first_stage='retrieval' with first_stage_model set to it, on an LM)")
 
-    def _scores(self, model, query: Query, candidates: CandidateSet, ids, *, reduction, span, batch_size):
-        """Scores over all candidates (-inf where not scored) and each scored candidate's token log-probs."""
-        names = [candidates.names[i] for i in ids]
-        per_token = token_logprobs(model, query, names, span=span, batch_size=batch_size) if names else []
-        scores = np.full(len(candidates), -np.inf, dtype=np.float64)
-        for i, lp in zip(ids, per_token):
-            scores[i] = reduce(lp, reduction)
-        return scores, dict(zip(ids, per_token))
-
     def _run(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
              first_stage_model, top_n):
+        """For each query: its scores over all candidates (-inf where not scored) and each scored candidate's
+        token log-probs. Queries go to the model in chunks of about ``CHUNK_BATCHES`` batches of statements (a
+        causal LM fills its batches across the queries of a chunk)."""
         if first_stage:
             kept = first_stage_ids(model, queries, candidates, call, first_stage=first_stage,
                                    first_stage_model=first_stage_model, top_n=top_n)
         else:
             ex_all = [set(ex.ids) for ex in call.excluded]
             kept = [[i for i in range(len(candidates)) if i not in ex] for ex in ex_all]
-        for i, (q, ids) in enumerate(zip(queries, kept)):
-            scores, per_token = self._scores(model, q, candidates, ids, reduction=reduction, span=span,
-                                             batch_size=batch_size)
-            yield q, scores, per_token
+        done = 0
+        for chunk in _chunks(kept, CHUNK_BATCHES * batch_size):
+            cases = [(queries[j], [candidates.names[i] for i in kept[j]]) for j in chunk]
+            per_query = token_logprobs_many(model, cases, span=span, batch_size=batch_size)
+            for j, per_token in zip(chunk, per_query):
+                scores = np.full(len(candidates), -np.inf, dtype=np.float64)
+                for i, lp in zip(kept[j], per_token):
+                    scores[i] = reduce(lp, reduction)
+                yield queries[j], scores, dict(zip(kept[j], per_token))
+            done += len(chunk)
             if call.progress:
-                call.progress(i + 1, len(queries), "scoring")
+                call.progress(done, len(queries), "scoring")
 
     def _rank(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
               first_stage_model, top_n) -> list[Ranking]:

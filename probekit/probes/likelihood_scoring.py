@@ -5,9 +5,11 @@ each kind of model gives each *scored* token a log-probability:
 
 - causal LM (chain rule): token t gets log P(w_t | w_<t). A BOS token the tokenizer does not add itself is put
   first (GPT-2), so the first word is scored too; the first token is never a target. All candidates of a query
-  share the tokens of the statement before the answer: that prefix is run once, its keys and values (the KV
-  cache) are copied to every candidate of a batch, and only the continuations run, length-sorted and padded at
-  the right (a causal model's tokens never see the padding after them).
+  share the tokens of the statement before the answer: that prefix is run once per batch, its keys and values
+  (the KV cache) are given to every candidate of that query in the batch, and only the continuations run,
+  length-sorted and padded at the right (a causal model's tokens never see the padding after them). One batch
+  holds the continuations of several queries, each row after its own query's prefix (prefixes left-padded, with
+  explicit positions), so short queries do not cost two forward passes each.
 - masked LM (pseudo-log-likelihood, Salazar et al. 2020; the ``original`` PLL of BEAR's ``lm-pub-quiz``): token t
   gets log P(w_t | W with w_t masked); special tokens are context. The masked copies of all statements are
   stacked, length-sorted, and run through :func:`probekit.templates.perplexity._logits_at_mask` (only each
@@ -22,7 +24,6 @@ scored. The result per statement is an array of per-token log-probs with NaN at 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -114,54 +115,103 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> int:
 
 @torch.inference_mode()
 def causal_logprobs(lm, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
-    """Per-token log-probs of one query's statements (NaN where not scored): the shared prefix once (KV cache),
-    then the continuations in length-sorted padded batches (module docstring)."""
-    dev = next(lm.parameters()).device
+    """Per-token log-probs of one query's statements (NaN where not scored): :func:`causal_logprobs_many` for
+    one query."""
+    return causal_logprobs_many(lm, [encoded], batch_size=batch_size)[0]
+
+
+def _whole_statements(lm, encoded: Sequence[Encoded], batch_size: int, dev) -> list[np.ndarray]:
+    """Statements sharing no token (no BOS): each scored whole in length-sorted right-padded batches, the first
+    token not a target."""
     out = _nan_rows(encoded)
     rows = [list(e.ids) for e in encoded]
-    p = common_prefix(rows)
-    cache = None
-    prefix_last = None
-    if p > 0:
-        prefix = torch.tensor([rows[0][:p]], device=dev)  # (1, p)
-        res = lm(input_ids=prefix, use_cache=True)
-        cache = res.past_key_values
-        prefix_logits = res.logits[0]  # (p, vocab)
-        prefix_last = prefix_logits[-1]  # (vocab,): predicts the first continuation token
-        if p > 1:
-            lp = _target_logprobs(prefix_logits[:-1], prefix[0, 1:]).double().cpu().numpy()  # (p-1,)
-            for i, e in enumerate(encoded):
-                scored = np.asarray(e.scored[1:p])
-                out[i][1:p] = np.where(scored, lp, np.nan)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-    pad = 0
     for start in range(0, len(order), batch_size):
         members = order[start:start + batch_size]
-        width = max(len(rows[i]) for i in members) - p
-        batch = torch.full((len(members), width), pad, dtype=torch.long)  # (b, width): continuations, right-padded
-        real = torch.zeros((len(members), width), dtype=torch.bool)
+        width = max(len(rows[i]) for i in members)
+        batch = torch.zeros((len(members), width), dtype=torch.long)  # (b, width), right-padded
+        real = torch.zeros((len(members), width), dtype=torch.long)
         for r, i in enumerate(members):
-            cont = rows[i][p:]
-            batch[r, :len(cont)] = torch.tensor(cont)
-            real[r, :len(cont)] = True
+            batch[r, :len(rows[i])] = torch.tensor(rows[i])
+            real[r, :len(rows[i])] = 1
         batch, real = batch.to(dev), real.to(dev)
-        if cache is not None and prefix_last is not None:
-            past = copy.deepcopy(cache)
-            past.batch_repeat_interleave(len(members))
-            attn = torch.cat([torch.ones((len(members), p), dtype=torch.long, device=dev), real.long()], 1)
-            logits = lm(input_ids=batch, attention_mask=attn, past_key_values=past, use_cache=True).logits
-            # logits[:, j] predicts continuation token j + 1; the prefix's last row predicts token 0
-            pred = torch.cat([prefix_last.expand(len(members), 1, -1), logits[:, :-1]], 1)  # (b, width, vocab)
-            lp_t = _target_logprobs(pred, batch)  # (b, width)
-        else:  # no shared prefix (no BOS): whole statements, the first token not a target
-            logits = lm(input_ids=batch, attention_mask=real.long()).logits  # (b, width, vocab)
-            lp_t = torch.cat([torch.zeros((len(members), 1), device=dev),
-                              _target_logprobs(logits[:, :-1], batch[:, 1:])], 1)  # (b, width)
-        lp_b = lp_t.double().cpu().numpy()
+        logits = lm(input_ids=batch, attention_mask=real).logits  # (b, width, vocab)
+        lp = _target_logprobs(logits[:, :-1], batch[:, 1:]).double().cpu().numpy()  # (b, width - 1)
         for r, i in enumerate(members):
-            n = len(rows[i]) - p
-            scored = np.asarray(encoded[i].scored[p:])
-            out[i][p:] = np.where(scored, lp_b[r, :n], np.nan)
+            scored = np.asarray(encoded[i].scored[1:])
+            out[i][1:] = np.where(scored, lp[r, :len(rows[i]) - 1], np.nan)
+    return out
+
+
+@torch.inference_mode()
+def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size: int) -> list[list[np.ndarray]]:
+    """Per-token log-probs of several queries' statements (``groups``: one list per query; NaN where not
+    scored), ``batch_size`` continuations per forward across queries.
+
+    Each query's statements share a token prefix (:func:`common_prefix`). The continuations of all queries are
+    laid out query after query (queries by prefix length, each query's continuations by length) and cut into
+    batches. Per batch, the prefixes of the queries it holds run once, left-padded to the longest with explicit
+    ``position_ids`` (a prefix's positions start at 0 whatever its padding); their keys and values (the KV cache)
+    are gathered to the batch's rows, each row its own query's, and the continuations run right-padded after
+    them, the attention mask covering prefix padding, prefix and continuation. A prefix's own tokens are scored
+    once, from the logits of its query's first batch. Queries with no shared prefix are scored whole.
+    """
+    if not groups:
+        return []
+    dev = next(lm.parameters()).device
+    out = [_nan_rows(g) for g in groups]
+    rows = [[list(e.ids) for e in g] for g in groups]
+    pre = [common_prefix(r) if r else 0 for r in rows]
+    for q, g in enumerate(groups):
+        if g and pre[q] == 0:
+            out[q] = _whole_statements(lm, g, batch_size, dev)
+    shared = sorted((q for q in range(len(groups)) if rows[q] and pre[q] > 0), key=lambda q: pre[q])
+    items = [(q, i) for q in shared for i in sorted(range(len(rows[q])), key=lambda i: len(rows[q][i]))]
+    prefix_done: set[int] = set()
+    for start in range(0, len(items), batch_size):
+        members = items[start:start + batch_size]
+        qs = list(dict.fromkeys(q for q, _ in members))  # the batch's queries, in order
+        slot = {q: r for r, q in enumerate(qs)}
+        width_p = max(pre[q] for q in qs)
+        p_ids = torch.zeros((len(qs), width_p), dtype=torch.long)  # (queries, width_p): prefixes, left-padded
+        p_mask = torch.zeros((len(qs), width_p), dtype=torch.long)
+        for r, q in enumerate(qs):
+            p_ids[r, width_p - pre[q]:] = torch.tensor(rows[q][0][:pre[q]])
+            p_mask[r, width_p - pre[q]:] = 1
+        p_pos = (p_mask.cumsum(1) - 1).clamp(min=0)
+        p_ids, p_mask, p_pos = p_ids.to(dev), p_mask.to(dev), p_pos.to(dev)
+        res = lm(input_ids=p_ids, attention_mask=p_mask, position_ids=p_pos, use_cache=True)
+        p_logits = res.logits  # (queries, width_p, vocab)
+        for r, q in enumerate(qs):
+            if q in prefix_done:
+                continue
+            prefix_done.add(q)
+            p, off = pre[q], width_p - pre[q]
+            if p > 1:  # logits at prefix position t predict token t + 1
+                lp = _target_logprobs(p_logits[r, off:-1], p_ids[r, off + 1:]).double().cpu().numpy()  # (p-1,)
+                for i, e in enumerate(groups[q]):
+                    out[q][i][1:p] = np.where(np.asarray(e.scored[1:p]), lp, np.nan)
+        sel = torch.tensor([slot[q] for q, _ in members], device=dev)
+        past = res.past_key_values
+        past.batch_select_indices(sel)  # every row gets its own query's prefix keys and values
+        width = max(len(rows[q][i]) - pre[q] for q, i in members)
+        batch = torch.zeros((len(members), width), dtype=torch.long)  # (b, width): continuations, right-padded
+        pos = torch.zeros((len(members), width), dtype=torch.long)
+        attn = torch.zeros((len(members), width_p + width), dtype=torch.long)
+        for r, (q, i) in enumerate(members):
+            cont = rows[q][i][pre[q]:]
+            batch[r, :len(cont)] = torch.tensor(cont)
+            pos[r, :len(cont)] = torch.arange(pre[q], pre[q] + len(cont))
+            attn[r, width_p - pre[q]:width_p + len(cont)] = 1
+        batch, pos, attn = batch.to(dev), pos.to(dev), attn.to(dev)
+        logits = lm(input_ids=batch, attention_mask=attn, position_ids=pos, past_key_values=past,
+                    use_cache=True).logits  # (b, width, vocab)
+        # logits[:, j] predicts continuation token j + 1; the prefix's last row predicts token 0
+        pred = torch.cat([p_logits[sel, -1][:, None], logits[:, :-1]], 1)  # (b, width, vocab)
+        lp_b = _target_logprobs(pred, batch).double().cpu().numpy()  # (b, width)
+        for r, (q, i) in enumerate(members):
+            p, n = pre[q], len(rows[q][i]) - pre[q]
+            out[q][i][p:] = np.where(np.asarray(groups[q][i].scored[p:]), lp_b[r, :n], np.nan)
     return out
 
 
