@@ -72,22 +72,30 @@ def token_logprobs(model, query: Query, names, *, span: str, batch_size: int) ->
     return token_logprobs_many(model, [(query, names)], span=span, batch_size=batch_size)[0]
 
 
-def _encode_checked(model, query: Query, names, span: str, limit: int):
-    filled = [statement(query, n) for n in names]
-    encoded = encode(model, [t for t, _ in filled], [s for _, s in filled], span)
-    longest = max(range(len(encoded)), key=lambda i: len(encoded[i].ids))
-    if len(encoded[longest].ids) > limit:
-        raise ProbekitError(f"query {query.id!r} with the answer {names[longest]!r} is {len(encoded[longest].ids)} "
-                            f"tokens long, more than the model's context of {limit}; shorten the query or leave "
-                            "such names out of the candidates")
-    return encoded
+def _encode_checked(model, cases, span: str) -> list[list]:
+    """Every case's statements tokenised (one tokenizer call for all), refusing one longer than the context."""
+    limit = context_limit(model)
+    filled = [[statement(q, n) for n in names] for q, names in cases]
+    flat = encode(model, [t for f in filled for t, _ in f], [s for f in filled for _, s in f], span)
+    out, at = [], 0
+    for (query, names), f in zip(cases, filled):
+        encoded = flat[at:at + len(f)]
+        at += len(f)
+        out.append(encoded)
+        if not encoded:
+            continue
+        longest = max(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+        if len(encoded[longest].ids) > limit:
+            raise ProbekitError(f"query {query.id!r} with the answer {names[longest]!r} is "
+                                f"{len(encoded[longest].ids)} tokens long, more than the model's context of "
+                                f"{limit}; shorten the query or leave such names out of the candidates")
+    return out
 
 
 def token_logprobs_many(model, cases, *, span: str, batch_size: int) -> list[list[np.ndarray]]:
     """:func:`token_logprobs` for several ``(query, names)`` cases; a causal LM scores them together
     (several queries per forward pass), the other kinds query by query."""
-    limit = context_limit(model)
-    encoded = [_encode_checked(model, q, names, span, limit) if len(names) else [] for q, names in cases]
+    encoded = _encode_checked(model, cases, span)
     kind = _kind(model)
     try:
         with torch.inference_mode():

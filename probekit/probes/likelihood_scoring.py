@@ -24,6 +24,7 @@ scored. The result per statement is an array of per-token log-probs with NaN at 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -168,49 +169,59 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
     shared = sorted((q for q in range(len(groups)) if rows[q] and pre[q] > 0), key=lambda q: pre[q])
     items = [(q, i) for q in shared for i in sorted(range(len(rows[q])), key=lambda i: len(rows[q][i]))]
     prefix_done: set[int] = set()
+    trims = "logits_to_keep" in inspect.signature(lm.forward).parameters
     for start in range(0, len(items), batch_size):
         members = items[start:start + batch_size]
         qs = list(dict.fromkeys(q for q, _ in members))  # the batch's queries, in order
         slot = {q: r for r, q in enumerate(qs)}
         width_p = max(pre[q] for q in qs)
-        p_ids = torch.zeros((len(qs), width_p), dtype=torch.long)  # (queries, width_p): prefixes, left-padded
-        p_mask = torch.zeros((len(qs), width_p), dtype=torch.long)
+        p_ids = np.zeros((len(qs), width_p), dtype=np.int64)  # (queries, width_p): prefixes, left-padded
+        p_mask = np.zeros((len(qs), width_p), dtype=np.int64)
         for r, q in enumerate(qs):
-            p_ids[r, width_p - pre[q]:] = torch.tensor(rows[q][0][:pre[q]])
+            p_ids[r, width_p - pre[q]:] = rows[q][0][:pre[q]]
             p_mask[r, width_p - pre[q]:] = 1
-        p_pos = (p_mask.cumsum(1) - 1).clamp(min=0)
-        p_ids, p_mask, p_pos = p_ids.to(dev), p_mask.to(dev), p_pos.to(dev)
-        res = lm(input_ids=p_ids, attention_mask=p_mask, position_ids=p_pos, use_cache=True)
-        p_logits = res.logits  # (queries, width_p, vocab)
-        for r, q in enumerate(qs):
-            if q in prefix_done:
-                continue
+        p_pos = np.maximum(p_mask.cumsum(1) - 1, 0)
+        new_q = [q for q in qs if q not in prefix_done]
+        # the prefix's own tokens are scored from their query's first batch; later batches need its last row only
+        keep = {"logits_to_keep": 1} if trims and not any(pre[q] > 1 for q in new_q) else {}
+        res = lm(input_ids=torch.from_numpy(p_ids).to(dev), attention_mask=torch.from_numpy(p_mask).to(dev),
+                 position_ids=torch.from_numpy(p_pos).to(dev), use_cache=True, **keep)
+        p_logits = res.logits  # (queries, width_p or 1, vocab)
+        for q in new_q:
             prefix_done.add(q)
-            p, off = pre[q], width_p - pre[q]
+            r, p, off = slot[q], pre[q], width_p - pre[q]
             if p > 1:  # logits at prefix position t predict token t + 1
-                lp = _target_logprobs(p_logits[r, off:-1], p_ids[r, off + 1:]).double().cpu().numpy()  # (p-1,)
+                target = torch.from_numpy(p_ids[r, off + 1:]).to(dev)
+                lp = _target_logprobs(p_logits[r, off:-1], target).double().cpu().numpy()  # (p-1,)
                 for i, e in enumerate(groups[q]):
                     out[q][i][1:p] = np.where(np.asarray(e.scored[1:p]), lp, np.nan)
         sel = torch.tensor([slot[q] for q, _ in members], device=dev)
         past = res.past_key_values
         past.batch_select_indices(sel)  # every row gets its own query's prefix keys and values
         width = max(len(rows[q][i]) - pre[q] for q, i in members)
-        batch = torch.zeros((len(members), width), dtype=torch.long)  # (b, width): continuations, right-padded
-        pos = torch.zeros((len(members), width), dtype=torch.long)
-        attn = torch.zeros((len(members), width_p + width), dtype=torch.long)
+        batch_np = np.zeros((len(members), width), dtype=np.int64)  # (b, width): continuations, right-padded
+        pos = np.zeros((len(members), width), dtype=np.int64)
+        attn = np.zeros((len(members), width_p + width), dtype=np.int64)
+        lengths = np.zeros(len(members), dtype=np.int64)
         for r, (q, i) in enumerate(members):
             cont = rows[q][i][pre[q]:]
-            batch[r, :len(cont)] = torch.tensor(cont)
-            pos[r, :len(cont)] = torch.arange(pre[q], pre[q] + len(cont))
-            attn[r, width_p - pre[q]:width_p + len(cont)] = 1
-        batch, pos, attn = batch.to(dev), pos.to(dev), attn.to(dev)
-        logits = lm(input_ids=batch, attention_mask=attn, position_ids=pos, past_key_values=past,
+            n = lengths[r] = len(cont)
+            batch_np[r, :n] = cont
+            pos[r, :n] = np.arange(pre[q], pre[q] + n)
+            attn[r, width_p - pre[q]:width_p + n] = 1
+        batch = torch.from_numpy(batch_np).to(dev)
+        logits = lm(input_ids=batch, attention_mask=torch.from_numpy(attn).to(dev),
+                    position_ids=torch.from_numpy(pos).to(dev), past_key_values=past,
                     use_cache=True).logits  # (b, width, vocab)
-        # logits[:, j] predicts continuation token j + 1; the prefix's last row predicts token 0
-        pred = torch.cat([p_logits[sel, -1][:, None], logits[:, :-1]], 1)  # (b, width, vocab)
-        lp_b = _target_logprobs(pred, batch).double().cpu().numpy()  # (b, width)
+        # the prefix's last row predicts continuation token 0; logits[:, j] predicts token j + 1 (real ones only)
+        lp_t = torch.zeros((len(members), width), dtype=torch.float32, device=dev)
+        lp_t[:, 0] = _target_logprobs(p_logits[sel, -1], batch[:, 0])
+        if width > 1:
+            nxt = torch.from_numpy(np.arange(1, width)[None, :] < lengths[:, None]).to(dev)  # (b, width - 1)
+            lp_t[:, 1:][nxt] = _target_logprobs(logits[:, :-1][nxt], batch[:, 1:][nxt])
+        lp_b = lp_t.double().cpu().numpy()  # (b, width)
         for r, (q, i) in enumerate(members):
-            p, n = pre[q], len(rows[q][i]) - pre[q]
+            p, n = pre[q], lengths[r]
             out[q][i][p:] = np.where(np.asarray(groups[q][i].scored[p:]), lp_b[r, :n], np.nan)
     return out
 
