@@ -4,9 +4,9 @@ BEAR's ``lm-pub-quiz`` where it is importable), same inputs, same outputs, in on
 All three score the demo set's queries against their relation's answer set (BEAR's multiple choice, ``--vocab
 relation``) with the same causal LM, ``sum`` over the whole statement. The loop runs one forward per statement
 (full logits, no padding); ``lm-pub-quiz`` scores padded batches of whole statements (``--batch-size``);
-probekit's gets the queries relation by relation (as the benchmark runner gives them) and runs each query's
-shared prefix once per batch (KV cache) and the candidates' continuations in length-sorted padded batches that
-hold several queries each. They alternate (loop, lm-pub-quiz, probekit, …) so all see the same machine load; the best of
+probekit's gets the queries relation by relation (as the benchmark runner gives them), runs each query's shared
+prefix once (KV cache, several prefixes per forward) and all candidates' continuations in length-sorted padded
+batches across queries. They alternate (loop, lm-pub-quiz, probekit, …) so all see the same machine load; the best of
 ``--repeats`` counts; the load average before and after is recorded with the figures. Outputs are compared:
 max |Δ score| and whether every query's ranking is identical.
 

@@ -114,8 +114,8 @@ def token_logprobs_many(model, cases, *, span: str, batch_size: int) -> list[lis
 
 
 CHUNK_BATCHES = 16
-"""Queries are scored together up to about this many batches of statements (memory: the statements' token
-log-probs of one chunk at a time)."""
+"""Queries are scored together up to about this many batches of statements (memory: one chunk's token log-probs
+and, for a causal LM, its queries' prefix KV caches at a time)."""
 
 
 def _chunks(kept: list[list[int]], size: int) -> list[list[int]]:

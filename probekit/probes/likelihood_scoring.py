@@ -5,11 +5,11 @@ each kind of model gives each *scored* token a log-probability:
 
 - causal LM (chain rule): token t gets log P(w_t | w_<t). A BOS token the tokenizer does not add itself is put
   first (GPT-2), so the first word is scored too; the first token is never a target. All candidates of a query
-  share the tokens of the statement before the answer: that prefix is run once per batch, its keys and values
-  (the KV cache) are given to every candidate of that query in the batch, and only the continuations run,
-  length-sorted and padded at the right (a causal model's tokens never see the padding after them). One batch
-  holds the continuations of several queries, each row after its own query's prefix (prefixes left-padded, with
-  explicit positions), so short queries do not cost two forward passes each.
+  share the tokens of the statement before the answer: that prefix is run once, its keys and values (the KV
+  cache) are kept, and only the continuations run, length-sorted and padded at the right (a causal model's
+  tokens never see the padding after them). Prefixes and continuations of several queries share each forward
+  pass (prefixes left-padded, with explicit positions; each continuation after its own query's cached prefix),
+  so short queries do not cost two forward passes each.
 - masked LM (pseudo-log-likelihood, Salazar et al. 2020; the ``original`` PLL of BEAR's ``lm-pub-quiz``): token t
   gets log P(w_t | W with w_t masked); special tokens are context. The masked copies of all statements are
   stacked, length-sorted, and run through :func:`probekit.templates.perplexity._logits_at_mask` (only each
@@ -24,12 +24,12 @@ scored. The result per statement is an array of per-token log-probs with NaN at 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from ..errors import ProbekitError
 
@@ -147,15 +147,16 @@ def _whole_statements(lm, encoded: Sequence[Encoded], batch_size: int, dev) -> l
 @torch.inference_mode()
 def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size: int) -> list[list[np.ndarray]]:
     """Per-token log-probs of several queries' statements (``groups``: one list per query; NaN where not
-    scored), ``batch_size`` continuations per forward across queries.
+    scored), ``batch_size`` rows per forward across queries.
 
-    Each query's statements share a token prefix (:func:`common_prefix`). The continuations of all queries are
-    laid out query after query (queries by prefix length, each query's continuations by length) and cut into
-    batches. Per batch, the prefixes of the queries it holds run once, left-padded to the longest with explicit
-    ``position_ids`` (a prefix's positions start at 0 whatever its padding); their keys and values (the KV cache)
-    are gathered to the batch's rows, each row its own query's, and the continuations run right-padded after
-    them, the attention mask covering prefix padding, prefix and continuation. A prefix's own tokens are scored
-    once, from the logits of its query's first batch. Queries with no shared prefix are scored whole.
+    Each query's statements share a token prefix (:func:`common_prefix`). First every query's prefix runs once,
+    ``batch_size`` prefixes per forward, left-padded with explicit ``position_ids`` (a prefix's positions start
+    at 0 whatever its padding); its keys and values (the KV cache) and the log-probs its last row predicts are
+    kept. Then the continuations of all queries, length-sorted together, run in right-padded batches, each row
+    after its own query's cached prefix (gathered from the kept keys and values), the attention mask covering
+    the prefix and the continuation and not the padding. Queries with no shared prefix are scored whole.
+    Measured on the tests' tiny GPT-2 (demo set, relation answers, 1 thread), this was faster than scoring whole
+    statements of many queries in one padded batch, which also runs ~2.8x the tokens.
     """
     if not groups:
         return []
@@ -167,37 +168,58 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
         if g and pre[q] == 0:
             out[q] = _whole_statements(lm, g, batch_size, dev)
     shared = sorted((q for q in range(len(groups)) if rows[q] and pre[q] > 0), key=lambda q: pre[q])
-    items = [(q, i) for q in shared for i in sorted(range(len(rows[q])), key=lambda i: len(rows[q][i]))]
-    prefix_done: set[int] = set()
-    trims = "logits_to_keep" in inspect.signature(lm.forward).parameters
-    for start in range(0, len(items), batch_size):
-        members = items[start:start + batch_size]
-        qs = list(dict.fromkeys(q for q, _ in members))  # the batch's queries, in order
-        slot = {q: r for r, q in enumerate(qs)}
-        width_p = max(pre[q] for q in qs)
-        p_ids = np.zeros((len(qs), width_p), dtype=np.int64)  # (queries, width_p): prefixes, left-padded
-        p_mask = np.zeros((len(qs), width_p), dtype=np.int64)
+    if not shared:
+        return out
+    # 1. every query's prefix once, batch_size prefixes per forward, left-padded with explicit positions; keep
+    #    each one's keys and values (left-padded to the longest prefix) and the log-probs its last row predicts
+    width_p = max(pre[q] for q in shared)
+    slot = {q: r for r, q in enumerate(shared)}
+    keys: list[torch.Tensor] = []  # per layer (queries, heads, width_p, head_dim)
+    values: list[torch.Tensor] = []
+    last = torch.empty(0)  # (queries, vocab): log-softmax of each prefix's last row
+    for start in range(0, len(shared), batch_size):
+        qs = shared[start:start + batch_size]
+        w = max(pre[q] for q in qs)
+        p_ids = np.zeros((len(qs), w), dtype=np.int64)  # (queries, w): prefixes, left-padded
+        p_mask = np.zeros((len(qs), w), dtype=np.int64)
         for r, q in enumerate(qs):
-            p_ids[r, width_p - pre[q]:] = rows[q][0][:pre[q]]
-            p_mask[r, width_p - pre[q]:] = 1
+            p_ids[r, w - pre[q]:] = rows[q][0][:pre[q]]
+            p_mask[r, w - pre[q]:] = 1
         p_pos = np.maximum(p_mask.cumsum(1) - 1, 0)
-        new_q = [q for q in qs if q not in prefix_done]
-        # the prefix's own tokens are scored from their query's first batch; later batches need its last row only
-        keep = {"logits_to_keep": 1} if trims and not any(pre[q] > 1 for q in new_q) else {}
         res = lm(input_ids=torch.from_numpy(p_ids).to(dev), attention_mask=torch.from_numpy(p_mask).to(dev),
-                 position_ids=torch.from_numpy(p_pos).to(dev), use_cache=True, **keep)
-        p_logits = res.logits  # (queries, width_p or 1, vocab)
-        for q in new_q:
-            prefix_done.add(q)
-            r, p, off = slot[q], pre[q], width_p - pre[q]
+                 position_ids=torch.from_numpy(p_pos).to(dev), use_cache=True)
+        p_logits = res.logits  # (queries, w, vocab)
+        for r, q in enumerate(qs):
+            p, off = pre[q], w - pre[q]
             if p > 1:  # logits at prefix position t predict token t + 1
                 target = torch.from_numpy(p_ids[r, off + 1:]).to(dev)
                 lp = _target_logprobs(p_logits[r, off:-1], target).double().cpu().numpy()  # (p-1,)
                 for i, e in enumerate(groups[q]):
                     out[q][i][1:p] = np.where(np.asarray(e.scored[1:p]), lp, np.nan)
+        row_last = p_logits[:, -1].float()
+        row_last = row_last - row_last.logsumexp(-1, keepdim=True)  # (queries, vocab)
+        if start == 0:
+            n_layers = len(res.past_key_values.layers)
+            for layer in res.past_key_values.layers:
+                shape = (len(shared), layer.keys.shape[1], width_p, layer.keys.shape[3])
+                keys.append(layer.keys.new_zeros(shape))
+                values.append(layer.values.new_zeros((*shape[:3], layer.values.shape[3])))
+            last = row_last.new_empty((len(shared), row_last.shape[-1]))
+        last[start:start + len(qs)] = row_last
+        for li in range(n_layers):
+            layer = res.past_key_values.layers[li]
+            keys[li][start:start + len(qs), :, width_p - w:] = layer.keys
+            values[li][start:start + len(qs), :, width_p - w:] = layer.values
+        del res, p_logits
+    # 2. all continuations, length-sorted across queries, each row after its own query's cached prefix
+    items = sorted(((q, i) for q in shared for i in range(len(rows[q]))),
+                   key=lambda c: len(rows[c[0]][c[1]]) - pre[c[0]])
+    for start in range(0, len(items), batch_size):
+        members = items[start:start + batch_size]
         sel = torch.tensor([slot[q] for q, _ in members], device=dev)
-        past = res.past_key_values
-        past.batch_select_indices(sel)  # every row gets its own query's prefix keys and values
+        past = DynamicCache(config=lm.config)
+        for li in range(len(keys)):
+            past.update(keys[li][sel], values[li][sel], li)
         width = max(len(rows[q][i]) - pre[q] for q, i in members)
         batch_np = np.zeros((len(members), width), dtype=np.int64)  # (b, width): continuations, right-padded
         pos = np.zeros((len(members), width), dtype=np.int64)
@@ -215,7 +237,7 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
                     use_cache=True).logits  # (b, width, vocab)
         # the prefix's last row predicts continuation token 0; logits[:, j] predicts token j + 1 (real ones only)
         lp_t = torch.zeros((len(members), width), dtype=torch.float32, device=dev)
-        lp_t[:, 0] = _target_logprobs(p_logits[sel, -1], batch[:, 0])
+        lp_t[:, 0] = last[sel].gather(1, batch[:, :1])[:, 0]
         if width > 1:
             nxt = torch.from_numpy(np.arange(1, width)[None, :] < lengths[:, None]).to(dev)  # (b, width - 1)
             lp_t[:, 1:][nxt] = _target_logprobs(logits[:, :-1][nxt], batch[:, 1:][nxt])
