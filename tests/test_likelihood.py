@@ -290,3 +290,26 @@ def test_probe_page_ranks_with_a_causal_lm_and_shows_per_token_log_probs(tmp_pat
     tokens = at.dataframe[-1].value  # the top answer's statement, token by token
     assert {"token", "log-prob", "scored"} <= set(tokens.columns)
     assert tokens["log-prob"].dropna().sum() == pytest.approx(top["score"].iloc[0], abs=TOL)
+
+
+def test_cli_defaults_to_the_probes_own_vocabulary(tmp_path, tiny_encoder_dir, demo, capsys):
+    """No --vocab: likelihood ranks each relation's answers (BEAR's multiple choice, its ``default_vocab``);
+    a probe without one, and a typed query with no relation, get heads+tails; --vocab still wins."""
+    import json
+
+    from probekit import cli
+
+    gpt2 = str(save_tiny_gpt2(tmp_path / "gpt2"))
+
+    def run(*argv):
+        assert cli.main([*argv, "--dataset", "demo", "--format", "json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert run("bench", "--model", gpt2, "--probe", "likelihood", "--quiet")["vocab"] == "relation"
+    assert run("bench", "--model", gpt2, "--probe", "likelihood", "--vocab", "tails", "--quiet")["vocab"] == "tails"
+    assert run("bench", "--model", str(tiny_encoder_dir), "--probe", "retrieval", "--quiet")["vocab"] == "heads+tails"
+    q = demo.queries[0]
+    by_id = run("probe", "--model", gpt2, "--probe", "likelihood", "--query-id", q.id)
+    assert by_id["n_candidates"] == len(demo.candidates("relation", q.relation))
+    typed = run("probe", "--model", gpt2, "--probe", "likelihood", "--query", "Metformin might treat [MASK].")
+    assert typed["n_candidates"] == len(demo.candidates("heads+tails"))

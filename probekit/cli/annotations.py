@@ -127,7 +127,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_create(args) -> int:
-    from .common import load_dataset_from_args, probe_options, progress_bar
+    from .common import load_dataset_from_args, probe_options, progress_bar, vocab_of
 
     if not args.name:
         raise ProbekitError("`annotations create` needs --name NAME")
@@ -140,6 +140,7 @@ def _cmd_create(args) -> int:
         from probekit.probes import get_probe
 
         probe = get_probe(args.probe)
+        args.vocab = vocab_of(args, probe)
         ds = load_dataset_from_args(args)
         model = models.load(args.model, device=args.device)
         with progress_bar(args.quiet) as report:

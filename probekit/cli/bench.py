@@ -11,6 +11,7 @@ from .common import (
     print_json,
     probe_options,
     progress_bar,
+    vocab_of,
 )
 
 
@@ -22,6 +23,7 @@ def _cmd_bench(args) -> int:
     from ..probes import get_probe
 
     probe = get_probe(args.probe)
+    args.vocab = vocab_of(args, probe)
     opts = probe_options(args, probe)
     settings.check_vocab_and_k(args.vocab, args.k)
     if args.fresh and not args.save:

@@ -45,6 +45,17 @@ def _probe_option_table() -> dict:
     return table
 
 
+def vocab_of(args, probe, *, has_relation: bool = True) -> str:
+    """The candidate vocabulary: ``--vocab`` when given, else the probe's ``default_vocab`` (a ``relation``
+    default only where the query has a relation), else heads+tails."""
+    if args.vocab:
+        return args.vocab
+    default = probe.default_vocab
+    if default == "relation" and not has_relation:
+        default = None
+    return default or "heads+tails"
+
+
 def add_probe_args(p: argparse.ArgumentParser, *, vocab: bool = True) -> None:
     """``--probe`` and one flag per probe option, generated from :class:`probekit.probes.Option`s: a new
     probe's options become flags with no change here. Unset flags leave the probe's default; a boolean option
@@ -57,7 +68,8 @@ def add_probe_args(p: argparse.ArgumentParser, *, vocab: bool = True) -> None:
     PROBES.add_check(check_probe_flags, now=False)
     p.add_argument("--probe", default="retrieval", help=" | ".join(PROBES))
     if vocab:
-        p.add_argument("--vocab", default="heads+tails", choices=VOCABS, help="candidate vocabulary")
+        p.add_argument("--vocab", default=None, choices=VOCABS,
+                       help="candidate vocabulary; default: the probe's own (likelihood: relation), else heads+tails")
     taken = {s: a for a in p._actions for s in a.option_strings} | {a.dest: a for a in p._actions}
     for name, (o, owners, defaults) in _probe_option_table().items():
         clash = taken.get(o.flag) or taken.get(name) or taken.get("--no-" + o.flag[2:])

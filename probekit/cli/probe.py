@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ..errors import ProbekitError
-from .common import add_dataset_args, add_model_args, add_probe_args, load_dataset_from_args, print_json, probe_options
+from .common import (
+    add_dataset_args,
+    add_model_args,
+    add_probe_args,
+    load_dataset_from_args,
+    print_json,
+    probe_options,
+    vocab_of,
+)
 
 
 def _cmd_probe(args) -> int:
@@ -12,6 +20,8 @@ def _cmd_probe(args) -> int:
     from ..types import parse_free_query
 
     probe = get_probe(args.probe)
+    typed_without_relation = args.query is not None and not args.query_id and not args.relation
+    args.vocab = vocab_of(args, probe, has_relation=not typed_without_relation)
     model = models.load(args.model, device=args.device)
     candidates = None
     if args.query_id or (args.dataset and args.query is None):

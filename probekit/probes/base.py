@@ -115,6 +115,8 @@ class Probe:
     ``_rank(model, queries, candidates, call, **own_options)``; it may implement ``_explain`` (one query's ranking
     with an :class:`Explanation`) and ``input_overhead`` (tokens it adds to a query beyond its one mask).
     ``requires_mlm`` / ``requires_seq2seq`` say which models it can probe (:func:`probekit.probes.probes_for`).
+    ``default_vocab`` is the candidate vocabulary a command uses with this probe when the user chose none
+    (:func:`probekit.cli.common.vocab_of`); None = the dataset's heads+tails.
     """
 
     name: str
@@ -122,6 +124,7 @@ class Probe:
     options: tuple[Option, ...] = field(default_factory=tuple)
     description: str = ""
     requires_seq2seq: bool = False
+    default_vocab: str | None = None
 
     def __post_init__(self):
         own = tuple(o for o in self.options if o.name not in {c.name for c in COMMON_OPTIONS})

@@ -13,7 +13,7 @@ Options:
 - ``span``: ``statement`` (every token, BEAR's default) or ``answer`` (only the answer's tokens, in the context
   of the whole statement);
 - the candidate space is the one the caller gives: with ``--vocab relation`` the relation's answer set (BEAR's
-  multiple choice), or any vocabulary probekit offers;
+  multiple choice; the CLI's default for this probe, ``default_vocab``), or any vocabulary probekit offers;
 - ``first_stage`` / ``first_stage_model`` / ``top_n`` (retrieve-then-rerank): ``first_stage='retrieval'`` ranks
   the whole candidate set with another model (by default the embedded encoder) and only its top N are scored
   here, so a vocabulary of 22,923 names costs N statements per query. Gold ranks are exact within the scored
@@ -241,4 +241,5 @@ PROBE = LikelihoodProbe(
     ),
     description="Any LM (causal, masked, seq2seq): rank candidates by the log-likelihood of the filled-in "
                 "statement (BEAR).",
+    default_vocab="relation",
 )
