@@ -26,7 +26,9 @@ APP = Path(__file__).resolve().parent / "keys_app.py"
 
 
 def wait_text(page, text: str, budget: Budget) -> None:
-    """Wait (within what is left of ``budget``) until the page's visible text contains ``text``."""
+    """Wait, within what is left of the test's ``budget``, until the page's visible text contains ``text``: a
+    check of the app's state that holds however many copies of an element Streamlit keeps during a rerun (a
+    strict locator fails on two) and however slowly the shared machine reruns."""
     try:
         page.wait_for_function("t => document.body && document.body.innerText.includes(t)", arg=text,
                                timeout=budget.ms())

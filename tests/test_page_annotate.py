@@ -377,15 +377,10 @@ def _chromium_server(tmp_path):
 
 
 def wait_text(page, text: str, budget) -> None:
-    """Wait, within what is left of the test's ``budget``, until the page's visible text contains ``text``: a
-    check of the app's state that holds however many copies of an element Streamlit keeps during a rerun (a
-    strict locator fails on two) and however slowly the shared machine reruns."""
-    try:
-        page.wait_for_function("t => document.body && document.body.innerText.includes(t)", arg=text,
-                               timeout=budget.ms())
-    except Exception as err:  # a Playwright timeout: say what was awaited, and the budget
-        raise AssertionError(f"the page never showed {text!r} within the test's budget of {budget.seconds:.0f} s "
-                             f"(it shows: {page.inner_text('body')[-300:]!r})") from err
+    """test_browser_keys.wait_text, imported when used (that module skips without Chromium)."""
+    from test_browser_keys import wait_text as wait
+
+    wait(page, text, budget)
 
 
 def no_exception(page) -> None:
