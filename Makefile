@@ -16,9 +16,10 @@ endif
 
 .PHONY: app test test-fast test-browser test-slow test-install lint typecheck bench install clean-cache screenshots golden
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
 	touch $@
 
 install: $(VENV)/.installed

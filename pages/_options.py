@@ -99,6 +99,24 @@ def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, conta
     return values
 
 
+def vocab_picker(probe, *, key: str, container=None, help: str | None = None, has_relation: bool = True) -> str:
+    """The Candidates radio, opening on ``probe``'s own vocabulary (:meth:`probekit.probes.Probe.vocab`: the
+    likelihood probe's is each relation's answers, BEAR's multiple choice) and following the probe when the user
+    switches probe; a choice the user makes stands until the probe changes. A shared link that sets the radio
+    (``key`` in the session state before the first draw) is kept."""
+    from probekit.datasets import VOCABS
+
+    where = container if container is not None else st
+    seen = f"{key}__probe"  # the probe the radio's value belongs to
+    if st.session_state.get(seen) != probe.name:
+        if seen in st.session_state or key not in st.session_state:
+            st.session_state[key] = probe.vocab(has_relation=has_relation)
+        st.session_state[seen] = probe.name
+    if st.session_state.get(key) not in VOCABS:
+        st.session_state[key] = probe.vocab(has_relation=has_relation)
+    return where.radio("Candidates", VOCABS, key=key, horizontal=True, help=help)
+
+
 def option_axes(probe, *, key: str) -> dict:
     """A grid's axes for ``probe``: one multiselect per option with choices (not the advanced ones), opening on the
     option's default; generated from its :class:`~probekit.probes.Option`s like :func:`probe_option_widgets`.

@@ -27,7 +27,14 @@ log = logging.getLogger("probekit.app")
 from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert  # noqa: E402, F401
 from pages._display import FONT_PX, chart_text, legible, md, message  # noqa: E402, F401
 from pages._kept import download, forget, keep, kept  # noqa: E402, F401
-from pages._options import NONE_LABELS, none_label, option_axes, option_state, probe_option_widgets  # noqa: E402, F401
+from pages._options import (  # noqa: E402, F401
+    NONE_LABELS,
+    none_label,
+    option_axes,
+    option_state,
+    probe_option_widgets,
+    vocab_picker,
+)
 
 CUSTOM = "__custom__"
 UPLOAD = "__upload__"

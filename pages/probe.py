@@ -49,8 +49,9 @@ source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source") or DAT
 left, right = st.columns([3, 2])
 with right:
     probe = get_probe(st.selectbox("Probe", names, key="pk_probe", help="mask_average needs a model with an MLM head"))
-    vocab = st.radio("Candidates", VOCABS, key="pk_vocab", horizontal=True,
-                     help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this relation")
+    vocab = ui.vocab_picker(probe, key="pk_vocab", has_relation=source != TYPED,
+                            help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this "
+                                 "relation; each probe opens on its own (likelihood: the relation's answers)")
     k = st.slider("k", 1, views.MAX_K, 10, key="pk_k")
     with st.expander("Probe options", icon=":material/tune:") as box:
         opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,

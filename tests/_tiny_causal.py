@@ -4,6 +4,9 @@
   tokenises, byte by byte at worst); like GPT-2's own tokenizer it adds no BOS itself.
 - :func:`save_tiny_llama`: a 2-layer, 32-dim LlamaForCausalLM (rotary positions, RMSNorm, grouped KV heads)
   whose tokenizer adds ``<s>`` itself, as Llama's does.
+- :func:`save_tiny_mistral`: the Llama recipe as a MistralForCausalLM with a sliding attention window shorter than
+  a statement (Mistral-7B's is 4,096 tokens), so each token sees only the last few: a cached prefix must be
+  masked by the same window as the whole statement.
 
 Weights are drawn with a large ``initializer_range`` so that next-token distributions are peaked and depend on
 the context (near-uniform logits would make every candidate nearly tie). Each writes a folder that
@@ -83,5 +86,23 @@ def save_tiny_llama(path: Path, *, seed: int = 0) -> Path:
                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, initializer_range=0.3,
                       tie_word_embeddings=False)
     LlamaForCausalLM(cfg).eval().save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def save_tiny_mistral(path: Path, *, seed: int = 0, sliding_window: int = 6) -> Path:
+    """A 2-layer, 32-dim MistralForCausalLM over :func:`llama_tokenizer` whose tokens attend to the last
+    ``sliding_window`` positions only."""
+    import torch
+    from transformers import MistralConfig, MistralForCausalLM
+
+    path = Path(path)
+    tok = llama_tokenizer()
+    torch.manual_seed(seed)
+    cfg = MistralConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
+                        sliding_window=sliding_window, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                        initializer_range=0.3, tie_word_embeddings=False)
+    MistralForCausalLM(cfg).eval().save_pretrained(path)
     tok.save_pretrained(path)
     return path

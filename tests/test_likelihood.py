@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _tiny_causal import save_tiny_gpt2, save_tiny_llama
+from _tiny_causal import save_tiny_gpt2, save_tiny_llama, save_tiny_mistral
 from _tiny_seq2seq import save_tiny_bart
 
 from probekit import models
@@ -111,6 +111,22 @@ def test_causal_scores_are_the_chain_rule_one_statement_at_a_time(tiny_gpt2, dem
 def test_llama_whose_tokenizer_adds_bos_scores_like_the_reference(tiny_llama, demo):
     check_against_reference(tiny_llama, fifty(demo)[:10])
     check_against_reference(tiny_llama, fifty(demo)[:10], span="answer", reduction="mean")
+
+
+@pytest.mark.parametrize("window", [6, 250])
+def test_a_sliding_window_model_scores_like_the_reference(window, tmp_path, demo):
+    """Mistral-style sliding-window attention: with a window shorter than every statement (6 positions) the
+    statements are scored whole, since the cache keeps only the window's last keys; with one longer than every
+    statement (250) the shared-prefix cache is used. Either way each token sees what it sees in the statement
+    run alone."""
+    from probekit.probes.likelihood_scoring import attention_window
+
+    model = models.load(str(save_tiny_mistral(tmp_path / "mistral", sliding_window=window)), device="cpu")
+    assert attention_window(model.causal) == window
+    cases = fifty(demo)[:12]
+    lengths = [len(model.tokenizer(statement(q, n)[0])["input_ids"]) for q, c in cases for n in c.names]
+    assert min(lengths) > window if window == 6 else max(lengths) <= window
+    check_against_reference(model, cases)
 
 
 def test_masked_scores_are_the_pseudo_log_likelihood_one_copy_at_a_time(tiny_mlm, demo):
@@ -313,3 +329,35 @@ def test_cli_defaults_to_the_probes_own_vocabulary(tmp_path, tiny_encoder_dir, d
     assert by_id["n_candidates"] == len(demo.candidates("relation", q.relation))
     typed = run("probe", "--model", gpt2, "--probe", "likelihood", "--query", "Metformin might treat [MASK].")
     assert typed["n_candidates"] == len(demo.candidates("heads+tails"))
+
+
+def test_pages_open_on_the_probes_own_vocabulary(tiny_mlm_dir):
+    """The Probe and Benchmark pages' Candidates follow the probe as the CLI does (:meth:`Probe.vocab`): picking
+    likelihood switches them to each relation's answers (BEAR's multiple choice), switching back to a probe without
+    a default gives heads+tails, and a choice the user makes stands until the probe changes."""
+    from apptest_utils import errors, open_app
+
+    folder = str(tiny_mlm_dir)  # an MLM takes likelihood and probes without a default vocabulary
+    for page, probe_key, vocab_key in ((None, "pk_probe", "pk_vocab"), ("benchmark", "bm_probe", "bm_vocab")):
+        at = open_app(page, model=folder)
+        names = at.selectbox(key=probe_key).options
+        other = next(n for n in names if PROBE.name != n and get_probe(n).default_vocab is None)
+        at.selectbox(key=probe_key).set_value(other).run()
+        assert at.radio(key=vocab_key).value == "heads+tails", page
+        at.selectbox(key=probe_key).set_value(PROBE.name).run()
+        assert at.radio(key=vocab_key).value == PROBE.vocab() == "relation", page
+        at.radio(key=vocab_key).set_value("tails").run()
+        assert at.radio(key=vocab_key).value == "tails", page  # the user's choice stands while the probe does
+        at.selectbox(key=probe_key).set_value(other).run()
+        assert at.radio(key=vocab_key).value == "heads+tails", page
+        assert errors(at) == [], page
+
+
+def test_a_shared_link_keeps_its_vocabulary():
+    """A link that names the candidates opens on them, whatever the probe's default."""
+    from apptest_utils import open_app
+
+    at = open_app(query_params={"probe": "retrieval", "vocab": "tails"})
+    assert get_probe("retrieval").vocab() == "heads+tails"
+    assert at.selectbox(key="pk_probe").value == "retrieval"
+    assert at.radio(key="pk_vocab").value == "tails"

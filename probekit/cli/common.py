@@ -46,14 +46,8 @@ def _probe_option_table() -> dict:
 
 
 def vocab_of(args, probe, *, has_relation: bool = True) -> str:
-    """The candidate vocabulary: ``--vocab`` when given, else the probe's ``default_vocab`` (a ``relation``
-    default only where the query has a relation), else heads+tails."""
-    if args.vocab:
-        return args.vocab
-    default = probe.default_vocab
-    if default == "relation" and not has_relation:
-        default = None
-    return default or "heads+tails"
+    """The candidate vocabulary: ``--vocab`` when given, else the probe's default (:meth:`Probe.vocab`)."""
+    return probe.vocab(args.vocab, has_relation=has_relation)
 
 
 def add_probe_args(p: argparse.ArgumentParser, *, vocab: bool = True) -> None:

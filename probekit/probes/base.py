@@ -115,8 +115,8 @@ class Probe:
     ``_rank(model, queries, candidates, call, **own_options)``; it may implement ``_explain`` (one query's ranking
     with an :class:`Explanation`) and ``input_overhead`` (tokens it adds to a query beyond its one mask).
     ``requires_mlm`` / ``requires_seq2seq`` say which models it can probe (:func:`probekit.probes.probes_for`).
-    ``default_vocab`` is the candidate vocabulary a command uses with this probe when the user chose none
-    (:func:`probekit.cli.common.vocab_of`); None = the dataset's heads+tails.
+    ``default_vocab`` is the candidate vocabulary a command or page uses with this probe when the user chose none
+    (:meth:`vocab`); None = the dataset's heads+tails.
     """
 
     name: str
@@ -129,6 +129,18 @@ class Probe:
     def __post_init__(self):
         own = tuple(o for o in self.options if o.name not in {c.name for c in COMMON_OPTIONS})
         self.options = own + COMMON_OPTIONS
+
+    def vocab(self, chosen: str | None = None, *, has_relation: bool = True) -> str:
+        """The candidate vocabulary to rank: ``chosen`` when the user chose one, else :attr:`default_vocab`
+        (a ``relation`` default only where the query has a relation: a typed query without one falls back), else
+        the dataset's heads+tails. The one rule behind the CLI's ``--vocab`` default and the pages' Candidates
+        pickers, so a probe opens on the same candidates everywhere."""
+        if chosen:
+            return chosen
+        default = self.default_vocab
+        if default == "relation" and not has_relation:
+            default = None
+        return default or "heads+tails"
 
     def checked_options(self, options: dict | None = None) -> dict:
         """Every option of this probe, defaults filled in; unknown names and values an option refuses

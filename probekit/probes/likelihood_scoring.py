@@ -9,7 +9,8 @@ each kind of model gives each *scored* token a log-probability:
   cache) are kept, and only the continuations run, length-sorted and padded at the right (a causal model's
   tokens never see the padding after them). Prefixes and continuations of several queries share each forward
   pass (prefixes left-padded, with explicit positions; each continuation after its own query's cached prefix),
-  so short queries do not cost two forward passes each.
+  so short queries do not cost two forward passes each. A model with sliding-window attention (Mistral) keeps
+  only its window's keys in the cache, so a query with a statement longer than the window is scored whole.
 - masked LM (pseudo-log-likelihood, Salazar et al. 2020; the ``original`` PLL of BEAR's ``lm-pub-quiz``): token t
   gets log P(w_t | W with w_t masked); special tokens are context. The masked copies of all statements are
   stacked, length-sorted, and run through :func:`probekit.templates.perplexity._logits_at_mask` (only each
@@ -114,6 +115,20 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return p
 
 
+def attention_window(lm) -> int | None:
+    """The sliding attention window of a causal LM (each token attends to the last ``window`` positions, itself
+    included), or None when every layer attends to the whole context. A config may name a window its layers do not
+    use (Qwen2 without ``use_sliding_window``): ``layer_types``, where present, says which layers slide."""
+    cfg = lm.config
+    window = getattr(cfg, "sliding_window", None)
+    if not isinstance(window, int) or window <= 0:
+        return None
+    layer_types = getattr(cfg, "layer_types", None)
+    if layer_types is not None and "sliding_attention" not in layer_types:
+        return None
+    return window
+
+
 @torch.inference_mode()
 def causal_logprobs(lm, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
     """Per-token log-probs of one query's statements (NaN where not scored): :func:`causal_logprobs_many` for
@@ -154,7 +169,9 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
     at 0 whatever its padding); its keys and values (the KV cache) and the log-probs its last row predicts are
     kept. Then the continuations of all queries, length-sorted together, run in right-padded batches, each row
     after its own query's cached prefix (gathered from the kept keys and values), the attention mask covering
-    the prefix and the continuation and not the padding. Queries with no shared prefix are scored whole.
+    the prefix and the continuation and not the padding. Queries with no shared prefix are scored whole, and so
+    are those with a statement longer than a sliding attention window (:func:`attention_window`): its cache keeps
+    only the window's last keys, so a continuation could not see the prefix it needs.
     Measured on the tests' tiny GPT-2 (demo set, relation answers, 1 thread), this was faster than scoring whole
     statements of many queries in one padded batch, which also runs ~2.8x the tokens.
     """
@@ -163,7 +180,8 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
     dev = next(lm.parameters()).device
     out = [_nan_rows(g) for g in groups]
     rows = [[list(e.ids) for e in g] for g in groups]
-    pre = [common_prefix(r) if r else 0 for r in rows]
+    window = attention_window(lm)
+    pre = [common_prefix(r) if r and (window is None or max(map(len, r)) <= window) else 0 for r in rows]
     for q, g in enumerate(groups):
         if g and pre[q] == 0:
             out[q] = _whole_statements(lm, g, batch_size, dev)
