@@ -136,7 +136,7 @@ def label_of(model, dataset, probe_name, opts) -> str:
 
 def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, status, label,
                counting: str = DEFAULT_COUNTING) -> None:
-    per_query = getattr(probe, "answers_per_query", None)
+    per_query = getattr(probe, "answers_per_query", None)  # the runner's metrics_depth (no import cycle)
     meta = {
         "run_id": run_id, "created_at": now(), "finished_at": None, "status": status,
         "settings_key": settings_key(settings), "label": label or label_of(model, dataset, probe.name, opts),

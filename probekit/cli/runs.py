@@ -111,7 +111,8 @@ def register(sub) -> None:
     a.add_argument("run", help=run_help)
     a.add_argument("--format", default="table", choices=["table", "json"])
     a.add_argument("--counting", default=None, choices=list(COUNTINGS),
-                   help="acc@k counting; default: the run's own. " + "; ".join(f"{k}: {v}" for k, v in COUNTINGS.items()))
+                   help="acc@k counting; default: the run's own. "
+                   + "; ".join(f"{k}: {v}" for k, v in COUNTINGS.items()))
     a.set_defaults(func=_cmd_show)
     a = actions.add_parser("export", help="one run's per-query results as a file")
     a.add_argument("run", help=run_help)

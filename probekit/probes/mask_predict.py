@@ -52,8 +52,8 @@ import torch
 
 from ..errors import ProbekitError, positive_int
 from ..types import Query, Ranking
-from .base import Call, Explanation, Option, Probe
 from . import xfactr_reference as ref
+from .base import Call, Explanation, Option, Probe
 from .generated import ranking_from_predictions
 from .mlm_topk import mask_topk
 from .xfactr import DECODINGS, Hyp, Row, advance, expand, masked_slots, parse_decoding, select
