@@ -182,3 +182,15 @@ def test_trace_of_the_reference_reading(toy):
                                                              reading="xfactr-reference")
     assert set(explanation.views) == {"1", "2", "3"}
     assert all(row["answer so far"] for view in explanation.views.values() for row in view)
+
+
+def test_runs_stored_before_the_reading_keep_their_keys(toy, tiny_dataset):
+    """The new options at their defaults stay out of a run's settings key (stored runs are still found); the
+    reference reading is a different run."""
+    from probekit.bench.settings import settings_of
+
+    plain = settings_of(toy, tiny_dataset, probe="mask_predict")["options"]
+    assert "reading" not in plain and "preset" not in plain
+    ref_opts = settings_of(toy, tiny_dataset, probe="mask_predict", options={"preset": "medlama-reference"})["options"]
+    assert ref_opts["reading"] == "xfactr-reference" and ref_opts["preset"] == "medlama-reference"
+    assert "preset" in settings_of(toy, tiny_dataset, probe="retrieval")["options"]

@@ -103,7 +103,7 @@ class Decoded:
 
 def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int, *, reference: bool = False) -> list:
     tok = model.tokenizer
-    rows = []
+    rows: list = []
     for n in range(1, n_masks + 1):
         texts = [q.text(tok.mask_token, n_masks=n) for q in queries]
         enc = tok(texts, truncation=True, max_length=max_length)["input_ids"]
@@ -304,10 +304,9 @@ class MaskPredictProbe(Probe):
         return [_ranking(model, q, d, candidates, call, ex, reading)
                 for q, d, ex in zip(queries, decoded, call.excluded)]
 
-    def _explain(self, model, query, candidates, call: Call, *, preset, reading,
-                 **opts) -> tuple[Ranking, Explanation]:
+    def _explain(self, model, query, candidates, call: Call, **opts) -> tuple[Ranking, Explanation | None]:
         """The ranking and its decoding: for every number of masks, each step of the best hypothesis."""
-        reading = self.resolve({"preset": preset, "reading": reading})["reading"]
+        reading = self.resolve({"preset": opts.pop("preset"), "reading": opts.pop("reading")})["reading"]
         d = decode(model, [query], trace=True, progress=call.progress, reading=reading, **opts)[0]
         return _ranking(model, query, d, candidates, call, call.excluded[0], reading), explanation_of(d)
 
