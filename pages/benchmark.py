@@ -9,6 +9,7 @@ from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import runs, views
 from probekit.metrics import compare as rm
+from probekit.metrics.accuracy import COUNTINGS, DEFAULT_COUNTING, counting_label
 from probekit.probes import get_probe, probes_for
 
 ui.title("Benchmark")
@@ -89,12 +90,18 @@ frames = {label: run.frame for label, run in loaded.items()}
 hard_set = {label for label, run in loaded.items() if run.hard_set}
 
 st.subheader("Accuracy (%): full set vs its hard subset")
-table = rm.full_hard_table(frames, hard_set=hard_set)
+st.session_state.setdefault("bm_counting", DEFAULT_COUNTING)
+counting = st.segmented_control("Counting", list(COUNTINGS), key="bm_counting",
+                                help="; ".join(f"{k}: {v}" for k, v in COUNTINGS.items())) or DEFAULT_COUNTING
+depths = {label: run.meta.get("answers_per_query") for label, run in loaded.items()}
+table = rm.full_hard_table(frames, hard_set=hard_set, counting=counting, depths=depths)
 pct = [c for c in table.columns if "acc@" in c]
 table = views.percent(table, pct)
 st.dataframe(views.styled(table, numbers=pct), hide_index=True, key="bm_table")
 present = views.subsets_of(run.hard_set for run in loaded.values())
-st.caption("Macro = mean over relations, micro = over queries. " + " ".join(views.subset_note(s) for s in present))
+st.caption(f"Every run here by one rule: {counting_label(counting)}. Macro = mean over relations, micro = over "
+           "the items counted. \u2013 = not defined (a method with one answer per query has no acc@5/10). "
+           + " ".join(views.subset_note(s) for s in present))
 
 c1, c2 = st.columns(2)
 st.session_state.setdefault("bm_show_k", 10)
@@ -102,17 +109,17 @@ kk = c1.segmented_control("acc@", [1, 5, 10], key="bm_show_k") or 10
 if st.session_state.get("bm_show_set") not in present:
     st.session_state.bm_show_set = present[0]
 which = c2.segmented_control("Queries", present, key="bm_show_set") or present[0]
-per = rm.relation_accuracy(frames, k=kk, which=which, hard_set=hard_set).assign(
+per = rm.relation_accuracy(frames, k=kk, which=which, hard_set=hard_set, counting=counting, depths=depths).assign(
     acc=lambda d: d.acc * 100, relation=lambda d: d.relation.map(ui.chart_text), run=lambda d: d.run.map(ui.chart_text))
 fig = px.bar(per, x="relation", y="acc", color="run", barmode="group", hover_data=["n"],
-             labels={"acc": f"acc@{kk} (%), {which}"})
+             labels={"acc": f"acc@{kk} (%), {which}, counting: {counting}"})
 st.plotly_chart(ui.legible(fig, height=440, percent_axis="y"), key="bm_rel_chart")
 by_len = rm.accuracy_by_length({ui.chart_text(lab): rm.subset(f, which, hard_set=lab in hard_set)
                                 for lab, f in frames.items()}, ks=[kk])
 by_len[f"acc@{kk}"] *= 100
 fig = px.bar(by_len, x="bin", y=f"acc@{kk}", color="run", barmode="group", hover_data=["n"],
              labels={"bin": "gold answer length (characters, mean over a query's golds)",
-                     f"acc@{kk}": f"acc@{kk} (%), {which}"})
+                     f"acc@{kk}": f"acc@{kk} (%), {which}, counting: query"})
 st.plotly_chart(ui.legible(fig, height=340, legend=False, percent_axis="y"), key="bm_len_chart")
 
 # ---- drill down: one relation's queries

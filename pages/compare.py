@@ -8,6 +8,7 @@ from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import runs, views
 from probekit.metrics import compare as rm
+from probekit.metrics.accuracy import COUNTINGS, DEFAULT_COUNTING, counting_label
 
 ui.title("Compare runs")
 if not st.session_state.get("_cmp_link"):  # a shared link opens on its runs and view
@@ -45,9 +46,13 @@ frames = {label: run.frame for label, run in loaded.items()}
 hard_set = {label for label, run in loaded.items() if run.hard_set}
 labels = list(frames)
 present = views.subsets_of(run.hard_set for run in loaded.values())
-c1, c2 = st.columns(2)
+c1, c2, c3 = st.columns(3)
 st.session_state.setdefault("cmp_k", 10)
 k = c1.segmented_control("acc@", [1, 5, 10], key="cmp_k") or 10
+st.session_state.setdefault("cmp_counting", DEFAULT_COUNTING)
+counting = c3.segmented_control("Counting", list(COUNTINGS), key="cmp_counting",
+                                help="; ".join(f"{k_}: {v}" for k_, v in COUNTINGS.items())) or DEFAULT_COUNTING
+depths = {label: run.meta.get("answers_per_query") for label, run in loaded.items()}
 if st.session_state.get("cmp_set") not in present:
     st.session_state.cmp_set = present[0]
 which = c2.segmented_control("Queries", present, key="cmp_set") or present[0]
@@ -57,7 +62,7 @@ st.caption(views.subset_note(which) + (f" Runs without {which} queries are empty
 
 # ---- per relation
 st.subheader(f"acc@{k} per relation and difference to the baseline")
-diff = rm.relation_differences(frames, k=k, which=which, hard_set=hard_set)
+diff = rm.relation_differences(frames, k=k, which=which, hard_set=hard_set, counting=counting, depths=depths)
 deltas = [c for c in diff.columns if c.startswith("Δ ")]
 long = (diff.drop(index="macro")[deltas] * 100).reset_index().melt(id_vars="relation", var_name="run",
                                                                    value_name="points")
@@ -67,8 +72,9 @@ fig = px.bar(long, x="relation", y="points", color="run", barmode="group",
 st.plotly_chart(ui.legible(fig, height=440), key="cmp_diff_chart")
 shown = (diff * 100).reset_index()
 st.dataframe(views.styled(shown, numbers=shown.columns[1:]), hide_index=True, key="cmp_diff")
-st.caption(f"Baseline: {ui.md(labels[0])}. Accuracy in %, differences in points; \"–\": a relation a run lacks. "
-           "'macro' is the mean over a run's relations.")
+st.caption(f"Baseline: {ui.md(labels[0])}. Accuracy in %, differences in points; \"–\": a relation a run lacks "
+           "(or acc@k above a one-answer method's depth). 'macro' is the mean over a run's relations. Every run by "
+           f"one rule: {counting_label(counting)}.")
 
 # ---- hit / miss
 st.subheader("Queries one run gets and the other misses")

@@ -115,6 +115,10 @@ class Ranking:
     ``gold_ranks`` a gold's 1-based position among *all* distinct predictions (also beyond k), or
     ``None`` when it was not generated; ``n_candidates`` the number of distinct predictions. Metrics
     (:meth:`hit`, :attr:`best_gold_rank`) read both kinds alike.
+
+    ``depth`` is the most answers the method gives per query whatever k asks, where it has such a limit
+    (X-FACTR's code gives one: its acc@5 and acc@10 are not numbers it reports, and the metrics give NaN
+    for any k above ``depth``); None = no limit.
     """
 
     query: Query
@@ -124,6 +128,7 @@ class Ranking:
     gold_ranks: tuple[int | None, ...]
     n_candidates: int = 0
     generated: bool = False
+    depth: int | None = None
 
     @property
     def k(self) -> int:

@@ -99,3 +99,44 @@ def save_tiny_t5(path: Path, *, seed: int = 0) -> Path:
     T5ForConditionalGeneration(cfg).eval().save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def save_scripted_bart(path: Path, sentence: str, *, d_model: int = 128) -> Path:
+    """A BartForConditionalGeneration (the tiny BART's tokenizer) whose decoder writes ``sentence`` whatever
+    its input: every decoder sublayer adds zero, token embeddings are zero, so the hidden state at position
+    p is the layer-normed one-hot position embedding e_p, and the (untied) LM head maps e_p to the token
+    that follows at p. Greedy and beam search then produce ``<s> sentence </s>`` (the first beam by far)."""
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    path = Path(path)
+    tok = _bart_tokenizer()
+    target = [tok.eos_token_id, tok.bos_token_id, *tok(sentence, add_special_tokens=False)["input_ids"],
+              tok.eos_token_id]  # decoder start, forced <s>, the sentence, </s>
+    if len(target) + 2 > d_model:
+        raise ValueError(f"sentence too long for d_model={d_model}")
+    cfg = BartConfig(vocab_size=len(tok), d_model=d_model, encoder_layers=1, decoder_layers=1,
+                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                     max_position_embeddings=d_model - 2, pad_token_id=tok.pad_token_id,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                     decoder_start_token_id=tok.eos_token_id, forced_bos_token_id=tok.bos_token_id,
+                     tie_word_embeddings=False, no_repeat_ngram_size=0)
+    model = BartForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        model.model.shared.weight.zero_()
+        dec = model.model.decoder
+        for layer in dec.layers:
+            for lin in (layer.self_attn.out_proj, layer.encoder_attn.out_proj, layer.fc2):
+                lin.weight.zero_()
+                lin.bias.zero_()
+        dec.embed_positions.weight.copy_(torch.eye(d_model))  # row p + 2 (BART's offset) is position p
+        model.final_logits_bias.zero_()
+        head = torch.zeros(len(tok), d_model)
+        for p in range(len(target) - 1):
+            e = torch.zeros(d_model)
+            e[p + 2] = 1.0
+            head[target[p + 1]] += 10.0 * (e - e.mean()) / e.std(unbiased=False)
+        model.lm_head.weight.copy_(head)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

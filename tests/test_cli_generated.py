@@ -58,7 +58,8 @@ def test_bench_stores_every_option(capsys, dirs):
 
     listed = runs.list_runs()
     opts = json.loads(listed[listed.run_id == run_id].options.iloc[0])
-    assert opts == {"beam": None, "max_new_tokens": 3, "batch_size": 16, "max_length": 128, "exclude_subject": False}
+    assert opts == {"beam": None, "max_new_tokens": 3, "batch_size": 16, "max_length": 128, "keep_period": False,
+                    "exclude_subject": False}
 
 
 def test_wrong_model_kind_is_one_error_line(capsys, dirs):

@@ -51,7 +51,8 @@ def s2s(s2s_dirs):
 def naive_ranking(model, query, *, beam, max_new_tokens):
     """One query per generate call; answers parsed, sorted by beam score, merged by normalised text."""
     tok = model.tokenizer
-    prompt = query.text(model.mask_token)
+    # the template's final " ." stripped as MedLAMA's prober does: "human_prompt = item_list[1].strip('.').strip()"
+    prompt = Query(query.id, query.subject, query.relation, query.template.strip(".").strip()).text(model.mask_token)
     with torch.inference_mode():
         gen = model.seq2seq.generate(**tok([prompt], return_tensors="pt"), num_beams=beam, num_return_sequences=beam,
                                      do_sample=False, max_new_tokens=max_new_tokens, early_stopping=True,
@@ -200,4 +201,7 @@ def test_progress(s2s):
     seen = []
     get_probe("generative").rank(s2s["bart"], QUERIES, CANDS, k=2, batch_size=2, max_new_tokens=4,
                                  progress=lambda d, t, s: seen.append((d, t, s)))
-    assert seen == [(2, 3, "generating"), (3, 3, "generating")]
+    # one report per batch (prompts of one token count share a batch, at most 2 of them), rising to 3 of 3
+    done = [d for d, _, _ in seen]
+    assert done == sorted(done) and done[-1] == 3 and all(t == 3 and s == "generating" for _, t, s in seen)
+    assert all(b - a <= 2 for a, b in zip([0, *done], done))

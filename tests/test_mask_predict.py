@@ -262,10 +262,10 @@ def test_trace_rows_table(toy):
 
 def test_full_forward_fallback_gives_the_same_answers(toy, monkeypatch):
     """Heads other than BERT's cls / RoBERTa's lm_head take the plain full forward: same answers."""
-    from probekit.probes import mask_predict
+    from probekit.probes import mlm_topk
 
     fast = get_probe("mask_predict").rank(toy, QUERIES, CANDS, k=20, beam=2, n_masks=3)
-    monkeypatch.setattr(mask_predict, "HEAD_ATTRS", ())
+    monkeypatch.setattr(mlm_topk, "HEAD_ATTRS", ())
     plain = get_probe("mask_predict").rank(toy, QUERIES, CANDS, k=20, beam=2, n_masks=3)
     for a, b in zip(fast, plain):
         assert a.names == b.names and a.scores == pytest.approx(b.scores, abs=1e-9)

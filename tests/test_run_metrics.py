@@ -62,8 +62,9 @@ def test_accuracy_and_table4_shape(seed):
         for avg in ("macro", "micro"):
             assert same(rm.accuracy(frame, k=k, average=avg), naive_acc(rows, k, avg))
     table = rm.full_hard_table({"A": frame, "B": make_frame(seed + 10)})
-    assert list(table.columns) == ["run", "average", "full acc@1", "full acc@5", "full acc@10", "hard-in-full acc@1",
-                                   "hard-in-full acc@5", "hard-in-full acc@10", "n full", "n hard-in-full"]
+    assert list(table.columns) == ["run", "average", "counting", "full acc@1", "full acc@5", "full acc@10",
+                                   "hard-in-full acc@1", "hard-in-full acc@5", "hard-in-full acc@10", "n full",
+                                   "n hard-in-full"]
     assert len(table) == 4
     row = table[(table.run == "A") & (table.average == "macro")].iloc[0]
     hard_rows = [r for r in rows if r["hard"]]

@@ -44,15 +44,16 @@ def typed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def frame_rankings(frame: pd.DataFrame) -> list[Ranking]:
-    """Rebuild :class:`Ranking` objects from a results frame (for :mod:`probekit.metrics`)."""
+def frame_rankings(frame: pd.DataFrame, *, depth: int | None = None) -> list[Ranking]:
+    """Rebuild :class:`Ranking` objects from a results frame (for :mod:`probekit.metrics`); ``depth``: the
+    answers per query of the run's method (:attr:`Ranking.depth`)."""
     out = []
     for row in frame.itertuples(index=False):
         q = Query(id=row.query_id, subject=row.subject or "", relation=row.relation, template=row.template or "",
                   golds=tuple(row.golds))
         out.append(Ranking(query=q, ids=tuple(row.top_ids), names=tuple(row.top_names),
                            scores=tuple(row.top_scores), gold_ranks=tuple(row.gold_ranks),
-                           n_candidates=0 if pd.isna(row.n_candidates) else int(row.n_candidates)))
+                           n_candidates=0 if pd.isna(row.n_candidates) else int(row.n_candidates), depth=depth))
     return out
 
 
@@ -71,28 +72,36 @@ class Run:
 
     def rankings(self) -> list[Ranking]:
         if self._rankings is None:
-            self._rankings = frame_rankings(self.frame)
+            depth = self.meta.get("answers_per_query")
+            self._rankings = frame_rankings(self.frame, depth=None if depth is None or pd.isna(depth) else int(depth))
         return self._rankings
+
+    @property
+    def counting(self) -> str:
+        """The counting convention of the run's reported acc@k (``query`` for runs stored before it was recorded)."""
+        return self.meta.get("counting") or metrics.DEFAULT_COUNTING
 
     @property
     def hard_set(self) -> bool:
         """True for a run on MedLAMA's hard set (its queries ranked among the hard files' own names)."""
         return self.meta.get("dataset_set") == "hard"
 
-    def summary(self, *, ks: Sequence[int] = KS) -> dict:
+    def summary(self, *, ks: Sequence[int] = KS, counting: str | None = None) -> dict:
         """:func:`probekit.metrics.summary` of the run, plus its hard block labelled by what it is.
 
         A full-set run (any set but MedLAMA's hard one) adds ``"hard-in-full"``: its hard queries, ranked among
         the full set's vocabulary (None when it has none). A hard-set run adds ``"hard"``: the whole run, the
         paper's hard-set experiment. ``subsets`` names the blocks (:func:`probekit.metrics.compare.run_subsets`).
         Read a hard block with :func:`hard_block`, which also reads summaries made before the label existed.
+        ``counting`` (default: the run's own, :attr:`counting`) is named in the summary and in every block.
         """
-        out = metrics.summary(self.rankings(), ks=ks)
+        counting = counting or self.counting
+        out = metrics.summary(self.rankings(), ks=ks, counting=counting)
         if self.hard_set:
-            out["hard"] = metrics.summary(self.rankings(), ks=ks)
+            out["hard"] = metrics.summary(self.rankings(), ks=ks, counting=counting)
         else:
             hard = [r for r, h in zip(self.rankings(), self.frame["hard"].fillna(False)) if h]
-            out[HARD_IN_FULL] = metrics.summary(hard, ks=ks) if hard else None
+            out[HARD_IN_FULL] = metrics.summary(hard, ks=ks, counting=counting) if hard else None
         out["subsets"] = list(run_subsets(self.hard_set))
         return out
 

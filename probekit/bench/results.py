@@ -29,6 +29,7 @@ from ..datasets import Dataset
 from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError
 from ..memo import Memo
+from ..metrics.accuracy import DEFAULT_COUNTING, check_counting
 from ..store import component_store
 from ..store import owner as _owner
 from ..store.export import safe_target, table_bytes, write_table
@@ -40,7 +41,7 @@ COMPONENT = "runs"
 RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", "label", "model", "model_source",
                "model_revision", "dataset", "dataset_version", "dataset_set", "dataset_spec", "probe", "options",
                "vocab", "k", "device", "probekit_version", "n_queries", "n_relations", "seconds", "timings",
-               "message", "owner_host", "owner_pid", "owner_start", "heartbeat_at")
+               "message", "owner_host", "owner_pid", "owner_start", "heartbeat_at", "counting", "answers_per_query")
 EXPORT_FORMATS = ("csv", "parquet")
 STATUSES = ("running", "done", "cancelled", "failed", "interrupted")
 UNFINISHED, STALE_RUN_S, HEARTBEAT_S = _owner.UNFINISHED, _owner.STALE_RUN_S, _owner.HEARTBEAT_S
@@ -133,7 +134,9 @@ def label_of(model, dataset, probe_name, opts) -> str:
     return f"{label} · {dataset.name} · {probe_name}" + (f" ({', '.join(bits)})" if bits else "")
 
 
-def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, status, label) -> None:
+def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, status, label,
+               counting: str = DEFAULT_COUNTING) -> None:
+    per_query = getattr(probe, "answers_per_query", None)  # the runner's metrics_depth (no import cycle)
     meta = {
         "run_id": run_id, "created_at": now(), "finished_at": None, "status": status,
         "settings_key": settings_key(settings), "label": label or label_of(model, dataset, probe.name, opts),
@@ -142,7 +145,8 @@ def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, statu
         "dataset_spec": dataset_spec(dataset), "probe": probe.name, "options": json.dumps(opts, default=str),
         "vocab": vocab, "k": int(k), "device": str(model.device), "probekit_version": __version__,
         "n_queries": len(dataset), "n_relations": len(dataset.relations), "seconds": None, "timings": None,
-        "message": None, **owner(), "heartbeat_at": now(),
+        "message": None, **owner(), "heartbeat_at": now(), "counting": check_counting(counting),
+        "answers_per_query": per_query(opts) if per_query is not None else None,
     }
     with store().transaction() as cur:
         cur.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
@@ -159,8 +163,10 @@ def finish_run(run_id: str, status: str, *, seconds: float | None = None, timing
 
 def save_run(rankings: Sequence[Ranking], *, model, dataset: Dataset, probe, options: dict | None = None,
              vocab: str = "heads+tails", k: int = 10, seconds: float | None = None, timings: dict | None = None,
-             label: str | None = None) -> str:
-    """Store finished rankings (e.g. from ``python -m probekit bench --save``); returns the new run id."""
+             label: str | None = None, counting: str = DEFAULT_COUNTING) -> str:
+    """Store finished rankings (e.g. from ``python -m probekit bench --save``); returns the new run id.
+
+    ``counting`` is the convention its reported acc@k uses (:data:`probekit.metrics.accuracy.COUNTINGS`)."""
     probe = get_probe(probe)
     if not rankings:
         raise ProbekitError("nothing to store: no rankings")
@@ -168,7 +174,7 @@ def save_run(rankings: Sequence[Ranking], *, model, dataset: Dataset, probe, opt
     opts = resolve_options(model, probe, options)
     run_id = new_run_id()
     insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
-                settings=settings, status="running", label=label)
+               settings=settings, status="running", label=label, counting=counting)
     try:
         insert_results(run_id, rankings_frame(rankings))
     except BaseException:
@@ -186,6 +192,7 @@ def get_run(run_id: str) -> dict:
     if not rows:
         raise ProbekitError(f"no stored run {run_id!r} (see `python -m probekit runs list`)")
     meta = dict(zip(RUN_COLUMNS, rows[0]))
+    meta["counting"] = meta["counting"] or DEFAULT_COUNTING
     meta["options"] = json.loads(meta["options"] or "{}")
     meta["timings"] = json.loads(meta["timings"] or "{}")
     return meta
@@ -238,7 +245,8 @@ def find_run(settings, *, statuses: Sequence[str] = ("done",)) -> str | None:
 
 def list_runs(*, status: str | None = None) -> pd.DataFrame:
     """Stored runs, newest first, with macro/micro acc@1/@10 computed from their results by
-    :func:`probekit.metrics.accuracy.rank_accuracy` (only the rank and relation columns are read)."""
+    :func:`probekit.metrics.accuracy.gold_rank_accuracy` under each run's ``counting`` (a column of the listing);
+    acc@10 is NaN for a method with one answer per query (``answers_per_query``)."""
     where, params = "", []
     if status is not None:
         if status not in STATUSES:
@@ -247,16 +255,20 @@ def list_runs(*, status: str | None = None) -> pd.DataFrame:
     mark_stale()  # a run whose process is gone shows as interrupted, not running for ever
     listed = store().fetch_df(f"""
         SELECT run_id, created_at, status, label, model, dataset, dataset_set, probe, options, vocab, k, device,
-               n_queries, seconds
+               n_queries, seconds, coalesce(counting, '{DEFAULT_COUNTING}') AS counting, answers_per_query
         FROM runs {where} ORDER BY created_at DESC, run_id DESC""", params)
     ranks = store().fetch_df(f"""
-        SELECT run_id, relation, best_gold_rank FROM run_results
+        SELECT run_id, relation, gold_ranks FROM run_results
         WHERE run_id IN (SELECT run_id FROM runs {where})""", params)
+    how = {r.run_id: (r.counting, None if pd.isna(r.answers_per_query) else int(r.answers_per_query))
+           for r in listed.itertuples(index=False)}
     accs = {}
     for run_id, part in ranks.groupby("run_id", sort=False):
-        r, rel = part["best_gold_rank"].to_numpy(), part["relation"].to_numpy()
+        g, rel = [json.loads(v) for v in part["gold_ranks"]], part["relation"].to_numpy()
+        counting, depth = how[run_id]
         accs[run_id] = {"n_done": len(part),
-                        **{f"{avg} acc@{k}": metrics.rank_accuracy(r, rel, k=k, average=avg)
+                        **{f"{avg} acc@{k}": metrics.gold_rank_accuracy(g, rel, k=k, average=avg, counting=counting,
+                                                                        depth=depth)
                            for avg in ("macro", "micro") for k in (1, 10)}}
     cols = ["n_done", "macro acc@1", "macro acc@10", "micro acc@1", "micro acc@10"]
     extra = pd.DataFrame([accs.get(r, {"n_done": 0}) for r in listed["run_id"]], columns=cols, index=listed.index)
@@ -289,8 +301,8 @@ def export_frame(run: str | Run) -> pd.DataFrame:
     run = load_run(run) if isinstance(run, str) else run
     data = _json_frame(run.frame, run.run_id)
     for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "dataset_set", "probe",
-                           "vocab")):
-        data.insert(1 + i, c, run.meta.get(c))
+                           "vocab", "counting", "answers_per_query")):
+        data.insert(1 + i, c, run.meta.get(c, DEFAULT_COUNTING if c == "counting" else None))
     flag = run.frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     data.insert(data.columns.get_loc("relation"), "subset",
                 "hard" if run.hard_set else [HARD_IN_FULL if h else "full" for h in flag])

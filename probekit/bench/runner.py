@@ -134,10 +134,16 @@ def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict
     return probe, opts, settings
 
 
+def metrics_depth(probe, opts: dict) -> int | None:
+    """The answers per query ``probe`` gives with ``opts`` (None: as many as k asks)."""
+    per_query = getattr(probe, "answers_per_query", None)
+    return per_query(opts) if per_query is not None else None
+
+
 def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
                   vocab: str = "heads+tails", k: int = 10, progress: Progress | None = None,
                   should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
-                  label: str | None = None, share_layers: Sequence[int] = ()) -> Run:
+                  label: str | None = None, share_layers: Sequence[int] = (), counting: str = "query") -> Run:
     """Probe every query of ``dataset`` with ``probe.rank``, relation by relation, and (by default) store the run.
 
     With ``reuse`` a finished run with the same settings is loaded instead, and an unfinished one
@@ -145,7 +151,8 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
     ``(done, total, stage)``; ``should_cancel`` is checked between relations and inside the probe's
     progress reports and stops the run with :class:`Cancelled` (finished relations stay stored).
     ``reuse=False`` always computes a new run (cached embeddings are still used). ``share_layers`` goes to
-    ``probe.rank`` (layers an encoding pass also caches for a grid's sibling cells).
+    ``probe.rank`` (layers an encoding pass also caches for a grid's sibling cells). ``counting`` is recorded
+    with a new stored run: the acc@k convention its summary reports (a stored run found again keeps its own).
     """
     probe, opts, settings = check_benchmark(model, dataset, probe=probe, options=options, vocab=vocab, k=k,
                                             save=save)
@@ -176,7 +183,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
     elif save:
         run_id = res.new_run_id()
         res.insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
-                       settings=settings, status="running", label=label)
+                       settings=settings, status="running", label=label, counting=counting)
     prev_seconds = (res.get_run(run_id)["seconds"] or 0.0) if run_id else 0.0
     beat = res.Heartbeat(run_id)
     if run_id:
@@ -238,7 +245,8 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
         meta = {"run_id": None, "label": label or res.label_of(model, dataset, probe.name, opts), "model": model.id,
                 "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
                 "seconds": seconds, "timings": timings, "status": "done", "settings_key": key,
-                "dataset_spec": res.dataset_spec(dataset), "dataset_set": dataset.meta.get("set")}
+                "dataset_spec": res.dataset_spec(dataset), "dataset_set": dataset.meta.get("set"),
+                "counting": counting, "answers_per_query": metrics_depth(probe, opts)}
         return Run(None, meta, _concat(frames), collected)
     res.finish_run(run_id, "done", seconds=prev_seconds + seconds, timings=timings)
     if done_rels:  # resumed: part of the results came from the store

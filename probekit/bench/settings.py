@@ -18,9 +18,11 @@ from ..types import Query
 MAX_K = 1000
 KEY_EXCLUDED_OPTIONS = ("batch_size",)
 """Options that do not change results and so do not tell runs apart."""
-KEY_OMITTED_DEFAULTS = {"exclude_subject": False}
-"""Options added after runs were stored: left out of the key at these values (the reference behaviour),
-so runs stored before they existed keep their keys and are still found."""
+KEY_OMITTED_DEFAULTS = {"exclude_subject": False, "reading": "probekit"}
+"""Options added after runs were stored: left out of the key at these values (the behaviour runs stored
+before they existed had), so those runs keep their keys and are still found."""
+KEY_OMITTED_PROBE_DEFAULTS = {"mask_predict": {"preset": None}}
+"""The same, for an option name another probe had from the start (retrieval's ``preset`` stays in its keys)."""
 
 
 def get_probe(probe):
@@ -85,8 +87,9 @@ def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | N
     probe = get_probe(probe)
     check_run_args(dataset, vocab, k)
     opts = resolve_options(model, probe, options)
+    omitted = {**KEY_OMITTED_DEFAULTS, **KEY_OMITTED_PROBE_DEFAULTS.get(probe.name, {})}
     kept = {k_: v for k_, v in sorted(opts.items())
-            if k_ not in KEY_EXCLUDED_OPTIONS and not (k_ in KEY_OMITTED_DEFAULTS and v == KEY_OMITTED_DEFAULTS[k_])}
+            if k_ not in KEY_EXCLUDED_OPTIONS and not (k_ in omitted and v == omitted[k_])}
     return {
         "model_source": model.source, "model_revision": model.revision,
         "precision": precision(model, bool(opts.get("fast"))),

@@ -44,9 +44,9 @@ def _cmd_bench(args) -> int:
         model = models.load(args.model, device=args.device)
         with progress_bar(args.quiet) as report:
             run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
-                                       progress=report, save=args.save, reuse=not args.fresh)
+                                       progress=report, save=args.save, reuse=not args.fresh, counting=args.counting)
     ks = tuple(k for k in (1, 5, 10) if k <= args.k)
-    summary = metrics.summary(run.rankings(), ks=ks)
+    summary = metrics.summary(run.rankings(), ks=ks, counting=args.counting)
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,
            "vocab": args.vocab, **summary}
     if args.save:
@@ -59,10 +59,17 @@ def _cmd_bench(args) -> int:
               + (f"  [{run.run_id}]" if args.save else ""))
         print(f"{'relation':<50}" + "".join(f"{'acc@' + str(k):>9}" for k in ks))
         for rel, row in summary["relations"].items():
-            print(f"{rel:<50}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks))
+            print(f"{rel:<50}" + "".join(_pct(row[f'acc@{k}']) for k in ks))
         for avg in ("macro", "micro"):
-            print(f"{avg:<50}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks))
+            print(f"{avg:<50}" + "".join(_pct(summary[avg][f'acc@{k}']) for k in ks))
+        depth = summary["depth"]
+        print(f"{metrics.counting_label(args.counting)}; {summary['n_items']} items"
+              + (f"; {depth} answer(s) per query: acc@k above it not defined (-)" if depth else ""))
     return 0
+
+
+def _pct(value) -> str:
+    return f"{'-':>9}" if value != value else f"{100 * value:>9.2f}"  # NaN: not defined for this method
 
 
 def register(sub) -> None:
@@ -76,4 +83,7 @@ def register(sub) -> None:
                    help="store the run in the database; an identical stored run is reopened, an unfinished one resumed")
     p.add_argument("--fresh", action="store_true", help="with --save: compute a new run even if one is stored")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--counting", default="query", choices=["query", "triple"],
+                   help="acc@k counting, recorded with a saved run: query = a query is a hit when any gold is in the "
+                        "top k (MedLAMA); triple = each (S, R, O) triple counts once (LAMA, mLAMA)")
     p.set_defaults(func=_cmd_bench)

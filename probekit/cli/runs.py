@@ -10,6 +10,12 @@ from probekit.bench.results import UNFINISHED, mark_stale
 from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_block, list_runs, load_run
 from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError
+from probekit.metrics.accuracy import COUNTINGS, counting_label
+
+
+def _pct(value, width: int) -> str:
+    """A percentage, or "-" where the number is not defined (NaN: e.g. acc@10 of a one-answer method)."""
+    return f"{'-':>{width}}" if value is None or pd.isna(value) else f"{100 * value:>{width}.2f}"
 
 
 def _print_summary(meta: dict, summary: dict) -> None:
@@ -30,17 +36,20 @@ def _print_summary(meta: dict, summary: dict) -> None:
     print(head)
     for rel, row in summary["relations"].items():
         hrow = (hard.get("relations") or {}).get(rel, {})
-        line = f"{rel[:43]:<44}" + "".join(f"{100 * row[f'acc@{k}']:>9.2f}" for k in ks)
+        line = f"{rel[:43]:<44}" + "".join(_pct(row[f'acc@{k}'], 9) for k in ks)
         if label != "hard":
-            line += "".join(f"{100 * hrow[f'acc@{k}']:>{width}.2f}" if hrow else f"{'-':>{width}}" for k in ks)
+            line += "".join(_pct(hrow[f'acc@{k}'], width) if hrow else f"{'-':>{width}}" for k in ks)
         print(line)
     for avg in ("macro", "micro"):
-        line = f"{avg:<44}" + "".join(f"{100 * summary[avg][f'acc@{k}']:>9.2f}" for k in ks)
+        line = f"{avg:<44}" + "".join(_pct(summary[avg][f'acc@{k}'], 9) for k in ks)
         if label != "hard":
-            line += "".join(f"{100 * hard[avg][f'acc@{k}']:>{width}.2f}" if hard else f"{'-':>{width}}" for k in ks)
+            line += "".join(_pct(hard[avg][f'acc@{k}'], width) if hard else f"{'-':>{width}}" for k in ks)
         print(line)
     if label != "hard":
         print(f"{label}: {SUBSETS[label]}")
+    print(counting_label(summary.get("counting", "query")) + f"; {summary.get('n_items', '?')} items")
+    if summary.get("depth"):
+        print(f"one answer per query at most {summary['depth']}: acc@k above it is not defined (-)")
 
 
 def _cmd_list(args) -> int:
@@ -48,7 +57,8 @@ def _cmd_list(args) -> int:
 
     def line(r: dict) -> str:
         a1, a10 = r["macro acc@1"], r["macro acc@10"]
-        acc = "" if pd.isna(a1) else f"macro acc@1 {100 * a1:.2f}  acc@10 {100 * a10:.2f}"
+        acc = "" if pd.isna(a1) else (f"macro acc@1 {100 * a1:.2f}  acc@10 {_pct(a10, 0).strip()}  "
+                                      f"(counting: {r.get('counting') or 'query'})")
         which = "hard set" if r.get("dataset_set") == "hard" else "full set"  # which experiment its numbers are
         return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{which}, {r['n_done']}/{r['n_queries']}]  {acc}"
 
@@ -66,7 +76,7 @@ def _cmd_show(args) -> int:
 
     mark_stale()  # a run whose process is gone shows as interrupted
     run = load_run(args.run)
-    summary = run.summary()
+    summary = run.summary(counting=args.counting)
     if args.format == "json":
         print_json({"run": run.meta, **summary})
     else:
@@ -100,6 +110,9 @@ def register(sub) -> None:
     a = actions.add_parser("show", help="one run: per relation, macro and micro acc@k (and its hard block)")
     a.add_argument("run", help=run_help)
     a.add_argument("--format", default="table", choices=["table", "json"])
+    a.add_argument("--counting", default=None, choices=list(COUNTINGS),
+                   help="acc@k counting; default: the run's own. "
+                   + "; ".join(f"{k}: {v}" for k, v in COUNTINGS.items()))
     a.set_defaults(func=_cmd_show)
     a = actions.add_parser("export", help="one run's per-query results as a file")
     a.add_argument("run", help=run_help)

@@ -7,10 +7,16 @@
 from __future__ import annotations
 
 from .accuracy import (  # noqa: F401
+    COUNTINGS,
+    DEFAULT_COUNTING,
     DEFAULT_KS,
     acc_at_k,
+    counted_hits,
+    counting_label,
     counts_accuracy,
+    depth_of,
     frame_accuracy,
+    gold_rank_accuracy,
     hits,
     per_relation,
     rank_accuracy,

@@ -1,9 +1,16 @@
-"""The one acc@k: pure functions over best gold ranks, used for rankings, results frames and hit counts.
+"""The one acc@k: pure functions over gold ranks, used for rankings, results frames and hit counts.
 
-acc@k of a query is 1 when any gold answer ranks within the top k (a missing rank, no gold among the
-candidates, is a miss). *Macro* averages per-relation accuracies (MedLAMA's headline number); *micro*
-averages over all queries. Every other acc@k in probekit (run tables, layer sweeps, stored-run
-listings, context summaries) calls these.
+Two counting conventions (:data:`COUNTINGS`), always labelled where a number is shown:
+
+- ``query`` (the default; MedLAMA's evaluation scripts): a query (S, R) is one item, a hit when *any*
+  of its golds ranks within the top k (a missing rank, no gold among the candidates, is a miss).
+- ``triple`` (LAMA, mLAMA): each (S, R, O) triple is one item, a hit when *its* O ranks within the top k
+  (the query's other golds still compete for the k places). A query with 3 golds is 3 items.
+
+*Macro* averages per-relation accuracies (MedLAMA's headline number); *micro* averages over all items.
+A method that gives fewer answers than k asks (``depth``: X-FACTR's code gives one) has no acc@k above its
+depth: NaN, shown as "-". Every other acc@k in probekit (run tables, layer sweeps, stored-run listings,
+context summaries) calls these.
 
 >>> from probekit.types import Query, Ranking
 >>> q = Query("a", "s", "r1", "[X] [Y]", golds=("x",))
@@ -26,6 +33,34 @@ from ..types import Ranking
 
 DEFAULT_KS = (1, 5, 10)
 AVERAGES = ("macro", "micro")
+COUNTINGS = {
+    "query": "a query is a hit when any gold is in the top k (MedLAMA)",
+    "triple": "each (S, R, O) triple counts once (LAMA, mLAMA)",
+}
+"""The counting conventions of acc@k and the label shown with every number counted so."""
+DEFAULT_COUNTING = "query"
+
+
+def check_counting(counting) -> str:
+    """``counting`` when known, else the registry's error.
+
+    >>> check_counting("tripel")
+    Traceback (most recent call last):
+    ...
+    probekit.errors.ProbekitError: unknown counting 'tripel'; did you mean 'triple'? available: query, triple
+    """
+    if counting not in COUNTINGS:
+        import difflib
+
+        close = difflib.get_close_matches(str(counting), list(COUNTINGS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
+        raise ProbekitError(f"unknown counting {counting!r}{hint} available: {', '.join(COUNTINGS)}")
+    return counting
+
+
+def counting_label(counting: str) -> str:
+    """``'counting: query (a query is a hit when any gold is in the top k (MedLAMA))'``."""
+    return f"counting: {check_counting(counting)} ({COUNTINGS[counting]})"
 
 
 def check_k(k) -> int:
@@ -98,39 +133,119 @@ def rank_summary(ranks, relations, *, ks: Sequence[int] = DEFAULT_KS) -> dict:
     }
 
 
+# ---------------------------------------------------------------- over every gold's rank, either counting
+def counted_hits(gold_ranks, *, k: int, counting: str = DEFAULT_COUNTING) -> tuple[np.ndarray, np.ndarray]:
+    """``(items, hits)`` per query from each query's gold ranks: under ``query`` 1 item, a hit when any gold
+    ranks within ``k``; under ``triple`` one item per gold, one hit per gold within ``k``.
+
+    >>> n, h = counted_hits([[1, 7], [None], []], k=5, counting="triple")
+    >>> n.tolist(), h.tolist()
+    ([2, 1, 0], [1, 0, 0])
+    >>> counted_hits([[1, 7], [None], []], k=5)[1].tolist()
+    [1, 0, 0]
+    """
+    k, counting = check_k(k), check_counting(counting)
+    rows = [[r for r in (g if isinstance(g, (list, tuple, np.ndarray)) else []) if r is not None and r == r]
+            for g in gold_ranks]
+    if counting == "query":
+        return np.ones(len(rows), dtype=int), np.array([int(any(r <= k for r in g)) for g in rows], dtype=int)
+    sizes = [len(g) if isinstance(g, (list, tuple, np.ndarray)) else 0 for g in gold_ranks]
+    return np.array(sizes, dtype=int), np.array([sum(int(r <= k) for r in g) for g in rows], dtype=int)
+
+
+def gold_rank_accuracy(gold_ranks, relations, *, k: int, average: str = "macro", counting: str = DEFAULT_COUNTING,
+                       depth: int | None = None) -> float:
+    """acc@k from each query's gold ranks under ``counting``; NaN when empty or when ``k`` exceeds ``depth``
+    (the answers the method gives per query).
+
+    >>> gold_rank_accuracy([[1, 7], [None]], ["a", "a"], k=5), gold_rank_accuracy([[1, 7], [None]], ["a", "a"],
+    ...                                                                        k=5, counting="triple")
+    (0.5, 0.3333333333333333)
+    >>> gold_rank_accuracy([[1]], ["a"], k=10, depth=1)
+    nan
+    """
+    _check_average(average)
+    gold_ranks = list(gold_ranks)
+    if depth is not None and check_k(k) > depth:
+        return float("nan")
+    if not gold_ranks:
+        return float("nan")
+    n, h = counted_hits(gold_ranks, k=k, counting=counting)
+    return counts_accuracy(n, h, relations, average=average)
+
+
 # ---------------------------------------------------------------- over rankings
-def _ranks(rankings: Sequence[Ranking]) -> tuple[list, list]:
-    return [r.best_gold_rank for r in rankings], [r.query.relation for r in rankings]
+def _gold_ranks(rankings: Sequence[Ranking]) -> tuple[list, list]:
+    return [list(r.gold_ranks) for r in rankings], [r.query.relation for r in rankings]
 
 
-def acc_at_k(rankings: Sequence[Ranking], *, k: int, average: str = "macro") -> float:
-    """Share of queries with a gold answer in the top ``k``; ``average`` is ``macro`` or ``micro``."""
+def depth_of(rankings: Sequence[Ranking]) -> int | None:
+    """The fewest answers per query any of ``rankings``' methods gives (None: no limit)."""
+    depths = [r.depth for r in rankings if r.depth is not None]
+    return min(depths) if depths else None
+
+
+def acc_at_k(rankings: Sequence[Ranking], *, k: int, average: str = "macro",
+             counting: str = DEFAULT_COUNTING) -> float:
+    """Share of items (queries, or triples: see :data:`COUNTINGS`) hit in the top ``k``; ``average`` is
+    ``macro`` or ``micro``; NaN above the rankings' :func:`depth_of`."""
     check_k(k)
     _check_average(average)
     if not rankings:
         return float("nan")
-    return rank_accuracy(*_ranks(rankings), k=k, average=average)
+    return gold_rank_accuracy(*_gold_ranks(rankings), k=k, average=average, counting=counting,
+                              depth=depth_of(rankings))
 
 
-def per_relation(rankings: Sequence[Ranking], *, ks: Sequence[int] = DEFAULT_KS) -> dict[str, dict[int, float]]:
+def per_relation(rankings: Sequence[Ranking], *, ks: Sequence[int] = DEFAULT_KS,
+                 counting: str = DEFAULT_COUNTING) -> dict[str, dict[int, float]]:
     """{relation: {k: acc@k}} in relation order of first appearance."""
-    return relation_accuracy(*_ranks(rankings), ks=ks)
+    ranks, relations = _gold_ranks(rankings)
+    depth = depth_of(rankings)
+    out: dict[str, dict[int, float]] = {}
+    for rel in dict.fromkeys(relations):
+        mine = [g for g, r in zip(ranks, relations) if r == rel]
+        out[rel] = {k: gold_rank_accuracy(mine, [rel] * len(mine), k=k, average="micro", counting=counting,
+                                          depth=depth) for k in ks}
+    return out
 
 
-def summary(rankings: Sequence[Ranking], *, ks: Sequence[int] = DEFAULT_KS) -> dict:
-    """Per-relation, macro and micro acc@k (as fractions) plus counts: the shape of MedLAMA Table 4."""
-    ranks, relations = _ranks(rankings)
-    out = rank_summary(ranks, relations, ks=ks)
+def summary(rankings: Sequence[Ranking], *, ks: Sequence[int] = DEFAULT_KS, counting: str = DEFAULT_COUNTING) -> dict:
+    """Per-relation, macro and micro acc@k (as fractions) plus counts: the shape of MedLAMA Table 4.
+
+    ``counting`` names the convention (:data:`COUNTINGS`); ``n`` counts queries, ``n_items`` what acc@k counts;
+    ``depth`` is the answers per query the method gives (acc@k above it is NaN)."""
+    check_counting(counting)
+    ranks, relations = _gold_ranks(rankings)
+    depth = depth_of(rankings)
     counts = pd.Series(relations, dtype=object).value_counts(sort=False).to_dict() if relations else {}
+    items = {rel: int(sum(counted_hits([g], k=1, counting=counting)[0][0] for g, r in zip(ranks, relations)
+                          if r == rel)) for rel in counts}
+
+    def accs(average: str) -> dict:
+        return {f"acc@{k}": gold_rank_accuracy(ranks, relations, k=k, average=average, counting=counting, depth=depth)
+                for k in ks}
+
     return {
         "n_queries": len(rankings),
-        "relations": {rel: {"n": int(counts[rel]), **accs} for rel, accs in out["relations"].items()},
-        "macro": out["macro"] if rankings else {f"acc@{k}": float("nan") for k in ks},
-        "micro": out["micro"] if rankings else {f"acc@{k}": float("nan") for k in ks},
+        "counting": counting,
+        "n_items": int(sum(items.values())),
+        "depth": depth,
+        "relations": {rel: {"n": int(counts[rel]), "n_items": items[rel], **{f"acc@{k}": v for k, v in a.items()}}
+                      for rel, a in per_relation(rankings, ks=ks, counting=counting).items()},
+        "macro": accs("macro"),
+        "micro": accs("micro"),
     }
 
 
 # ---------------------------------------------------------------- over results frames
-def frame_accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro") -> float:
-    """acc@k of a results frame (columns ``relation``, ``best_gold_rank``); NaN if empty."""
-    return rank_accuracy(frame["best_gold_rank"].to_numpy(), frame["relation"].to_numpy(), k=k, average=average)
+def frame_accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro", counting: str = DEFAULT_COUNTING,
+                   depth: int | None = None) -> float:
+    """acc@k of a results frame (columns ``relation``, ``best_gold_rank``; ``gold_ranks`` for ``triple``
+    counting); NaN if empty or ``k`` exceeds ``depth``."""
+    if check_counting(counting) == "query" and "gold_ranks" not in frame.columns:
+        if depth is not None and check_k(k) > depth:
+            return float("nan")
+        return rank_accuracy(frame["best_gold_rank"].to_numpy(), frame["relation"].to_numpy(), k=k, average=average)
+    return gold_rank_accuracy(frame["gold_ranks"].tolist(), frame["relation"].to_numpy(), k=k, average=average,
+                              counting=counting, depth=depth)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError
-from .accuracy import AVERAGES, check_k, frame_accuracy
+from .accuracy import AVERAGES, DEFAULT_COUNTING, check_counting, check_k, counted_hits, frame_accuracy
 from .accuracy import hits as rank_hits
 
 KS = (1, 5, 10)
@@ -106,20 +106,29 @@ def subset(frame: pd.DataFrame, which: str = "full", *, hard_set: bool = False) 
     return frame[frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)]
 
 
-def accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro") -> float:
-    """acc@k of a results frame: ``macro`` (mean over relations) or ``micro`` (over queries); NaN if empty
-    (:func:`probekit.metrics.accuracy.frame_accuracy`)."""
-    return frame_accuracy(_check_frame(frame), k=k, average=average)
+def accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro", counting: str = DEFAULT_COUNTING,
+             depth: int | None = None) -> float:
+    """acc@k of a results frame: ``macro`` (mean over relations) or ``micro`` (over items: queries, or triples
+    under ``counting="triple"``); NaN if empty or above ``depth`` (:func:`probekit.metrics.accuracy.frame_accuracy`)."""
+    return frame_accuracy(_check_frame(frame), k=k, average=average, counting=counting, depth=depth)
+
+
+def _depth_of(depths, label) -> int | None:
+    value = (depths or {}).get(label)
+    return None if value is None or pd.isna(value) else int(value)
 
 
 # ---------------------------------------------------------------- tables of one or several runs
-def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS, hard_set=False) -> pd.DataFrame:
+def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS, hard_set=False,
+                    counting: str = DEFAULT_COUNTING, depths: Mapping[str, int | None] | None = None) -> pd.DataFrame:
     """MedLAMA Table 4 shape: one row per (run, average), acc@k of each subset the runs have.
 
-    Columns: ``run``, ``average``, then ``{subset} acc@k``… and ``n {subset}`` for each of :data:`SUBSETS` that
-    at least one run has (:func:`run_subsets`); NaN where a run lacks it. ``hard_set``: True when every run is
-    on the hard set, or the labels of those that are.
+    Columns: ``run``, ``average``, ``counting`` (every run of the table counted the one way), then
+    ``{subset} acc@k``… and ``n {subset}`` (queries) for each of :data:`SUBSETS` that at least one run has
+    (:func:`run_subsets`); NaN where a run lacks it, or above a run's ``depths[label]`` (answers per query).
+    ``hard_set``: True when every run is on the hard set, or the labels of those that are.
     """
+    counting = check_counting(counting)
     ks = [_check_k(k) for k in ks]
     runs = _check_runs(runs)
     present = [s for s in SUBSETS if any(s in run_subsets(_hard_set_of(hard_set, lab)) for lab in runs)]
@@ -128,9 +137,11 @@ def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS,
         mine = run_subsets(_hard_set_of(hard_set, label))
         parts = {s: subset(frame, s, hard_set=_hard_set_of(hard_set, label)) for s in present}
         for avg in AVERAGES:
-            row: dict[str, object] = {"run": label, "average": avg}
+            row: dict[str, object] = {"run": label, "average": avg, "counting": counting}
             for s, part in parts.items():
-                row.update({f"{s} acc@{k}": accuracy(part, k=k, average=avg) if s in mine else np.nan for k in ks})
+                row.update({f"{s} acc@{k}": accuracy(part, k=k, average=avg, counting=counting,
+                                                     depth=_depth_of(depths, label)) if s in mine else np.nan
+                            for k in ks})
             row.update({f"n {s}": len(part) if s in mine else pd.NA for s, part in parts.items()})
             rows.append(row)
     out = pd.DataFrame(rows)
@@ -140,16 +151,26 @@ def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS,
 
 
 def relation_accuracy(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full",
-                      hard_set=False) -> pd.DataFrame:
+                      hard_set=False, counting: str = DEFAULT_COUNTING,
+                      depths: Mapping[str, int | None] | None = None) -> pd.DataFrame:
     """Long table ``run, relation, n, acc`` (MedLAMA Fig. 5 shape: grouped bars per relation) over the ``which``
-    subset of each run (``hard_set`` as in :func:`full_hard_table`; a run without that subset has no rows)."""
-    k = _check_k(k)
+    subset of each run (``hard_set`` as in :func:`full_hard_table`; a run without that subset has no rows).
+    ``n`` counts the items ``counting`` counts (queries, or triples); ``acc`` is NaN above a run's depth."""
+    k, counting = _check_k(k), check_counting(counting)
     parts = []
     for label, frame in _check_runs(runs).items():
         part = subset(frame, which, hard_set=_hard_set_of(hard_set, label))
-        acc = pd.DataFrame({"relation": part["relation"].to_numpy(), "hit": hits(part, k)})
-        g = acc.groupby("relation", sort=True)["hit"].agg(["size", "mean"]).reset_index()
-        g.columns = ["relation", "n", "acc"]
+        if counting == "query" and "gold_ranks" not in part.columns:
+            n, h = np.ones(len(part)), hits(part, k).astype(float)
+        else:
+            n, h = counted_hits(part["gold_ranks"].tolist(), k=k, counting=counting)
+        acc = pd.DataFrame({"relation": part["relation"].to_numpy(), "n": n, "h": h})
+        g = acc.groupby("relation", sort=True)[["n", "h"]].sum().reset_index()
+        g["acc"] = g["h"] / g["n"].where(g["n"] > 0)
+        depth = _depth_of(depths, label)
+        if depth is not None and k > depth:
+            g["acc"] = np.nan
+        g = g.drop(columns="h").astype({"n": int})
         g.insert(0, "run", label)
         parts.append(g)
     return pd.concat(parts, ignore_index=True)
@@ -313,18 +334,21 @@ def agreement_table(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "f
 
 
 def relation_differences(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full",
-                         hard_set=False) -> pd.DataFrame:
-    """Per-relation acc@k of each run and its difference to the first run (``Δ label``).
+                         hard_set=False, counting: str = DEFAULT_COUNTING,
+                         depths: Mapping[str, int | None] | None = None) -> pd.DataFrame:
+    """Per-relation acc@k of each run and its difference to the first run (``Δ label``), every run counted by
+    ``counting``.
 
-    Index: relation (union over runs; NaN where a run lacks it or lacks the ``which`` subset), plus a ``macro``
-    row.
+    Index: relation (union over runs; NaN where a run lacks it or lacks the ``which`` subset, or above a run's
+    depth), plus a ``macro`` row.
     """
-    long = relation_accuracy(runs, k=k, which=which, hard_set=hard_set)
+    long = relation_accuracy(runs, k=k, which=which, hard_set=hard_set, counting=counting, depths=depths)
     wide = long.pivot(index="relation", columns="run", values="acc")
     labels = list(_check_runs(runs))
     wide = wide.reindex(columns=labels)
     wide.loc["macro"] = [accuracy(subset(runs[label], which, hard_set=_hard_set_of(hard_set, label)), k=k,
-                                  average="macro") for label in labels]
+                                  average="macro", counting=counting, depth=_depth_of(depths, label))
+                         for label in labels]
     base = labels[0]
     for label in labels[1:]:
         wide[f"Δ {label}"] = wide[label] - wide[base]

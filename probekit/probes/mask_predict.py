@@ -31,6 +31,11 @@ The rules implemented here, for each query and each number of masks n = 1..N (a 
   (word pieces joined) and its score the length-normalised log-prob sum / n; answers are ranked by
   that score (see :mod:`~probekit.probes.generated` for the hit rule).
 
+This is probekit's reading (``reading="probekit"``, the default). ``reading="xfactr-reference"`` (the
+default of the ``medlama-reference`` preset) is X-FACTR's code as MedLAMA ran it, with its own beam rules,
+iteration count, unrestricted vocabulary and one answer per query: see
+:mod:`~probekit.probes.xfactr_reference` for its rules and the lines of the original they follow.
+
 All rows of a block of queries advance together: each step stacks every active hypothesis of every
 row (queries x mask counts x beam) into batched forward passes, where X-FACTR decodes one prompt at a
 time; the MLM head runs only at masked positions, and each distinct input only once. The beam rules
@@ -41,20 +46,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..errors import ProbekitError, positive_int
 from ..types import Query, Ranking
+from . import xfactr_reference as ref
 from .base import Call, Explanation, Option, Probe
 from .generated import ranking_from_predictions
+from .mlm_topk import mask_topk
 from .xfactr import DECODINGS, Hyp, Row, advance, expand, masked_slots, parse_decoding, select
 
 PROMPT_MAX_LENGTH = 128
+READINGS: dict[str, int | None] = {"probekit": None, "xfactr-reference": 1}
+"""The readings of the decoding rules and the answers each gives per query (None: every hypothesis, ranked)."""
+PRESETS: dict[str, dict] = {"medlama-reference": {"reading": "xfactr-reference"}}
+"""Named recipes: the option values each one sets (a preset's values replace the options it names)."""
 TRACE_TOP = 5  # tokens shown per slot and step in a trace
 QUERY_BLOCK = 256  # queries decoded together (all their mask counts and beams share each forward pass)
-HEAD_ATTRS = ("cls", "lm_head")  # MLM heads applied to masked positions only (BERT, RoBERTa families)
 
 
 @dataclass(frozen=True)
@@ -91,57 +101,9 @@ class Decoded:
 
 
 
-def _mask_logits(mlm, ids: torch.Tensor, att: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """Logits at the masked positions ``(rows, cols)`` only: (n_masked, vocab).
-
-    The encoder runs on the whole batch, the MLM head only where a mask is: its vocabulary projection
-    at every position costs as much as a small BERT's encoder (MiniLM: 30,522 x 384 per token).
-    Heads other than BERT's ``cls`` / RoBERTa's ``lm_head`` get the plain full forward.
-    """
-    head = next((getattr(mlm, a) for a in HEAD_ATTRS if isinstance(getattr(mlm, a, None), torch.nn.Module)), None)
-    if head is None:
-        return mlm(input_ids=ids, attention_mask=att).logits[rows, cols]
-    hidden = mlm.base_model(input_ids=ids, attention_mask=att).last_hidden_state  # (batch, seq, dim)
-    return head(hidden[rows, cols])  # (n_masked, vocab)
-
-
-def _forward(model, inputs: list[list[int]], masked: list[list[int]], *, topn: int, batch_size: int,
-             banned: list[int]) -> list[list[tuple[list[float], list[int]]]]:
-    """Top-``topn`` (log-probs, token ids) at each masked position of each input, in batches.
-
-    Inputs are batched by length (least padding), results come back in input order.
-    """
-    tok, mlm, dev = model.tokenizer, model.mlm, model.device
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
-    out: list = [None] * len(inputs)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        chunk, where = [inputs[i] for i in idx], [masked[i] for i in idx]
-        width = max(len(x) for x in chunk)
-        ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # (batch, seq)
-        att = torch.zeros((len(chunk), width), dtype=torch.long)
-        for i, x in enumerate(chunk):
-            ids[i, :len(x)] = torch.tensor(x)
-            att[i, :len(x)] = 1
-        rows = torch.tensor([i for i, pos in enumerate(where) for _ in pos])
-        cols = torch.tensor([p for pos in where for p in pos])
-        sel = _mask_logits(mlm, ids.to(dev), att.to(dev), rows.to(dev), cols.to(dev))  # (n_masked, vocab)
-        if sel.dtype in (torch.float16, torch.bfloat16):
-            sel = sel.float()
-        sel[:, banned] = float("-inf")
-        top_vals, top_toks = sel.log_softmax(-1).topk(topn, dim=-1)  # (n_masked, topn)
-        vals, toks = top_vals.tolist(), top_toks.tolist()
-        m = 0
-        for i, pos in zip(idx, where):
-            out[i] = [(vals[m + j], toks[m + j]) for j in range(len(pos))]
-            m += len(pos)
-    return out
-
-
-def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int) -> list[Row]:
+def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int, *, reference: bool = False) -> list:
     tok = model.tokenizer
-    rows = []
+    rows: list = []
     for n in range(1, n_masks + 1):
         texts = [q.text(tok.mask_token, n_masks=n) for q in queries]
         enc = tok(texts, truncation=True, max_length=max_length)["input_ids"]
@@ -150,15 +112,25 @@ def _prompts(model, queries: Sequence[Query], n_masks: int, max_length: int) -> 
             if len(slots) != n:
                 raise ProbekitError(f"query {queries[qi].id!r} is too long to hold {n} mask tokens within "
                                     f"{max_length} tokens; shorten it")
-            rows.append(Row(query=qi, n=n, ids=list(ids), slots=slots, beam=[Hyp((-1,) * n, (0.0,) * n)]))
+            if reference:  # masked slots hold the mask token's id, as in X-FACTR's tensors
+                rows.append(ref.RefRow(query=qi, n=n, ids=list(ids), slots=slots,
+                                       beam=[Hyp((tok.mask_token_id,) * n, (0.0,) * n)]))
+            else:
+                rows.append(Row(query=qi, n=n, ids=list(ids), slots=slots, beam=[Hyp((-1,) * n, (0.0,) * n)]))
     rows.sort(key=lambda r: (r.query, r.n))
     return rows
 
 
 def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", beam: int = 5, n_masks: int = 5,
            max_iter: int = 10, batch_size: int = 64, max_length: int = PROMPT_MAX_LENGTH, progress=None,
-           trace: bool = False) -> list[Decoded]:
-    """Decode every query with 1..``n_masks`` masks (see the module docstring for the rules)."""
+           trace: bool = False, reading: str = "probekit") -> list[Decoded]:
+    """Decode every query with 1..``n_masks`` masks (see the module docstring for the rules).
+
+    ``reading="xfactr-reference"`` follows X-FACTR's code as MedLAMA ran it
+    (:mod:`~probekit.probes.xfactr_reference`): one prediction per query, ``max_iter`` counting every iteration.
+    """
+    if reading not in READINGS:
+        raise ProbekitError(f"unknown reading {reading!r}; available: {', '.join(READINGS)}")
     if not model.has_mlm:
         raise ProbekitError(f"mask_predict needs a model with an MLM head; {model.id!r} has none "
                             "(use a BERT-family model such as bert-base-uncased)")
@@ -167,17 +139,20 @@ def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", be
     n_masks = positive_int("n_masks", n_masks, maximum=10)
     max_iter = positive_int("max_iter", max_iter, minimum=0, maximum=1000)
     batch_size = positive_int("batch_size", batch_size)
+    reference = reading == "xfactr-reference"
+    if reference:
+        ref.check(init, refine, max_iter=max_iter, n_masks=n_masks)
     tok = model.tokenizer
     topn = max(beam, TRACE_TOP) if trace else beam
     banned = sorted(set(tok.all_special_ids))
-    max_steps = n_masks + (max_iter if refine else 0)
+    max_steps = max_iter if reference else n_masks + (max_iter if refine else 0)
     out: list[Decoded] = []
     with torch.inference_mode():
         # Blocks of queries bound the memory (inputs of a step, the memo of seen inputs); answers do not
         # depend on the blocking, every (query, n) row decodes on its own.
         for start in range(0, len(queries), QUERY_BLOCK):
             block = queries[start:start + QUERY_BLOCK]
-            rows = _prompts(model, block, n_masks, max_length)
+            rows = _prompts(model, block, n_masks, max_length, reference=reference)
             if trace:
                 for r in rows:
                     r.trace = []
@@ -188,6 +163,12 @@ def decode(model, queries: Sequence[Query], *, decoding: str = "order+order", be
                     done = start * max_steps + len(block) * min(step, max_steps)
                     progress(done, len(queries) * max_steps, "decoding")
 
+            if reference:
+                ref.run(model, rows, init=init, refine=refine, beam=beam, max_iter=max_iter, topn=topn,
+                        batch_size=batch_size, on_step=on_step,
+                        on_trace=lambda r, phase, top: r.trace.append(_trace_step(tok, r, phase, top)))
+                out += [_reference_decoded(tok, [r for r in rows if r.query == qi]) for qi in range(len(block))]
+                continue
             _run(model, rows, init=init, refine=refine, beam=beam, max_iter=max_iter, topn=topn,
                  batch_size=batch_size, banned=banned, on_step=on_step)
             for qi in range(len(block)):
@@ -228,7 +209,7 @@ def _run(model, rows: list[Row], *, init: str, refine: str | None, beam: int, ma
                     inputs.append(x)
                     masked.append([r.slots[j] for j in slots])
                 owners.append((r, h, slots, key))
-        results = _forward(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
+        results = mask_topk(model, inputs, masked, topn=topn, batch_size=batch_size, banned=banned)
         seen.update((key, results[i]) for key, i in fresh.items())
         pools: dict[int, list[Hyp]] = {}
         first: dict[int, dict] = {}
@@ -245,7 +226,18 @@ def _run(model, rows: list[Row], *, init: str, refine: str | None, beam: int, ma
         on_step(steps)
 
 
-def _trace_step(tok, row: Row, phase: str, top: dict) -> TraceStep:
+def _reference_decoded(tok, rows: list) -> Decoded:
+    """X-FACTR's one answer per query (:func:`~probekit.probes.xfactr_reference.best_answer`), every n's trace.
+
+    The answer's text is its tokens decoded as they are: a special token X-FACTR predicted stays in it."""
+    row, h = ref.best_answer(rows)
+    text = tok.decode(list(h.tokens), clean_up_tokenization_spaces=True).strip()
+    pred = Prediction(text=text, score=h.score / row.n, n_masks=row.n,
+                      tokens=tuple(tok.convert_ids_to_tokens(list(h.tokens))))
+    return Decoded(predictions=(pred,), traces={r.n: tuple(r.trace) for r in rows if r.trace is not None})
+
+
+def _trace_step(tok, row, phase: str, top: dict) -> TraceStep:
     best = row.beam[0]
     predicted = {j: [(tok.convert_ids_to_tokens(t), math.exp(v)) for v, t in zip(vals[:TRACE_TOP], ids[:TRACE_TOP])]
                  for j, (vals, ids) in top.items()}
@@ -286,19 +278,37 @@ def trace_rows(decoded: Decoded, n_masks: int, *, top: int = 3) -> list[dict]:
     return rows
 
 
+def _ranking(model, query, decoded: Decoded, candidates, call: Call, excluded, reading: str) -> Ranking:
+    r = ranking_from_predictions(query, [(p.text, p.score) for p in decoded.predictions], candidates, call.k,
+                                 model.tokenizer, excluded=excluded)
+    return replace(r, depth=READINGS[reading])
+
+
 class MaskPredictProbe(Probe):
-    def _rank(self, model, queries, candidates, call: Call, **opts) -> list[Ranking]:
-        decoded = decode(model, queries, progress=call.progress, **opts)
-        return [ranking_from_predictions(q, [(p.text, p.score) for p in d.predictions], candidates, call.k,
-                                         model.tokenizer, excluded=ex)
+    def resolve(self, options: dict) -> dict:
+        """The options a run really uses: the preset's values written over them (stored runs record both)."""
+        preset = options.get("preset")
+        if preset in (None, ""):
+            return dict(options)
+        if preset not in PRESETS:
+            raise ProbekitError(f"unknown preset {preset!r}; available: {', '.join(PRESETS)}")
+        return {**options, **PRESETS[preset]}
+
+    def answers_per_query(self, options: dict) -> int | None:
+        """How many answers a run with ``options`` gives per query (None: as many as k asks)."""
+        return READINGS.get(self.resolve(self.checked_options(options))["reading"])
+
+    def _rank(self, model, queries, candidates, call: Call, *, preset, reading, **opts) -> list[Ranking]:
+        reading = self.resolve({"preset": preset, "reading": reading})["reading"]
+        decoded = decode(model, queries, progress=call.progress, reading=reading, **opts)
+        return [_ranking(model, q, d, candidates, call, ex, reading)
                 for q, d, ex in zip(queries, decoded, call.excluded)]
 
-    def _explain(self, model, query, candidates, call: Call, **opts) -> tuple[Ranking, Explanation]:
+    def _explain(self, model, query, candidates, call: Call, **opts) -> tuple[Ranking, Explanation | None]:
         """The ranking and its decoding: for every number of masks, each step of the best hypothesis."""
-        d = decode(model, [query], trace=True, progress=call.progress, **opts)[0]
-        ranking = ranking_from_predictions(query, [(p.text, p.score) for p in d.predictions], candidates, call.k,
-                                           model.tokenizer, excluded=call.excluded[0])
-        return ranking, explanation_of(d)
+        reading = self.resolve({"preset": opts.pop("preset"), "reading": opts.pop("reading")})["reading"]
+        d = decode(model, [query], trace=True, progress=call.progress, reading=reading, **opts)[0]
+        return _ranking(model, query, d, candidates, call, call.excluded[0], reading), explanation_of(d)
 
 
 def explanation_of(decoded: Decoded) -> Explanation:
@@ -320,10 +330,17 @@ PROBE = MaskPredictProbe(
                "+ refinement (order | confidence); order+order is MedLAMA's"),
         Option("beam", 5, (), "beam size (MedLAMA: 5)", minimum=1),
         Option("n_masks", 5, (), "answers of 1..N tokens are decoded (MedLAMA: 5)", minimum=1),
-        Option("max_iter", 10, (), "refinement steps at most, per number of masks", advanced=True, minimum=0),
+        Option("max_iter", 10, (), "probekit reading: refinement steps at most, per number of masks; "
+               "xfactr-reference: iterations at most, the initial filling included (X-FACTR's count)",
+               advanced=True, minimum=0),
         Option("batch_size", 64, (), "prompts per forward pass", advanced=True, minimum=1),
         Option("max_length", PROMPT_MAX_LENGTH, (), "prompt tokens (with masks and special tokens) at most",
                advanced=True, minimum=1),
+        Option("reading", "probekit", tuple(READINGS), "probekit: every hypothesis of every mask count ranked "
+               "(acc@k for any k), special tokens banned, beam rules cleaned up; xfactr-reference: X-FACTR's code as "
+               "MedLAMA ran it, one answer per query (acc@1 only)"),
+        Option("preset", None, (None, *PRESETS), "a paper's recipe; its values replace the options it names. "
+               "medlama-reference: reading=xfactr-reference", type=str),
     ),
     description="MLM: decode 1..N masks (X-FACTR: independent/order/confidence + refinement, beam); "
                 "rank the decoded strings by length-normalised log-prob.",

@@ -78,6 +78,13 @@ MIGRATIONS["runs"] = [
     ALTER TABLE runs ADD COLUMN owner_start VARCHAR;
     ALTER TABLE runs ADD COLUMN heartbeat_at TIMESTAMP
     """,
+    # 3: the counting convention of a run's reported acc@k ('query': any gold in the top k, MedLAMA's scripts;
+    # 'triple': each (S, R, O) triple, LAMA / mLAMA) and the answers its method gives per query (X-FACTR's code:
+    # 1, so no acc@10; NULL: no limit). Runs stored before counted queries.
+    """
+    ALTER TABLE runs ADD COLUMN counting VARCHAR DEFAULT 'query';
+    ALTER TABLE runs ADD COLUMN answers_per_query INTEGER
+    """,
 ]
 
 # layer-wise probing: hit counts per layer, relation and subset
