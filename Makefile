@@ -25,7 +25,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.tx
 install: $(VENV)/.installed
 
 app: install
-	$(PY) -m streamlit run app.py --server.fileWatcherType none --server.address localhost \
+	$(PY) -m streamlit run serve.py --server.fileWatcherType none --server.address localhost \
 		--server.port $(PORT) --server.headless true --browser.gatherUsageStats false
 
 test: install

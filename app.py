@@ -2,7 +2,8 @@
 
 Two apps in one: an expert's personal link (``/annotate?session=…&token=…``) opens the annotation-only app (the
 Annotate page alone: no navigation, no sidebar, no model or dataset pickers); everyone else gets the research
-app, behind the organiser token when ``PROBEKIT_ORGANISER_TOKEN`` is set (pages/_ui.py, ``access``).
+app, behind the organiser's sign-in once the server asks for one (pages/_access.py, ``access``). ``serve.py``
+serves this script with the gate that also keeps exports behind the sign-in.
 """
 
 from pathlib import Path
@@ -15,16 +16,6 @@ from pages import _ui as ui
 # fetched from fonts.gstatic.com by the browser (console errors offline) and an emoji needs an emoji font.
 ICON = str(Path(__file__).resolve().parent / "docs" / "icon.svg")
 st.set_page_config(page_title="probekit", page_icon=ICON, layout="wide")
-
-if ui.access() == "expert":
-    # Streamlit serves the default page at "/" only, so the Annotate page is not the default (its link,
-    # /annotate?…, opens it without a "page not found"); the default page, "/" and any other path, goes there.
-    ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")
-    nav = st.navigation([st.Page(lambda: st.switch_page(ANNOTATE), title="Annotate", url_path="start",
-                                 default=True), ANNOTATE], position="hidden")
-    with ui.shell():
-        nav.run()
-    st.stop()
 
 # (section, page); each feature adds its page here.
 PAGES = [
@@ -43,10 +34,22 @@ PAGES = [
     ("Annotate", st.Page("pages/results.py", title="Annotation results", icon=":material/fact_check:")),
 ]
 
+if ui.access(pages=[page for _, page in PAGES]) == "expert":
+    # Streamlit serves the default page at "/" only, so the Annotate page is not the default (its link,
+    # /annotate?…, opens it without a "page not found"); the default page, "/" and any other path, goes there.
+    ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")
+    nav = st.navigation([st.Page(lambda: st.switch_page(ANNOTATE), title="Annotate", url_path="start",
+                                 default=True), ANNOTATE], position="hidden")
+    with ui.shell():
+        nav.run()
+    st.stop()
+
+
 sections: dict[str, list] = {}
 for section, page in PAGES:
     sections.setdefault(section, []).append(page)
 nav = st.navigation(sections)
+ui.remember_sign_in()
 ui.sidebar()
 with ui.shell():
     nav.run()

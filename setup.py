@@ -4,9 +4,10 @@ The checkout keeps `app.py`, `pages/`, `data/demo/` and `probekit/` side by side
 
 * `probekit/` (the library; never imports streamlit) and `probekit/_demo/` (a copy of `data/demo`, read by
   `config.demo_dir()` when installed);
-* `probekit_app/` holding `app.py`, `pages/`, `docs/icon.svg` and `.streamlit/config.toml`: Streamlit finds
+* `probekit_app/` holding `app.py`, `serve.py` (the server: app.py behind the organiser gate), `pages/`,
+  `docs/icon.svg` and `.streamlit/config.toml`: Streamlit finds
   a multipage app's pages relative to its main script and puts the script's folder on `sys.path`, so
-  `from pages import ...` in app.py works in both layouts. `probekit app` runs `probekit_app/app.py`.
+  `from pages import ...` in app.py works in both layouts. `probekit app` runs `probekit_app/serve.py`.
 """
 
 from setuptools import find_packages, setup
@@ -14,7 +15,7 @@ from setuptools.command.build_py import build_py
 
 # Packages mapped onto shared folders take only these modules (the checkout root also holds setup.py; the demo
 # folder holds its builder script, which the checkout's tests run).
-MODULES = {"probekit_app": {"app"}, "probekit._demo": set()}
+MODULES = {"probekit_app": {"app", "serve"}, "probekit._demo": set()}
 
 
 class BuildPy(build_py):

@@ -7,6 +7,7 @@ import traceback
 
 import streamlit as st
 
+from probekit.annotations.organiser import COOKIE
 from probekit.errors import ProbekitError
 
 log = logging.getLogger("probekit.app")
@@ -25,12 +26,16 @@ def expert():
     return held[0] if held else None
 
 
-def access() -> str:
+def access(pages=()) -> str:
     """``"expert"`` or ``"organiser"`` for this browser session; stops the run with a message (and no data) when
-    an expert link's token is wrong or revoked, or when the organiser token is required and not yet given.
+    an expert link's token is wrong or revoked, or when the organiser pages ask for a credential
+    (:mod:`probekit.annotations.organiser`) and this browser has none.
 
     A token in the URL (``?token=…``) makes the session an expert's; it is checked again on every run (so a
-    revoked link stops working at once) and remembered, so the expert stays in when the URL loses it.
+    revoked link stops working at once) and remembered, so the expert stays in when the URL loses it. The
+    organiser is in by a sign-in in this session, or by the signed cookie a sign-in leaves for the browser session.
+    ``pages``: the app's pages; the sign-in screen answers at each of their paths (and lists none), so a shared link
+    keeps its page and parameters through the sign-in.
     """
     from probekit import annotations as ann
 
@@ -53,21 +58,44 @@ def access() -> str:
         if qp.get("token") != token or qp.get("session") != who.session_id:
             qp.from_dict({"session": who.session_id, "token": token})
         return "expert"
-    if ann.organiser_token_required() and not st.session_state.get(ORGANISER_KEY):
-        _organiser_sign_in()
-        st.stop()
-    return "organiser"
+    if st.session_state.get(ORGANISER_KEY):
+        return "organiser"
+    if not ann.organiser_token_required():  # a workbench with no expert links asks nothing; this browser session
+        st.session_state[ORGANISER_KEY] = True  # stays the organiser's once it hands out the first link
+        return "organiser"
+    if ann.check_organiser_cookie(st.context.cookies.get(COOKIE)):
+        st.session_state[ORGANISER_KEY] = _COOKIE_SET
+        return "organiser"
+    lock = [st.Page(_organiser_sign_in, title=p.title, url_path=p.url_path or None, default=p._default)
+            for p in pages] or [st.Page(_organiser_sign_in, title="Sign in", default=True)]
+    st.navigation(lock, position="hidden").run()
+    st.stop()
+
+
+_COOKIE_SET = "cookie"  # ORGANISER_KEY's value once the browser holds the signed cookie
+
+
+def remember_sign_in() -> None:
+    """Once this organiser session needs a credential (a sign-in, or the first expert link it handed out), leave
+    the signed cookie in the browser, once: a session cookie, gone when the browser closes, whose signature expires
+    after :data:`probekit.annotations.organiser.COOKIE_HOURS` hours. A reload or a new tab then opens signed in."""
+    from probekit import annotations as ann
+
+    if st.session_state.get(ORGANISER_KEY) not in (None, False, _COOKIE_SET) and ann.organiser_token_required():
+        st.html(f"<script>document.cookie = '{COOKIE}={ann.organiser_cookie()}; path=/; SameSite=Strict';</script>",
+                unsafe_allow_javascript=True)
+        st.session_state[ORGANISER_KEY] = _COOKIE_SET
 
 
 def _organiser_sign_in() -> None:
     from probekit import annotations as ann
 
     st.title("probekit")
-    st.info("This server asks organisers for the organiser token (PROBEKIT_ORGANISER_TOKEN). Experts: open the "
-            "personal link your organiser sent you.", icon=":material/lock:")
+    st.info(f"This server asks organisers to sign in: {ann.where_is_the_token()}. Experts: open the personal link "
+            "your organiser sent you.", icon=":material/lock:")
     given = st.text_input("Organiser token", type="password", key="pk_org_token")
     if st.button("Sign in", type="primary", key="pk_org_sign_in"):
         if ann.check_organiser_token(given):
-            st.session_state[ORGANISER_KEY] = True
+            st.session_state[ORGANISER_KEY] = True  # the next run leaves the cookie (remember_sign_in)
             st.rerun()
         st.error("That is not the organiser token.", icon=":material/error:")

@@ -24,7 +24,7 @@ from probekit.memo import Memo
 log = logging.getLogger("probekit.app")
 
 # the pieces live in their own modules; pages use them all through ``ui``
-from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert  # noqa: E402, F401
+from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert, remember_sign_in  # noqa: E402, F401
 from pages._display import FONT_PX, chart_text, legible, md, message  # noqa: E402, F401
 from pages._kept import download, forget, keep, kept  # noqa: E402, F401
 from pages._options import (  # noqa: E402, F401

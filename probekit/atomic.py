@@ -8,7 +8,10 @@
 - the target must be absent or a regular file: a folder, device node (``/dev/null``), FIFO or socket is
   refused with one :class:`~probekit.errors.ProbekitError` (renaming over it would replace it). A symlink is
   followed and its *target* is replaced, so the link stays a link (and a link to a FIFO is refused alike);
-- a new file gets the usual ``0666 & ~umask`` permissions, a replaced file keeps its mode.
+- a new file gets the usual ``0666 & ~umask`` permissions (or ``mode``: a secret is written 0600 from its first
+  byte), a replaced file keeps its mode;
+- ``exclusive``: publish only if the target does not exist yet (``os.link``, atomic): of two processes creating
+  the same file at once, one wins and the other gets :class:`FileExistsError` and reads the winner's file.
 
 >>> import tempfile, pathlib
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "t.txt"
@@ -69,16 +72,20 @@ def temp_name(target: Path) -> Path:
 
 
 def write(path: str | Path, fill: Callable[[IO[Any]], object], *, text: bool = False, encoding: str = "utf-8",
-          newline: str | None = None, check: Callable[[Path], object] | None = None) -> Path:
+          newline: str | None = None, check: Callable[[Path], object] | None = None, mode: int | None = None,
+          exclusive: bool = False) -> Path:
     """Write ``path`` atomically: ``fill(fh)`` writes the content to an open temporary file (binary, or text with
     ``text``); ``check(tmp_path)``, when given, may refuse the finished file (raise) before it replaces anything.
+    ``mode``: the file's permissions (default: a replaced file's, else ``0666 & ~umask``); ``exclusive``: never
+    replace, raise :class:`FileExistsError` when the target exists (module docstring).
     Returns the path written (a symlink's target)."""
     target = safe_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
     while True:
         tmp = temp_name(target)
         try:
@@ -94,7 +101,11 @@ def write(path: str | Path, fill: Callable[[IO[Any]], object], *, text: bool = F
         os.chmod(tmp, mode)
         if check is not None:
             check(tmp)
-        os.replace(tmp, target)
+        if exclusive:
+            os.link(tmp, target)  # FileExistsError when another writer was first
+            tmp.unlink()
+        else:
+            os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

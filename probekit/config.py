@@ -132,3 +132,10 @@ def organiser_token() -> str | None:
     app on a network."""
     value = os.environ.get("PROBEKIT_ORGANISER_TOKEN", "").strip()
     return value or None
+
+
+def organiser_token_file() -> Path:
+    """Where the organiser token generated for a server that hands out expert links without
+    ``PROBEKIT_ORGANISER_TOKEN`` is kept, readable by its owner only, beside the database whose links it guards
+    (``PROBEKIT_ORGANISER_TOKEN_FILE``)."""
+    return _path("PROBEKIT_ORGANISER_TOKEN_FILE", db_path().parent / "organiser-token")

@@ -10,9 +10,14 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 def open_app(page: str | None = None, *, model: str | None = None, dataset: str = "demo", timeout: float = 120,
-             query_params: dict | None = None, state: dict | None = None) -> AppTest:
-    """Run app.py once (optionally switched to ``pages/<page>.py``) with the sidebar preset."""
+             query_params: dict | None = None, state: dict | None = None, organiser: bool = True) -> AppTest:
+    """Run app.py once (optionally switched to ``pages/<page>.py``) with the sidebar preset. ``organiser``: the
+    browser session is the organiser's (signed in), as on the workbench that created the test's expert links; False
+    opens it as a new browser would, which meets the sign-in once links exist (then ``page`` must be None: no
+    organiser page is registered to switch to)."""
     at = AppTest.from_file(APP, default_timeout=timeout)
+    if organiser:
+        at.session_state["pk_organiser"] = True
     if model is not None:
         at.session_state["pk_model"] = "__custom__"
         at.session_state["pk_model_custom"] = model

@@ -195,9 +195,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(env: dict, log_path: Path, script: Path = ROOT / "app.py"):
-    """``streamlit run app.py`` (or ``script``) on a free port with ``env``; yields its URL once healthy, stops it
-    after."""
+def serve(env: dict, log_path: Path, script: Path = ROOT / "serve.py"):
+    """``streamlit run serve.py`` (app.py behind the organiser gate, as ``make app`` serves it; or ``script``) on a
+    free port with ``env``; yields its URL once healthy, stops it after."""
     port = _free_port()
     log = open(log_path, "w")
     proc = subprocess.Popen(

@@ -25,8 +25,8 @@ import pytest
 from conftest import ROOT
 
 QUERY = "Metformin might treat [MASK]."
-SOURCES = ["pyproject.toml", "setup.py", "README.md", "app.py", "pages", "probekit", "data/demo", "docs/icon.svg",
-           ".streamlit/config.toml"]
+SOURCES = ["pyproject.toml", "setup.py", "README.md", "app.py", "serve.py", "pages", "probekit", "data/demo",
+           "docs/icon.svg", ".streamlit/config.toml"]
 """What building the wheel reads (a copy, so the build writes nothing into the checkout)."""
 
 
@@ -202,7 +202,7 @@ def test_editable_install_runs_as_a_checkout(installed):
     assert {r["name"]: r["path"] for r in info["paths"]}["data"] == str(installed["src"] / "data")
     res = subprocess.run([str(venv / "bin" / "probekit"), "app", "--print-command"], cwd=installed["work"],
                          capture_output=True, text=True, env=installed["env"], timeout=600)
-    assert res.returncode == 0 and f" run {installed['src'] / 'app.py'} " in res.stdout, res.stdout + res.stderr
+    assert res.returncode == 0 and f" run {installed['src'] / 'serve.py'} " in res.stdout, res.stdout + res.stderr
 
 
 # ---------------------------------------------------------------- cheap checks in this environment
@@ -220,12 +220,32 @@ def test_the_library_and_the_commands_work_without_streamlit_and_plotly(tmp_path
     assert res.stderr.strip() == "error: the app needs streamlit and plotly: pip install 'probekit[app]'"
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "::"])
+def test_exposing_the_app_without_an_organiser_token_is_refused(host, capsys, monkeypatch):
+    """The rule: the app binds localhost by default; another interface without PROBEKIT_ORGANISER_TOKEN needs an
+    explicit --allow-no-token, and with the token set it is served as asked."""
+    from probekit import cli
+
+    assert cli.main(["app", "--print-command", "--host", host]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "PROBEKIT_ORGANISER_TOKEN is not set" in err and "--allow-no-token" in err
+    for local in ("localhost", "127.0.0.1", "::1"):
+        assert cli.main(["app", "--print-command", "--host", local]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("PROBEKIT_ORGANISER_TOKEN", "s3cret-organiser")
+    assert cli.main(["app", "--print-command", "--host", host]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_app_command_runs_the_checkout_app_with_its_streamlit_settings(capsys):
     from probekit import cli
 
-    assert cli.main(["app", "--print-command", "--port", "8620", "--host", "0.0.0.0"]) == 0
-    cmd = capsys.readouterr().out.split()
-    assert cmd[1:5] == ["-m", "streamlit", "run", str(ROOT / "app.py")]
+    assert cli.main(["app", "--print-command", "--port", "8620", "--host", "0.0.0.0", "--allow-no-token"]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: serving on 0.0.0.0 without PROBEKIT_ORGANISER_TOKEN" in err
+    cmd = out.split()
+    assert cmd[1:5] == ["-m", "streamlit", "run", str(ROOT / "serve.py")]
     flags = dict(zip(cmd[5::2], cmd[6::2]))
     assert flags["--server.fileWatcherType"] == "none" and flags["--server.maxUploadSize"] == "50"
     assert cmd[-4:] == ["--server.port", "8620", "--server.address", "0.0.0.0"]  # after the file's localhost

@@ -248,10 +248,12 @@ def test_organiser_token_guards_the_organiser_pages(monkeypatch):
     sid = ann.from_rankings(rankings(2, k=2), name="guarded", k=2)
     rated_by(sid, "Carol", 2)
     expert_token = link(sid, "Dana")
-    for page in ("results", "annotate", "probe"):
-        at = open_app(page, query_params={"session": sid})
-        assert organiser_widgets(at) == [] and at.get("dataframe") == []
-        assert any("organiser token" in i.value for i in at.info) and "guarded" not in texts(at)
+    at = open_app(None, query_params={"session": sid}, organiser=False)  # a new browser, no credential
+    assert organiser_widgets(at) == [] and at.get("dataframe") == []
+    assert any("organiser token" in i.value for i in at.info) and "guarded" not in texts(at)
+    for page in ("results", "annotate", "probe"):  # while locked no organiser page is registered, so none can run
+        with pytest.raises(ValueError, match=rf"navigation page for '[^']*pages/{page}.py'"):
+            at.switch_page(f"pages/{page}.py")
     for wrong in ("nope", expert_token):
         at.text_input(key="pk_org_token").set_value(wrong).run()
         at.button(key="pk_org_sign_in").click().run()
@@ -494,3 +496,36 @@ def test_two_experts_at_once_in_two_browsers(tmp_path):
     assert overall["items rated twice+"] == total
     assert overall["alpha (ordinal)"] < 0  # Ben's scores mirror Ana's (6 - s): systematic disagreement
     assert len(result["accuracy"]) > 0
+
+
+def test_expert_links_without_an_organiser_token_lock_the_organiser_pages():
+    """The rule: once a server hands out expert links, its organiser pages never open without a credential. With no
+    PROBEKIT_ORGANISER_TOKEN, the first link generates one (kept 0600 beside the database); an expert who deletes the
+    token from their link meets the sign-in, not every expert's ratings. The organiser who issued the link stays in."""
+    import os
+    import stat
+
+    from test_annotations import rankings
+
+    from probekit import config
+
+    sid = ann.from_rankings(rankings(2, k=2), name="unguarded", k=2)
+    before = open_app(None, query_params={"session": sid}, organiser=False)  # no links yet: the workbench asks nothing
+    assert not ann.organiser_token_required() and not [i for i in before.info if "sign in" in i.value]
+    rated_by(sid, "Carol", 2)
+    expert_token = link(sid, "Dana")
+    path = config.organiser_token_file()
+    assert ann.organiser_token_required() and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    before.run()  # the organiser's own session (it was in before the link existed) stays in
+    assert errors(before) == [] and not any("sign in" in i.value for i in before.info)
+    stripped = open_app(None, query_params={"session": sid}, organiser=False)  # the link without its token
+    assert organiser_widgets(stripped) == [] and "unguarded" not in texts(stripped) and "Carol" not in texts(stripped)
+    assert any(str(path) in i.value for i in stripped.info)  # where the organiser finds the token
+    for wrong in ("", expert_token, "x" * 32):
+        assert not ann.check_organiser_token(wrong)
+    stripped.text_input(key="pk_org_token").set_value(path.read_text().strip()).run()
+    stripped.button(key="pk_org_sign_in").click().run()
+    stripped.switch_page("pages/results.py").run()
+    assert errors(stripped) == [] and "rs_create" in organiser_widgets(stripped)
+    expert = open_app("annotate", query_params={"session": sid, "token": expert_token}, organiser=False)
+    assert errors(expert) == [] and any("Annotating as **Dana**" in c.value for c in expert.caption)

@@ -2,7 +2,8 @@
 agreement and expert-adjusted accuracy.
 
 - :mod:`.sessions`: create a session (from rankings, a fresh probe, a stored run), sample, list;
-- :mod:`.access`: annotators, their personal links (tokens), the organiser token;
+- :mod:`.access`: annotators and their personal links (tokens);
+- :mod:`.organiser`: the organiser's credential (token, generated once links exist; the sign-in cookie);
 - :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress, the keyboard rules);
 - :mod:`.presses`: key presses from a browser, each handled exactly once however often it is re-sent;
 - :mod:`.stats`: the organiser's side (frames, statistics, exports).
@@ -16,14 +17,19 @@ from .access import (  # noqa: F401
     Expert,
     annotator_key,
     annotators,
-    check_organiser_token,
     expert_link,
     experts,
     issue_token,
     join,
-    organiser_token_required,
     revoke_tokens,
     verify_token,
+)
+from .organiser import (  # noqa: F401
+    check_organiser_cookie,
+    check_organiser_token,
+    organiser_cookie,
+    organiser_token_required,
+    where_is_the_token,
 )
 from .presses import take_presses  # noqa: F401
 from .rating import (  # noqa: F401

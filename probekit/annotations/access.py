@@ -6,7 +6,7 @@ An annotator's identity within a session is their name, trimmed, spaces collapse
 In the app an expert acts only through a personal link: a per-session, per-expert token
 (:func:`issue_token`), random, stored as its sha256 only, compared in constant time and revocable
 (:func:`revoke_tokens`). The link opens an annotation-only app; the organiser pages ask for
-``PROBEKIT_ORGANISER_TOKEN`` when it is set (:func:`check_organiser_token`). The Python API (and CLI) below
+an organiser credential once links exist (:mod:`probekit.annotations.organiser`). The Python API (and CLI) below
 is trusted code: it takes annotator names directly.
 """
 
@@ -140,6 +140,10 @@ def issue_token(session_id: str, name: str, *, new_only: bool = False) -> str:
         cur.execute("UPDATE annotation_tokens SET revoked_at = ? WHERE session_id = ? AND annotator = ? "
                     "AND revoked_at IS NULL", [now, sid, key])
         cur.execute("INSERT INTO annotation_tokens VALUES (?, ?, ?, ?, NULL)", [_hash(token), sid, key, now])
+    if config.organiser_token() is None:  # links exist now: the organiser pages need a credential
+        from .organiser import generate_organiser_token
+
+        generate_organiser_token()
     return token
 
 
@@ -196,16 +200,3 @@ def expert_link(base_url: str, session_id: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/annotate?{urlencode({'session': session_id, 'token': token})}"
 
 
-# ---------------------------------------------------------------- the organiser
-def organiser_token_required() -> bool:
-    """Whether ``PROBEKIT_ORGANISER_TOKEN`` is set (then organiser pages ask for it)."""
-    return config.organiser_token() is not None
-
-
-def check_organiser_token(given) -> bool:
-    """Whether ``given`` is the organiser token (constant-time comparison of the sha256 digests); False when
-    no organiser token is set."""
-    expected = config.organiser_token()
-    if expected is None or not isinstance(given, str) or not given.strip():
-        return False
-    return hmac.compare_digest(_hash(given.strip()), _hash(expected))

@@ -1,8 +1,10 @@
 """``probekit app``: serve the Streamlit workbench (the same app as ``make app``).
 
-Runs ``streamlit run`` on the checkout's ``app.py`` or, installed, on the copy in the ``probekit_app`` folder
-of the wheel, with the settings of the app's ``.streamlit/config.toml`` passed as flags (Streamlit itself reads
-that file only from the current directory). Binds to localhost unless ``--host`` says otherwise.
+Runs ``streamlit run`` on the checkout's ``serve.py`` (``app.py`` behind the organiser gate) or, installed, on the
+copy in the ``probekit_app`` folder of the wheel, with the settings of the app's ``.streamlit/config.toml`` passed
+as flags (Streamlit itself reads that file only from the current directory). Binds to localhost unless ``--host``
+says otherwise; another interface without ``PROBEKIT_ORGANISER_TOKEN`` is refused unless ``--allow-no-token``
+says the exposure is meant (then a warning is printed).
 """
 
 from __future__ import annotations
@@ -16,17 +18,20 @@ from pathlib import Path
 from .. import config
 from ..errors import ProbekitError
 
+SCRIPT = "serve.py"
+"""The file ``streamlit run`` is given: the ASGI app serving ``app.py`` behind the organiser gate."""
+
 
 def app_script() -> Path:
-    """The Streamlit main script: the checkout's ``app.py``, else the installed ``probekit_app/app.py``."""
+    """The Streamlit script to run: the checkout's ``serve.py``, else the installed ``probekit_app/serve.py``."""
     if config.in_checkout():
-        return config.ROOT / "app.py"
+        return config.ROOT / SCRIPT
     spec = importlib.util.find_spec("probekit_app")
     for folder in (spec.submodule_search_locations or []) if spec else []:
-        script = Path(folder) / "app.py"
+        script = Path(folder) / SCRIPT
         if script.is_file():
             return script
-    raise ProbekitError("the app is not installed with this probekit (no probekit_app/app.py): reinstall probekit")
+    raise ProbekitError(f"the app is not installed with this probekit (no probekit_app/{SCRIPT}): reinstall probekit")
 
 
 def streamlit_flags(script: Path) -> list[str]:
@@ -57,6 +62,15 @@ def _cmd_app(args) -> int:
         raise ProbekitError("the app needs streamlit and plotly: pip install 'probekit[app]'")
     if args.port is not None and not 0 < args.port < 65536:
         raise ProbekitError(f"--port must be between 1 and 65535, got {args.port}")
+    from ..annotations.organiser import exposed_without_token
+
+    if exposed_without_token(args.host):
+        if not args.allow_no_token:
+            raise ProbekitError(f"--host {args.host} lets other machines reach the app, and "
+                                "PROBEKIT_ORGANISER_TOKEN is not set: set it (organisers then sign in with it), or "
+                                "add --allow-no-token if this network is yours alone")
+        print(f"warning: serving on {args.host} without PROBEKIT_ORGANISER_TOKEN: anyone who reaches this address "
+              "gets the organiser pages until the first expert link is issued", file=sys.stderr)
     cmd = command(args.port, args.host)
     if args.print_command:
         print(" ".join(cmd))
@@ -69,8 +83,10 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=None, help="port (default 8501)")
     p.add_argument("--host", default=None, help="address to bind (default localhost; read the README's Data "
                    "safety before exposing the app on a network)")
+    p.add_argument("--allow-no-token", action="store_true", help="serve on another interface (--host) without "
+                   "PROBEKIT_ORGANISER_TOKEN (refused otherwise)")
     p.add_argument("--print-command", action="store_true", help="print the streamlit command instead of running it")
     p.set_defaults(func=_cmd_app)
 
 
-__all__ = ["app_script", "command", "register", "streamlit_flags"]
+__all__ = ["SCRIPT", "app_script", "command", "register", "streamlit_flags"]
