@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from _umls import conso_line, write_umls
 
 from probekit.errors import DataFormatError, ProbekitError, UnknownNameError
 from probekit.vocab.sources import SOURCES, Entry, open_source
-
-from _umls import conso_line, write_umls
 
 
 def rows(source):

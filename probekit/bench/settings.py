@@ -10,7 +10,8 @@ import functools
 import hashlib
 import json
 
-from ..datasets import VOCABS, Dataset, hardness
+from ..datasets import Dataset, hardness
+from ..datasets.base import check_vocab, vocab_fingerprint
 from ..encode import precision
 from ..errors import ProbekitError, positive_int
 from ..types import Query
@@ -18,7 +19,7 @@ from ..types import Query
 MAX_K = 1000
 KEY_EXCLUDED_OPTIONS = ("batch_size",)
 """Options that do not change results and so do not tell runs apart."""
-KEY_OMITTED_DEFAULTS = {"exclude_subject": False}
+KEY_OMITTED_DEFAULTS = {"exclude_subject": False, "match": "string"}
 """Options added after runs were stored: left out of the key at these values (the reference behaviour),
 so runs stored before they existed keep their keys and are still found."""
 
@@ -63,8 +64,7 @@ def check_run_args(dataset, vocab, k) -> None:
 
 def check_vocab_and_k(vocab, k) -> None:
     """The checks that need no dataset (the CLI makes them before loading anything)."""
-    if vocab not in VOCABS:
-        raise ProbekitError(f"unknown vocabulary {vocab!r}; available: {', '.join(VOCABS)}")
+    check_vocab(vocab)
     positive_int("k", k, maximum=MAX_K)
 
 
@@ -92,6 +92,7 @@ def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | N
         "precision": precision(model, bool(opts.get("fast"))),
         "dataset": dataset.name, "dataset_version": dataset.version, "relations": dataset.relations,
         "n_queries": len(dataset), "probe": probe.name, "options": kept, "vocab": vocab, "k": int(k),
+        **({"vocab_fingerprint": fp} if (fp := vocab_fingerprint(vocab)) else {}),
     }
 
 
