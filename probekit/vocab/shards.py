@@ -270,31 +270,40 @@ def _shard_actor(ray):
 def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_worker: int = 1,
                   layer: int | None = None, pooling: str | None = None, dtype: str = "float32",
                   batch_size: int = 128, fast: bool = False, device: str | None = None,
-                  address: str | None = None, progress: Progress | None = None) -> Vectors:
-    """Encode the missing shards of ``rows`` across ``workers`` Ray actors (the grid's Ray backend starts or joins
-    Ray): each actor loads the model once; the driver hands each missing shard to exactly one idle actor, so no
-    shard is encoded twice. Shards land in the same folder as :func:`encode`'s, so either can resume the other."""
+                  address: str | None = None, progress: Progress | None = None) -> tuple[Vectors, dict]:
+    """Encode the missing shards of ``rows`` across ``workers`` Ray actors (started or joined as the grid's Ray
+    backend does): each actor loads the model once; the driver hands each missing shard to exactly one idle actor,
+    so no shard is encoded twice. Shards land in the same folder as :func:`encode`'s, so either resumes the other.
+
+    Returns the vectors and what happened: ``assigned`` (shard ids in the order handed out), ``start_s`` (Ray and
+    the actors' model loads), ``encode_s`` (first shard handed out to last one back)."""
     from ..grid.backends import RayBackend
 
     workers = positive_int("workers", workers)
     backend = RayBackend(address=address, workers=workers, device=device)
     ray = backend._ray()
+    t0 = time.perf_counter()
     actor_cls = _shard_actor(ray)
-    actors = [actor_cls.options(num_cpus=1).remote(model_id, threads_per_worker, device)  # type: ignore[attr-defined]
-              for _ in range(workers)]
+    backend.actors = [actor_cls.options(num_cpus=1).remote(model_id, threads_per_worker, device)  # type: ignore[attr-defined]
+                      for _ in range(workers)]
     try:
-        key, layer_, pooling_ = ray.get(actors[0].key.remote(rows.fingerprint, layer, pooling, dtype,
-                                                             rows.shard_size, fast))
+        keys = ray.get([a.key.remote(rows.fingerprint, layer, pooling, dtype, rows.shard_size, fast)
+                        for a in backend.actors])  # every actor has its model loaded from here on
+        key, layer_, pooling_ = keys[0]
         vectors = vectors_for(rows, key, dtype)
+        start_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
         todo = vectors.missing()
+        assigned: list[int] = []
         before = rows.n_rows - sum(vectors.shard_rows(i) for i in todo)
         done, rate = before, Rate(rows.n_rows)
         running: dict = {}
-        free = list(actors)
+        free = list(backend.actors)
         while todo or running:
             while todo and free:
-                actor = free.pop()
-                running[actor.encode.remote(vectors, todo.pop(0), layer_, pooling_, batch_size, fast)] = actor
+                actor, i = free.pop(), todo.pop(0)
+                assigned.append(i)
+                running[actor.encode.remote(vectors, i, layer_, pooling_, batch_size, fast)] = actor
             ready, _ = ray.wait(list(running), num_returns=1)
             for ref in ready:
                 free.append(running.pop(ref))
@@ -302,8 +311,6 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
                 done += vectors.shard_rows(i)
                 if progress:
                     progress(done, rows.n_rows, f"encoding on {workers} Ray workers {rate.text(done, before)}")
-        return vectors
+        return vectors, {"assigned": assigned, "start_s": start_s, "encode_s": time.perf_counter() - t1}
     finally:
-        for a in actors:
-            ray.kill(a)
-
+        backend.shutdown()

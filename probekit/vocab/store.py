@@ -94,7 +94,7 @@ def build(name: str, source: Source, *, model_id: str = config.DEFAULT_MODEL, mo
     t_read = time.perf_counter() - t0
     t1 = time.perf_counter()
     if backend == "ray":
-        vectors = shards.encode_on_ray(model_id, rows, workers=workers, threads_per_worker=threads_per_worker,
+        vectors, _ = shards.encode_on_ray(model_id, rows, workers=workers, threads_per_worker=threads_per_worker,
                                        layer=layer, pooling=pooling, dtype=dtype, batch_size=batch_size, fast=fast,
                                        progress=progress)
         model_desc = model_id
