@@ -8,7 +8,7 @@ from pages import _bench
 from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import runs, views
-from probekit.datasets import VOCABS
+from probekit.datasets.base import available_vocabs
 from probekit.metrics import compare as rm
 from probekit.probes import get_probe, probes_for
 
@@ -31,8 +31,9 @@ with st.container(border=True):
     extra = c1.text_input("Also benchmark (model ids or folders, comma-separated)", key="bm_extra",
                           placeholder="bert-base-uncased, dmis-lab/biobert-v1.1")
     probe = get_probe(c2.selectbox("Probe", probes_for(model), key="bm_probe"))
-    vocab = c2.radio("Candidates", VOCABS, key="bm_vocab", horizontal=True,
-                     help="heads+tails of the dataset (MedLAMA's reference), all tails, or each relation's tails")
+    vocab = c2.radio("Candidates", available_vocabs(), key="bm_vocab", horizontal=True,
+                     help="heads+tails of the dataset (MedLAMA's reference), all tails, each relation's tails, or a "
+                          "vocabulary built with `probekit vocab build`")
     k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k"))
     opts = ui.probe_option_widgets(probe, key="bm", container=c3)
     ids = [m.strip() for m in extra.split(",") if m.strip()]
