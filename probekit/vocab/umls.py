@@ -129,7 +129,8 @@ def _concepts(path: Path, o: dict) -> Iterator[tuple[str, list[list[str]]]]:
     """(CUI, its rows passing the row filters), one concept at a time, in file order."""
     lat, sup = set(o["lat"]), set(o["suppress"])
     sab, tty = set(o.get("sab", ())), set(o.get("tty", ()))
-    cur, rows, last = "", [], ""
+    cur, last = "", ""
+    rows: list[list[str]] = []
     for number, text in text_lines(path):
         if not text:
             continue
