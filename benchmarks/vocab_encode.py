@@ -8,7 +8,7 @@ with the embedded default model (MiniLM-L6, mean pooling, names cut at 25 tokens
 - ``local``: this process, ``--threads`` torch threads (the baseline);
 - ``ray-1``: one Ray worker with ``--threads`` threads; ``ray-2``: two workers with ``--threads // 2`` each, the
   same thread budget. The ratio ray-2 / ray-1 is on encoding time (first shard handed out to the last one back;
-  the actors' start and model load are reported apart), the issue's target being >= 1.6.
+  the actors' start and model load are reported apart), the target being >= 1.6.
 
 FLOPs per name are counted by ``torch.utils.flop_counter`` on one batch of the names; the projection divides an
 assumed GPU peak (``--gpu-tflops``, default 989: H100 SXM dense bf16) times an assumed utilisation
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from probekit import models  # noqa: E402
 from probekit.datasets import load_dataset  # noqa: E402
 from probekit.vocab import shards  # noqa: E402
+from probekit.vocab.ray_shards import encode_on_ray  # noqa: E402
 from probekit.vocab.sources import open_source  # noqa: E402
 
 
@@ -114,7 +115,7 @@ def main() -> int:
             _fresh_cache(base, label)
             rows = shards.read_rows(open_source("names", path), shard_size=args.shard_size)
             t = time.perf_counter()
-            _, how = shards.encode_on_ray("default", rows, workers=workers,
+            _, how = encode_on_ray("default", rows, workers=workers,
                                           threads_per_worker=max(1, args.threads // workers),
                                           batch_size=args.batch_size, device="cpu")
             wall = time.perf_counter() - t

@@ -143,12 +143,14 @@ def test_two_ray_workers_encode_each_missing_shard_once(tmp_path, tiny_encoder, 
     """Shards as Ray tasks over 2 local workers (one model each): every missing shard handed out once, the
     vectors those of in-process encoding, and a shard already done is not encoded again."""
     pytest.importorskip("ray")
+    from probekit.vocab.ray_shards import encode_on_ray
+
     rows = shards.read_rows(open_source("names", names_file(tmp_path)), shard_size=10)
     local = shards.encode(tiny_encoder, rows, batch_size=4)
     expected = [np.array(s) for s in local.shards()]  # copies: the Ray workers replace shards 2 and 4
     local.receipt(2).unlink()
     local.receipt(4).unlink()
-    vectors, how = shards.encode_on_ray(str(tiny_encoder_dir), rows, workers=2, batch_size=4)
+    vectors, how = encode_on_ray(str(tiny_encoder_dir), rows, workers=2, batch_size=4)
     assert vectors.folder == local.folder and sorted(how["assigned"]) == [2, 4] and vectors.complete
     for a, b in zip(vectors.shards(), expected):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # other processes, same threads and batches

@@ -16,8 +16,8 @@ def _vocab_dir(tmp_path, monkeypatch):
 
 
 def _build(name, path, tiny_encoder, **kw):
+    from probekit.vocab.build import build
     from probekit.vocab.sources import open_source
-    from probekit.vocab.store import build
 
     return build(name, open_source("umls", path), model=tiny_encoder, shard_size=2, **kw)
 
@@ -56,8 +56,8 @@ def test_approximate_index_recall_is_measured(tmp_path, tiny_encoder):
 
     names = tmp_path / "names.txt"
     names.write_text("\n".join(f"term {i} of {j}" for i in range(40) for j in ("a", "b")) + "\n")
+    from probekit.vocab.build import build
     from probekit.vocab.sources import open_source
-    from probekit.vocab.store import build
 
     out = build("flat", open_source("names", names), model=tiny_encoder, shard_size=32, index="ivf-flat",
                 index_params={"nlist": 4, "nprobe": 1})
@@ -73,8 +73,8 @@ def test_probing_with_a_built_vocabulary_by_string_and_by_concept(tmp_path, tiny
     from probekit.vocab.store import open_vocabulary
 
     conso, _ = write_umls(tmp_path / "umls")
+    from probekit.vocab.build import build
     from probekit.vocab.sources import open_source
-    from probekit.vocab.store import build
 
     build("syn", open_source("umls", conso, names="all"), model=tiny_encoder, shard_size=3)
     cands = open_vocabulary("syn").candidates()

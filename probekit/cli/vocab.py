@@ -33,8 +33,8 @@ def _params(pairs) -> dict:
 
 
 def _cmd_build(args) -> int:
+    from probekit.vocab.build import build
     from probekit.vocab.sources import open_source
-    from probekit.vocab.store import build
 
     from .common import print_json, progress_bar
 

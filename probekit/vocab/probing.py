@@ -19,7 +19,8 @@ from ..memo import Memo
 from ..metrics.concept import check_match, concept_gold_ranks, rows_by_concept
 from ..types import Query, Ranking
 from . import shards
-from .store import VocabularyCandidates, index_folder, record
+from .shards import index_folder
+from .store import VocabularyCandidates, record
 
 _INDEXES: Memo[str, object] = Memo(max_entries=2)
 _BY_CUI: Memo[str, dict[str, list[int]]] = Memo(max_entries=2)

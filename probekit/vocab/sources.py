@@ -13,76 +13,13 @@ one :class:`~probekit.errors.DataFormatError` naming the file and line.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataFormatError, ProbekitError, Registry
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One vocabulary row: the name that is encoded and the concept it names (``""`` when the source has none)."""
-
-    name: str
-    cui: str = ""
-    types: str = ""
-    """The concept's semantic types (TUIs joined by ``|``) when the source gives them."""
-
-
-@dataclass
-class Source:
-    """A readable vocabulary source: ``kind`` (a :data:`SOURCES` name), its files and reading options."""
-
-    kind: str
-    paths: tuple[Path, ...]
-    options: dict = field(default_factory=dict)
-
-    def rows(self) -> Iterator[Entry]:
-        """Every row in file order (streamed); raises one :class:`DataFormatError` for bad input."""
-        reader = SOURCES.get_or_raise(self.kind)
-        return reader.read(self)
-
-    def fingerprint(self) -> str:
-        """A hash of the files' bytes (read in blocks) and of the options: what the vocabulary was built from."""
-        return fingerprint(self.paths, {"kind": self.kind, **self.options})
-
-    def describe(self) -> dict:
-        return {"kind": self.kind, "paths": [str(p) for p in self.paths], "options": dict(self.options)}
-
-
-def fingerprint(paths, options: dict) -> str:
-    """sha1 of ``options`` (as sorted JSON) and of each file's bytes, read in 1 MiB blocks."""
-    h = hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode())
-    for p in paths:
-        try:
-            with open(p, "rb") as fh:
-                while block := fh.read(1 << 20):
-                    h.update(block)
-        except OSError as e:
-            raise ProbekitError(f"cannot read vocabulary file {p}: {e.strerror or e}") from None
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text without its newline) of a UTF-8 file, streamed; a non-UTF-8 line is one error naming it."""
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise ProbekitError(f"cannot read vocabulary file {path}: {e.strerror or e}") from None
-    with fh:
-        for number, raw in enumerate(fh, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataFormatError(f"{path}, line {number}: not UTF-8 (byte {e.start + 1} of the line)") from None
-            if number == 1:
-                text = text.removeprefix("\ufeff")
-            yield number, text.rstrip("\r\n")
+from .entries import Entry, Source, fingerprint, text_lines  # noqa: F401 - re-exported: the sources' shared types
+from .umls import UmlsReader
 
 
 class NamesReader:
@@ -136,6 +73,7 @@ class NamesReader:
 SOURCES: Registry = Registry("vocabulary source")
 """kind -> reader with ``read(source) -> Iterator[Entry]``: one module per format registers here."""
 SOURCES["names"] = NamesReader()
+SOURCES["umls"] = UmlsReader()
 
 
 def open_source(kind: str, paths, **options) -> Source:
@@ -155,7 +93,4 @@ def open_source(kind: str, paths, **options) -> Source:
             raise ProbekitError(f"vocabulary file {p} not found")
     check = getattr(reader, "check_options", None)
     clean = check(options) if check else {k: v for k, v in options.items() if v not in (None, "", ())}
-    return Source(kind=kind, paths=paths, options=clean)
-
-
-from . import umls  # noqa: E402,F401 - registers the UMLS reader (it imports this module's types)
+    return Source(kind=kind, paths=paths, options=clean, reader=reader)

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataFormatError, ProbekitError
-from .sources import SOURCES, Entry, Source, text_lines
+from .entries import Entry, Source, text_lines
 
 MRCONSO_FIELDS = ("CUI", "LAT", "TS", "LUI", "STT", "SUI", "ISPREF", "AUI", "SAUI", "SCUI", "SDUI", "SAB", "TTY",
                   "CODE", "STR", "SRL", "SUPPRESS", "CVF")
@@ -187,6 +187,3 @@ class _TypeWalker:
                 break
             found.append(row[1])
         return tuple(dict.fromkeys(found))
-
-
-SOURCES["umls"] = UmlsReader()
