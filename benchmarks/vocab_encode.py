@@ -76,6 +76,10 @@ def main() -> int:
     names = _names(args.n)
     path = base / "names.txt"
     path.write_text("\n".join(names) + "\n", encoding="utf-8")
+    def save() -> None:  # after each mode: a run cut off by a time limit keeps what it measured
+        if args.out:
+            Path(args.out).write_text(json.dumps(out, indent=1))
+
     out: dict = {"names": len(names), "shard_size": args.shard_size, "threads": args.threads,
                  "load_before": os.getloadavg(), "cpus": os.cpu_count()}
 
@@ -95,6 +99,7 @@ def main() -> int:
     projected = args.gpu_tflops * 1e12 * args.gpu_util / flops
     out["gpu_projection"] = {"names_per_s": round(projected), "assumed_peak_tflops": args.gpu_tflops,
                              "assumed_utilisation": args.gpu_util, "label": "PROJECTION, not measured"}
+    save()
     print(f"FLOPs per name {flops / 1e6:.1f} M; CPU achieved {out['cpu_gflops_achieved']} GFLOP/s; GPU PROJECTION "
           f"{projected:,.0f} names/s ({args.gpu_tflops:g} TFLOP/s peak x {args.gpu_util:g} utilisation, assumed)")
     if args.device.startswith("cuda") and torch.cuda.is_available():
@@ -123,14 +128,14 @@ def main() -> int:
                           "wall_s": round(wall, 2), "names_per_s": round(len(names) / how["encode_s"], 1)}
             print(f"{label} ({workers} x {max(1, args.threads // workers)} threads): encode {how['encode_s']:.1f} s "
                   f"= {len(names) / how['encode_s']:,.0f} names/s (start {how['start_s']:.1f} s)", flush=True)
+            save()
         ratio = out["ray-1"]["encode_s"] / out["ray-2"]["encode_s"]
         out["ray_2_vs_1"] = round(ratio, 2)
         print(f"2 Ray workers vs 1 on {args.threads} threads: {ratio:.2f}x (target >= 1.6)")
     out["load_after"] = os.getloadavg()
     print(f"load average before {out['load_before'][0]:.1f}, after {out['load_after'][0]:.1f} on {os.cpu_count()} "
           "CPUs (absolute times are loaded; ratios are what count)")
-    if args.out:
-        Path(args.out).write_text(json.dumps(out, indent=1))
+    save()
     return 0
 
 

@@ -144,7 +144,7 @@ def register(sub) -> None:
     g.add_argument("--name-column", default=None, help="CSV name column (default name)")
     g.add_argument("--id-column", default=None, help="CSV concept-id column (default id when present)")
     g = a.add_argument_group("encoding")
-    add_model_args(g)  # type: ignore[arg-type]  # an argument group takes add_argument like a parser
+    add_model_args(g)  # an argument group takes add_argument like a parser
     g.add_argument("--layer", type=int, default=None, help="hidden_states[L] (default: last)")
     g.add_argument("--pooling", default=None, choices=["cls", "mean"], help="default: the model's")
     g.add_argument("--dtype", default="float32", choices=DTYPES, help="stored vectors (float16 halves the disk)")

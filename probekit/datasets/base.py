@@ -119,12 +119,12 @@ class Dataset:
         """
         if vocab not in VOCABS:
             check_vocab(vocab)
-            key = (vocab, None)
-            if key not in self._cands:
+            built: tuple[str, str | None] = (vocab, None)
+            if built not in self._cands:
                 from ..vocab.store import open_vocabulary
 
-                self._cands[key] = open_vocabulary(vocab).candidates()
-            return self._cands[key]
+                self._cands[built] = open_vocabulary(vocab).candidates()
+            return self._cands[built]
         if vocab == "relation" and relation is None:
             raise ProbekitError("vocabulary 'relation' needs a relation")
         key = (vocab, relation if vocab == "relation" else None)

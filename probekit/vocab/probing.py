@@ -85,7 +85,7 @@ def rank_in_vocabulary(index, queries: Sequence[Query], candidates: VocabularyCa
             gone = set(ex.ids)
             groups.append([(cui, [i for i in table.get(cui, []) if i not in gone]) for cui in
                            (list(q.gold_ids) + [""] * (len(q.golds) - len(q.gold_ids)))[:len(q.golds)]])
-        flat = [[i for _, ids in g for i in ids] for g in groups]
+        flat: list[list[int | None]] = [[i for _, ids in g for i in ids] for g in groups]
     else:
         flat = [gold_indices(q, candidates, ex) for q, ex in zip(queries, excluded)]
     results = index.rank(qvec, flat, k, exclude=exclude, progress=progress)
@@ -93,7 +93,7 @@ def rank_in_vocabulary(index, queries: Sequence[Query], candidates: VocabularyCa
     out = []
     for qi, (q, ex, (ids, scores, ranks)) in enumerate(zip(queries, excluded, results)):
         if match == "concept":
-            by_row = dict(zip(flat[qi], ranks))
+            by_row = {int(i): r for i, r in zip(flat[qi], ranks) if i is not None}  # every concept row is an id
             gold_ranks = concept_gold_ranks([by_row], [groups[qi]])[0]
         else:
             gold_ranks = list(ranks)

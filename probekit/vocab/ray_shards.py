@@ -56,7 +56,7 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
     ray = backend._ray()
     t0 = time.perf_counter()
     actor_cls = _shard_actor(ray)
-    backend.actors = [actor_cls.options(num_cpus=1).remote(model_id, threads_per_worker, device)  # type: ignore[attr-defined]
+    backend.actors = [actor_cls.options(num_cpus=1).remote(model_id, threads_per_worker, device)
                       for _ in range(workers)]
     try:
         keys = ray.get([a.key.remote(rows.fingerprint, layer, pooling, dtype, rows.shard_size, fast)
