@@ -51,6 +51,10 @@ from .index_kinds import IndexKind, metric_of, resolve
 from .index_shards import Shards
 
 FORMAT = 1
+RECALL_QUERIES, RECALL_K = 200, 10
+"""An approximate index's build measures its recall@RECALL_K on this many of the vocabulary's own names (seeded
+sample; a name finds itself, so this is an upper bound of sorts: :meth:`ShardedIndex.recall_at_k` on a run's own
+queries replaces it)."""
 META = "index.json"
 STATS = "stats.npz"
 FAISS = "index.faiss"
@@ -62,6 +66,33 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+class _TopMerge:
+    """The best kk (score, global id) per query over blocks seen in id order; lower ids first among equal scores."""
+
+    def __init__(self, n_q: int, kk: int):
+        self.kk = kk
+        self.scores = np.full((n_q, kk), -np.inf, dtype=np.float32)
+        self.ids = np.full((n_q, kk), -1, dtype=np.int64)
+
+    def add(self, c0: int, scores: np.ndarray, ids: np.ndarray) -> None:
+        s = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
+        ids = np.where(ids >= 0, ids + c0, -1)
+        cat_s, cat_i = np.concatenate([self.scores, s], 1), np.concatenate([self.ids, ids], 1)
+        order = np.argsort(-cat_s, axis=1, kind="stable")[:, :self.kk]  # earlier (lower) ids first on ties
+        self.scores, self.ids = np.take_along_axis(cat_s, order, 1), np.take_along_axis(cat_i, order, 1)
+
+    def first_then(self, search, n_q: int):
+        """A search answering its first call for all n_q queries at kk from this merge, later ones by ``search``."""
+        pending = [True]
+
+        def answer(q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+            if pending[0] and kk == self.kk and len(q) == n_q:
+                pending[0] = False
+                return self.scores, self.ids
+            return search(q, kk)
+        return answer
 
 
 class ShardedIndex:
@@ -101,8 +132,14 @@ class ShardedIndex:
         twins = twin_groups(hashes, sh.rows)
         del hashes
         approx = spec.build(sh, merged, metric_of(similarity), progress) if spec.build else None
-        return cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx,
-                   build_seconds=time.perf_counter() - t0)
+        index = cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx)
+        if approx is not None:  # measured, never assumed: on a seeded sample of the vocabulary's own names
+            if progress:
+                progress(sh.n, sh.n, "measuring recall")
+            sample = np.sort(np.random.default_rng(0).choice(sh.n, size=min(RECALL_QUERIES, sh.n), replace=False))
+            index.recall_at_k(sh.rows(sample), RECALL_K)
+        index.build_seconds = time.perf_counter() - t0
+        return index
 
     def __len__(self) -> int:
         return self.shards.n
@@ -132,21 +169,17 @@ class ShardedIndex:
         return extra + int(self._sq_norms.nbytes)
 
     # ------------------------------------------------------------ search
+    def _block_top(self, q: np.ndarray, block: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n_queries, <= kk) scores and block-local ids by faiss's flat kernel (EntityIndex's kernel)."""
+        dist, ids = faiss.knn(q, block, min(kk, len(block)), metric_of(self.similarity))
+        return (-dist if self.similarity == "l2" else dist), ids
+
     def _exact_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """Prepared queries -> (n_queries, kk) scores, ids by faiss's flat kernel, merged over the blocks."""
-        n_q, metric = len(q), metric_of(self.similarity)
-        best_s = np.full((n_q, kk), -np.inf, dtype=np.float32)
-        best_i = np.full((n_q, kk), -1, dtype=np.int64)
+        merge = _TopMerge(len(q), kk)
         for c0, block in self.shards.blocks():
-            kb = min(kk, len(block))
-            dist, ids = faiss.knn(q, block, kb, metric)
-            s = -dist if self.similarity == "l2" else dist
-            s = np.where(ids >= 0, s, -np.inf).astype(np.float32)
-            ids = np.where(ids >= 0, ids + c0, -1)
-            cat_s, cat_i = np.concatenate([best_s, s], 1), np.concatenate([best_i, ids], 1)
-            order = np.argsort(-cat_s, axis=1, kind="stable")[:, :kk]  # earlier (lower) ids first on ties
-            best_s, best_i = np.take_along_axis(cat_s, order, 1), np.take_along_axis(cat_i, order, 1)
-        return best_s, best_i
+            merge.add(c0, *self._block_top(q, block, kk))
+        return merge.scores, merge.ids
 
     def _approx_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """The approximate index's ``refine`` x kk candidates, re-scored exactly from the shards, best kk first."""
@@ -203,11 +236,19 @@ class ShardedIndex:
             g, ex = golds[start:stop], exclude[start:stop]
             counter = GoldCounter(q, g, ex, similarity=self.similarity, max_norm=self._max_norm,
                                   rows_of=self._rows_of, twins=self._twins)
+            search = self._search_prepared
             if not counter.idle:
+                # one pass: the gold counts, and (exact kind) the first search top_k_by_rule will ask for
+                kk0 = min(len(self), k + max((len(e) for e in ex), default=0) + 8)
+                merge = _TopMerge(len(q), kk0) if self.approx is None else None
                 for c0, block in self.shards.blocks():
                     counter.add(c0, block, self._sq_norms[c0:c0 + len(block)], chunk=NAME_CHUNK)
+                    if merge is not None:
+                        merge.add(c0, *self._block_top(q, block, kk0))
+                if merge is not None:
+                    search = merge.first_then(search, len(q))
             ranks = counter.ranks()
-            tops = top_k_by_rule(self._search_prepared, q, g, ex, ranks, k, n=len(self),
+            tops = top_k_by_rule(search, q, g, ex, ranks, k, n=len(self),
                                  tol=TIE_TOLERANCE * score_scale(self.similarity, q, self._max_norm),
                                  gold_score=self._gold_score(q))
             out += [(ids, scores, r) for (ids, scores), r in zip(tops, ranks)]
