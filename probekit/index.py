@@ -136,8 +136,12 @@ class EntityIndex:
             raise ProbekitError(f"vectors must be (n_names, dim); got shape {vectors.shape}")
         n, dim = vectors.shape
         self.faiss = faiss.IndexFlatL2(dim) if similarity == "l2" else faiss.IndexFlatIP(dim)
-        for c0 in range(0, n, ADD_CHUNK):  # prepared chunk by chunk: faiss holds the only full copy
-            self.faiss.add(_prepare(vectors[c0:c0 + ADD_CHUNK], similarity))
+        if n:  # faiss's own storage sized once and filled with prepared chunks: the only full copy, no regrowth
+            self.faiss.codes.resize(n * dim * 4)
+            store = faiss.rev_swig_ptr(self.faiss.codes.data(), n * dim * 4).view(np.float32).reshape(n, dim)
+            for c0 in range(0, n, ADD_CHUNK):
+                store[c0:c0 + ADD_CHUNK] = _prepare(vectors[c0:c0 + ADD_CHUNK], similarity)
+            self.faiss.ntotal = n
         xb = self.vectors
         self._sq_norms = np.einsum("ij,ij->i", xb, xb)  # (n_names,): l2 scores and the tie scale
         self._max_norm = float(np.sqrt(self._sq_norms.max())) if n else 0.0

@@ -87,6 +87,24 @@ def test_exact_streaming_equals_entity_index_on_the_demo(tiny_encoder, small_blo
         assert got_idx.rank(qvec, golds, k) == want_idx.rank(qvec, golds, k)
 
 
+@pytest.mark.parametrize("similarity", ["cosine", "l2"])
+def test_torch_gold_counts_follow_the_same_rule(similarity, small_blocks):
+    """The torch counter (a GPU's, here on the CPU) against the numpy one: equal ranks wherever no candidate lies
+    within float32 noise of a gold's threshold (none does on random data), twins and exclusions included."""
+    vec = _synthetic(6_000, 32, seed=11, twins=50)
+    rng = np.random.default_rng(12)
+    q = rng.normal(size=(40, 32)).astype(np.float32)
+    q[:10] = vec[:10].astype(np.float32)  # golds with twins, at the top
+    golds = [[int(i), 6_000 + int(i) if i < 50 else None] for i in rng.integers(0, 6_050, 40)]
+    golds[:10] = [[i, 6_000 + i] for i in range(10)]
+    exclude = [[int(rng.integers(0, 6_050))] for _ in range(40)]
+    shards = _split(vec, [2_500])
+    want = ShardedIndex.build(shards, similarity=similarity, device="numpy").rank(q, golds, 10, exclude=exclude)
+    got = ShardedIndex.build(shards, similarity=similarity, device="cpu").rank(q, golds, 10, exclude=exclude)
+    assert got == want
+    assert [r[2] for r in got[:10]] == [[1, 1]] * 10
+
+
 def test_exact_search_is_the_faiss_top_k():
     vec = _synthetic(3_000, 16, seed=3)
     q = np.random.default_rng(4).normal(size=(5, 16)).astype(np.float32)

@@ -47,6 +47,7 @@ from ..errors import ProbekitError, positive_int
 from ..index import NAME_CHUNK, QUERY_CHUNK, SIMILARITIES, row_hashes, twin_groups
 from ..index_rank import TIE_TOLERANCE, GoldCounter, prepare, score_scale, top_k_by_rule
 from ..jobs import Progress
+from .index_gpu import TorchGoldCounter, default_device
 from .index_kinds import IndexKind, metric_of, resolve
 from .index_shards import Shards
 
@@ -100,8 +101,9 @@ class ShardedIndex:
 
     def __init__(self, shards: Shards, *, kind: IndexKind, params: dict[str, Any], sq_norms: np.ndarray,
                  twins: list[list[int]], approx: Any = None, build_seconds: float = 0.0,
-                 recall: dict[str, Any] | None = None):
+                 recall: dict[str, Any] | None = None, device: str | None = None):
         self.shards, self.similarity, self.kind, self.params = shards, shards.similarity, kind, params
+        self.device = device
         self._sq_norms = sq_norms  # (n,) float32 squared norms of the prepared vectors
         self._max_norm = float(np.sqrt(sq_norms.max())) if len(sq_norms) else 0.0
         self._groups = twins
@@ -115,8 +117,12 @@ class ShardedIndex:
     # ------------------------------------------------------------ building
     @classmethod
     def build(cls, shards: Sequence[np.ndarray], *, similarity: str = "cosine", kind: str = "exact",
-              params: Mapping[str, Any] | None = None, progress: Progress | None = None) -> ShardedIndex:
-        """One pass over the shards for norms and twins (row hashes); then the approximate structure, if any."""
+              params: Mapping[str, Any] | None = None, progress: Progress | None = None,
+              device: str | None = None) -> ShardedIndex:
+        """One pass over the shards for norms and twins (row hashes); then the approximate structure, if any.
+
+        ``device``: where gold ranks are counted: ``None`` = a GPU when torch sees one, else numpy on the CPU
+        (EntityIndex's kernel); ``"numpy"``; or a torch device (``"cuda"``, ``"cpu"``)."""
         if similarity not in SIMILARITIES:
             raise ProbekitError(f"unknown similarity {similarity!r}; available: {', '.join(SIMILARITIES)}")
         t0 = time.perf_counter()
@@ -132,7 +138,7 @@ class ShardedIndex:
         twins = twin_groups(hashes, sh.rows)
         del hashes
         approx = spec.build(sh, merged, metric_of(similarity), progress) if spec.build else None
-        index = cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx)
+        index = cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx, device=device)
         if approx is not None:  # measured, never assumed: on a seeded sample of the vocabulary's own names
             if progress:
                 progress(sh.n, sh.n, "measuring recall")
@@ -157,7 +163,8 @@ class ShardedIndex:
         return {"kind": self.kind.name, "approximate": self.approximate, "params": dict(self.params),
                 "similarity": self.similarity, "n": len(self), "dim": self.dim,
                 "vector_bytes": self.shards.nbytes, "index_bytes": self.index_bytes,
-                "build_seconds": round(self.build_seconds, 3), "recall": self.recall}
+                "build_seconds": round(self.build_seconds, 3), "recall": self.recall,
+                "gold_ranks": "exact"}
 
     @property
     def index_bytes(self) -> int:
@@ -234,8 +241,7 @@ class ShardedIndex:
             stop = min(start + QUERY_CHUNK, n_q)
             q = self._queries(queries[start:stop])  # (chunk, dim)
             g, ex = golds[start:stop], exclude[start:stop]
-            counter = GoldCounter(q, g, ex, similarity=self.similarity, max_norm=self._max_norm,
-                                  rows_of=self._rows_of, twins=self._twins)
+            counter = self._counter(q, g, ex)
             search = self._search_prepared
             if not counter.idle:
                 # one pass: the gold counts, and (exact kind) the first search top_k_by_rule will ask for
@@ -255,6 +261,13 @@ class ShardedIndex:
             if progress:
                 progress(stop, n_q, "ranking")
         return out
+
+    def _counter(self, q: np.ndarray, golds, exclude) -> GoldCounter:
+        if self.device == "numpy" or self.device is None and default_device() == "cpu":
+            return GoldCounter(q, golds, exclude, similarity=self.similarity, max_norm=self._max_norm,
+                               rows_of=self._rows_of, twins=self._twins)
+        return TorchGoldCounter(q, golds, exclude, similarity=self.similarity, max_norm=self._max_norm,
+                                rows_of=self._rows_of, twins=self._twins, device=self.device or "cuda")
 
     def _gold_score(self, q: np.ndarray):
         q_norm2 = np.einsum("ij,ij->i", q, q)
@@ -304,7 +317,7 @@ class ShardedIndex:
         return folder
 
     @classmethod
-    def load(cls, folder: Path | str, shards: Sequence[np.ndarray]) -> ShardedIndex:
+    def load(cls, folder: Path | str, shards: Sequence[np.ndarray], *, device: str | None = None) -> ShardedIndex:
         """The index saved in ``folder`` over these ``shards``; one clear line when it is incomplete or stale."""
         folder = Path(folder)
         try:
@@ -330,7 +343,7 @@ class ShardedIndex:
         if spec.approximate:
             approx = faiss.deserialize_index(np.fromfile(folder / FAISS, dtype=np.uint8))
         return cls(sh, kind=spec, params=params, sq_norms=sq, twins=groups, approx=approx,
-                   build_seconds=float(meta.get("build_seconds", 0.0)), recall=meta.get("recall"))
+                   build_seconds=float(meta.get("build_seconds", 0.0)), recall=meta.get("recall"), device=device)
 
 
 __all__ = ["ShardedIndex"]
