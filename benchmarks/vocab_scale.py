@@ -3,8 +3,8 @@
 Synthetic 384-d name vectors (the MiniLM width) are written as float16 ``.npy`` shards of 50,000 rows into a
 temporary folder (``--dir``), as the vocabulary store keeps them, then memory-mapped. They are *clustered*
 (real name embeddings are: synonyms and variants sit together; uniform noise is every approximate index's worst
-case): ``n / 50`` centres ~ N(0, 1), each name = its centre + N(0, 0.6^2) noise, 1% of the names repeated as
-case variants (twins). A query is a stored name + N(0, 0.3^2) noise (a masked query lies near its answer, not on
+case): ``n / 50`` centres ~ N(0, 1), each name = its centre + N(0, 1) noise (two names of one centre: cosine ~0.5), 1% of the names repeated as
+case variants (twins). A query is a stored name + N(0, 0.5^2) noise (a masked query lies near its answer, not on
 it); its gold is that name.
 
 Each measurement runs in a fresh child process (one thread: BLAS, faiss, torch), peak RSS read from
@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DIM, SHARD_ROWS, SEED = 384, 50_000, 0
-NAME_NOISE, QUERY_NOISE, TWIN_FRACTION = 0.6, 0.3, 0.01
+NAME_NOISE, QUERY_NOISE, TWIN_FRACTION = 1.0, 0.5, 0.01
 SETTINGS = {"ivf-flat": ("nprobe", [8, 16, 32, 64, 128]), "ivf-pq": ("nprobe", [16, 32, 64, 128]),
             "hnsw": ("ef_search", [32, 64, 128, 256])}
 

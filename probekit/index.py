@@ -33,7 +33,7 @@ from .types import CandidateSet
 SIMILARITIES = ("cosine", "l2", "dot")
 NAME_MAX_LENGTH = 25
 NAME_CHUNK = 8192
-ADD_CHUNK = 65536
+ADD_CHUNK = 8192
 """Rows prepared (normalised) and added to faiss at a time."""
 QUERY_CHUNK = 1024
 _INDEX_MEMO_SIZE = 4

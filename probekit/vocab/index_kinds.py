@@ -66,7 +66,8 @@ def _ivf_defaults(n: int, dim: int) -> dict[str, Any]:
 
 def _pq_defaults(n: int, dim: int) -> dict[str, Any]:
     m = next(m for m in (dim // 8, dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0)
-    return {**_ivf_defaults(n, dim), "m": m, "refine": 10}
+    nlist = _nlist(n)
+    return {"nlist": nlist, "nprobe": max(8, nlist // 16), "m": m, "refine": 10}
 
 
 def _hnsw_defaults(n: int, dim: int) -> dict[str, Any]:

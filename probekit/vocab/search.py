@@ -52,6 +52,8 @@ from .index_kinds import IndexKind, metric_of, resolve
 from .index_shards import Shards
 
 FORMAT = 1
+COUNT_BYTES = 8 * 2**20
+"""float32 scores held at once while counting (n_queries x candidates per matrix product)."""
 RECALL_QUERIES, RECALL_K = 200, 10
 """An approximate index's build measures its recall@RECALL_K on this many of the vocabulary's own names (seeded
 sample; a name finds itself, so this is an upper bound of sorts: :meth:`ShardedIndex.recall_at_k` on a run's own
@@ -168,12 +170,15 @@ class ShardedIndex:
 
     @property
     def index_bytes(self) -> int:
-        """Memory of the approximate structure (0 for exact) plus the per-candidate norms."""
-        extra = 0
-        if self.approx is not None:
-            buf = faiss.serialize_index(self.approx)
-            extra = int(buf.nbytes)
-        return extra + int(self._sq_norms.nbytes)
+        """Memory of the approximate structure (its codes, ids, centroids or links; 0 for exact) plus the
+        per-candidate norms, counted from faiss's own sizes (no copy)."""
+        extra, a = 0, self.approx
+        if a is not None and hasattr(a, "hnsw"):
+            extra = a.ntotal * a.storage.sa_code_size() + a.hnsw.neighbors.size() * 4
+        elif a is not None:
+            ivf = faiss.extract_index_ivf(a)
+            extra = a.ntotal * (ivf.code_size + 8) + ivf.quantizer.ntotal * self.dim * 4
+        return int(extra) + int(self._sq_norms.nbytes)
 
     # ------------------------------------------------------------ search
     def _block_top(self, q: np.ndarray, block: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -247,8 +252,9 @@ class ShardedIndex:
                 # one pass: the gold counts, and (exact kind) the first search top_k_by_rule will ask for
                 kk0 = min(len(self), k + max((len(e) for e in ex), default=0) + 8)
                 merge = _TopMerge(len(q), kk0) if self.approx is None else None
+                chunk = max(256, min(NAME_CHUNK, COUNT_BYTES // (4 * len(q))))  # (n_queries, chunk) scores
                 for c0, block in self.shards.blocks():
-                    counter.add(c0, block, self._sq_norms[c0:c0 + len(block)], chunk=NAME_CHUNK)
+                    counter.add(c0, block, self._sq_norms[c0:c0 + len(block)], chunk=chunk)
                     if merge is not None:
                         merge.add(c0, *self._block_top(q, block, kk0))
                 if merge is not None:
