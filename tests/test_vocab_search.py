@@ -156,6 +156,19 @@ def test_kinds_registry_and_parameters():
     assert idx.info()["params"]["nlist"] == 4 and idx.recall_at_k(vec[:20], 5) == 1.0  # all cells probed
 
 
+def test_ivf_build_doubles_nprobe_until_the_measured_recall_reaches_the_target():
+    vec = _synthetic(8_000, 32, seed=13, clusters=400)
+    fixed = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": 1, "target_recall": None})
+    tuned = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": 1, "target_recall": 0.99})
+    assert fixed.params["nprobe"] == 1 and fixed.recall is not None and fixed.recall["recall"] < 0.99
+    nprobe = tuned.params["nprobe"]
+    assert nprobe in (2, 4, 8, 16, 32, 64) and (tuned.recall["recall"] >= 0.99 or nprobe == 64)
+    half = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": nprobe // 2,
+                                                                "target_recall": None})
+    assert half.recall["recall"] < 0.99  # the doubling stopped at the first nprobe that reached the target
+    assert tuned.recall == {"k": 10, "queries": 200, "recall": tuned.recall["recall"]}
+
+
 # ---------------------------------------------------------------- twins by row hashes
 def _unique_groups(rows: np.ndarray) -> list[list[int]]:
     """The grouping EntityIndex used before: np.unique over whole rows as bytes."""

@@ -71,6 +71,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _overlap(want: np.ndarray, got: np.ndarray) -> float:
+    """Mean fraction of each row of ``want`` (exact top-k ids) found in the same row of ``got``."""
+    k = want.shape[1]
+    return float(np.mean([len(set(w.tolist()) & set(g.tolist())) / k for w, g in zip(want, got)]))
+
+
 class _TopMerge:
     """The best kk (score, global id) per query over blocks seen in id order; lower ids first among equal scores."""
 
@@ -145,7 +151,7 @@ class ShardedIndex:
             if progress:
                 progress(sh.n, sh.n, "measuring recall")
             sample = np.sort(np.random.default_rng(0).choice(sh.n, size=min(RECALL_QUERIES, sh.n), replace=False))
-            index.recall_at_k(sh.rows(sample), RECALL_K)
+            index._tune_to_recall(sh.rows(sample), merged.get("target_recall"))
         index.build_seconds = time.perf_counter() - t0
         return index
 
@@ -285,6 +291,22 @@ class ShardedIndex:
         return score
 
     # ------------------------------------------------------------ recall
+    def _tune_to_recall(self, queries: np.ndarray, target: float | None) -> None:
+        """Measure recall@RECALL_K on ``queries``; for IVF kinds with a ``target``, double nprobe (up to nlist)
+        until the measured recall reaches it. The exact answers are computed once."""
+        q = self._queries(queries)
+        kk = min(RECALL_K, len(self))
+        _, want = self._exact_search(q, kk)
+        while True:
+            value = _overlap(want, self._approx_search(q, kk)[1])
+            self.recall = {"k": kk, "queries": len(q), "recall": value}
+            nprobe, nlist = self.params.get("nprobe"), self.params.get("nlist")
+            if target is None or value >= target or nprobe is None or nlist is None or nprobe >= nlist:
+                return
+            self.params["nprobe"] = min(nlist, 2 * nprobe)
+            if self.kind.tune is not None:
+                self.kind.tune(self.approx, self.params)
+
     def recall_at_k(self, queries: np.ndarray, k: int) -> float:
         """Mean fraction of the exact top-k that this index's top-k holds, measured on ``queries`` (1.0 for
         exact); kept in ``info()["recall"]`` with k and the number of queries."""
@@ -296,9 +318,7 @@ class ShardedIndex:
         if self.approx is None:
             value = 1.0
         else:
-            _, want = self._exact_search(q, kk)
-            _, got = self._approx_search(q, kk)
-            value = float(np.mean([len(set(w.tolist()) & set(g.tolist())) / kk for w, g in zip(want, got)]))
+            value = _overlap(self._exact_search(q, kk)[1], self._approx_search(q, kk)[1])
         self.recall = {"k": kk, "queries": len(q), "recall": value}
         return value
 
