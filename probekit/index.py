@@ -33,6 +33,8 @@ from .types import CandidateSet
 SIMILARITIES = ("cosine", "l2", "dot")
 NAME_MAX_LENGTH = 25
 NAME_CHUNK = 8192
+ADD_CHUNK = 8192
+"""Rows prepared (normalised) and added to faiss at a time."""
 QUERY_CHUNK = 1024
 _INDEX_MEMO_SIZE = 4
 _INDEX_MEMO: Memo[str, EntityIndex] = Memo(max_entries=_INDEX_MEMO_SIZE)
@@ -65,8 +67,8 @@ def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers
 _prepare = prepare
 
 
-HASH_CHUNK = 8192
-"""Rows hashed per step by :func:`row_hashes` (its uint64 temporary is HASH_CHUNK x dim x 8 bytes)."""
+HASH_CHUNK = 2048
+"""Rows hashed per step by :func:`row_hashes` (its uint64 temporaries are a few x HASH_CHUNK x dim x 8 bytes)."""
 
 
 def row_hashes(rows: np.ndarray) -> np.ndarray:
@@ -130,11 +132,16 @@ class EntityIndex:
         if similarity not in SIMILARITIES:
             raise ProbekitError(f"unknown similarity {similarity!r}; available: {', '.join(SIMILARITIES)}")
         self.similarity = similarity
-        prepared = _prepare(vectors, similarity)  # (n_names, dim); a temporary for cosine, released below
-        n, dim = prepared.shape
+        if vectors.ndim != 2:
+            raise ProbekitError(f"vectors must be (n_names, dim); got shape {vectors.shape}")
+        n, dim = vectors.shape
         self.faiss = faiss.IndexFlatL2(dim) if similarity == "l2" else faiss.IndexFlatIP(dim)
-        self.faiss.add(prepared)
-        del prepared
+        if n:  # faiss's own storage sized once and filled with prepared chunks: the only full copy, no regrowth
+            self.faiss.codes.resize(n * dim * 4)
+            store = faiss.rev_swig_ptr(self.faiss.codes.data(), n * dim * 4).view(np.float32).reshape(n, dim)
+            for c0 in range(0, n, ADD_CHUNK):
+                store[c0:c0 + ADD_CHUNK] = _prepare(vectors[c0:c0 + ADD_CHUNK], similarity)
+            self.faiss.ntotal = n
         xb = self.vectors
         self._sq_norms = np.einsum("ij,ij->i", xb, xb)  # (n_names,): l2 scores and the tie scale
         self._max_norm = float(np.sqrt(self._sq_norms.max())) if n else 0.0

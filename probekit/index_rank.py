@@ -35,11 +35,14 @@ Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 def prepare(vectors: np.ndarray, similarity: str) -> np.ndarray:
     """float32 copy of ``vectors`` (normalised for cosine); row by row, so a block prepares like the whole."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    out = np.ascontiguousarray(vectors, dtype=np.float32)
     if similarity == "cosine":
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.clip(norms, 1e-12, None)
-    return vectors
+        norms = np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+        if np.shares_memory(out, vectors):  # never write into the caller's array
+            out = out / norms
+        else:  # a converted copy of our own: divide in place (the same values, half the memory)
+            out /= norms
+    return out
 
 
 def partial_scores(similarity: str, q: np.ndarray, x: np.ndarray, sq: np.ndarray) -> np.ndarray:

@@ -87,6 +87,24 @@ def test_exact_streaming_equals_entity_index_on_the_demo(tiny_encoder, small_blo
         assert got_idx.rank(qvec, golds, k) == want_idx.rank(qvec, golds, k)
 
 
+@pytest.mark.parametrize("similarity", ["cosine", "l2"])
+def test_torch_gold_counts_follow_the_same_rule(similarity, small_blocks):
+    """The torch counter (a GPU's, here on the CPU) against the numpy one: equal ranks wherever no candidate lies
+    within float32 noise of a gold's threshold (none does on random data), twins and exclusions included."""
+    vec = _synthetic(6_000, 32, seed=11, twins=50)
+    rng = np.random.default_rng(12)
+    q = rng.normal(size=(40, 32)).astype(np.float32)
+    q[:10] = vec[:10].astype(np.float32)  # golds with twins, at the top
+    golds = [[int(i), 6_000 + int(i) if i < 50 else None] for i in rng.integers(0, 6_050, 40)]
+    golds[:10] = [[i, 6_000 + i] for i in range(10)]
+    exclude = [[int(rng.integers(0, 6_050))] for _ in range(40)]
+    shards = _split(vec, [2_500])
+    want = ShardedIndex.build(shards, similarity=similarity, device="numpy").rank(q, golds, 10, exclude=exclude)
+    got = ShardedIndex.build(shards, similarity=similarity, device="cpu").rank(q, golds, 10, exclude=exclude)
+    assert got == want
+    assert [r[2] for r in got[:10]] == [[1, 1]] * 10
+
+
 def test_exact_search_is_the_faiss_top_k():
     vec = _synthetic(3_000, 16, seed=3)
     q = np.random.default_rng(4).normal(size=(5, 16)).astype(np.float32)
@@ -136,6 +154,19 @@ def test_kinds_registry_and_parameters():
     assert AUTO_EXACT_MAX > 500 and set(KIND_NAMES) >= {"exact", "auto"}
     idx = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 4, "nprobe": 4})
     assert idx.info()["params"]["nlist"] == 4 and idx.recall_at_k(vec[:20], 5) == 1.0  # all cells probed
+
+
+def test_ivf_build_doubles_nprobe_until_the_measured_recall_reaches_the_target():
+    vec = _synthetic(8_000, 32, seed=13, clusters=400)
+    fixed = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": 1, "target_recall": None})
+    tuned = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": 1, "target_recall": 0.99})
+    assert fixed.params["nprobe"] == 1 and fixed.recall is not None and fixed.recall["recall"] < 0.99
+    nprobe = tuned.params["nprobe"]
+    assert nprobe in (2, 4, 8, 16, 32, 64) and (tuned.recall["recall"] >= 0.99 or nprobe == 64)
+    half = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": nprobe // 2,
+                                                                "target_recall": None})
+    assert half.recall["recall"] < 0.99  # the doubling stopped at the first nprobe that reached the target
+    assert tuned.recall == {"k": 10, "queries": 200, "recall": tuned.recall["recall"]}
 
 
 # ---------------------------------------------------------------- twins by row hashes

@@ -1,7 +1,9 @@
-"""Building a vocabulary: read the source into row shards, encode the missing vector shards (in this process, or
-across Ray workers), build the search index over them (:class:`probekit.vocab.search.ShardedIndex`) and record
-what it cost in the vocabulary's record (:mod:`probekit.vocab.store`): names, shards, bytes on disk, seconds per
-stage, names/s, the process's peak memory and, for an approximate index, its recall@10 against exact search. Each
+"""Building a vocabulary: read, encode in shards, index, and record what each stage cost.
+
+The source is read into row shards, the missing vector shards are encoded (in this process, or across Ray
+workers), the search index is built over them (:class:`probekit.vocab.search.ShardedIndex`), and the vocabulary's
+record (:mod:`probekit.vocab.store`) gets names, shards, bytes on disk, seconds per stage, names/s, the process's
+peak memory and, for an approximate index, its recall@10 against exact search. Each
 build is one entry of the record, keyed by its vector key, so a vocabulary encoded with several models keeps one
 entry for each.
 """

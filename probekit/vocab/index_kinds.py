@@ -9,7 +9,8 @@ sample of the shards and filled block by block, never holding a float32 copy of 
   the ``refine`` x k best are re-scored exactly from the shards;
 - ``hnsw``: a graph (``M`` links per node, ``ef_construction`` at build, ``ef_search`` per query), float16 vectors.
 
-Defaults grow with the number of candidates n (:func:`defaults`): nlist ~ sqrt(n) rounded to a power of two;
+Defaults grow with the number of candidates n: nlist ~ sqrt(n) rounded to a power of two, nprobe from nlist / 16
+doubled at build until the measured recall reaches ``target_recall`` (:data:`TARGET_RECALL`);
 ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX` candidates and ``ivf-flat`` above. Every approximate kind's
 candidates are re-scored from the shards (exact scores), and its recall is measured against ``exact``
 (:meth:`~probekit.vocab.search.ShardedIndex.recall_at_k`), never assumed.
@@ -29,6 +30,9 @@ from ..errors import ProbekitError, Registry, UnknownNameError, positive_int
 from ..jobs import Progress
 from .index_shards import Shards
 
+TARGET_RECALL = 0.99
+"""IVF kinds: after the build, nprobe doubles (up to nlist) until the recall@10 measured on a sample of the
+vocabulary's own names reaches this (``target_recall=None``: keep the given nprobe)."""
 AUTO_EXACT_MAX = 250_000
 """``auto`` streams the exact index up to this many candidates (a query reads every vector: ~0.1-0.3 s here)."""
 TRAIN_PER_CELL = 40
@@ -61,12 +65,13 @@ def _nlist(n: int) -> int:
 
 def _ivf_defaults(n: int, dim: int) -> dict[str, Any]:
     nlist = _nlist(n)
-    return {"nlist": nlist, "nprobe": max(8, nlist // 16), "refine": 2, "fp16": True}
+    return {"nlist": nlist, "nprobe": max(8, nlist // 16), "refine": 2, "fp16": True, "target_recall": TARGET_RECALL}
 
 
 def _pq_defaults(n: int, dim: int) -> dict[str, Any]:
     m = next(m for m in (dim // 8, dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0)
-    return {**_ivf_defaults(n, dim), "m": m, "refine": 10}
+    nlist = _nlist(n)
+    return {"nlist": nlist, "nprobe": max(8, nlist // 16), "m": m, "refine": 10, "target_recall": TARGET_RECALL}
 
 
 def _hnsw_defaults(n: int, dim: int) -> dict[str, Any]:

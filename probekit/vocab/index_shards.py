@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ProbekitError
 from ..index_rank import prepare
 
-BLOCK_BYTES = 64 * 2**20
+BLOCK_BYTES = 8 * 2**20
 """float32 bytes per prepared block (a multiple of 1,024 rows: faiss's own database block)."""
 _PAGE = mmap.PAGESIZE
 

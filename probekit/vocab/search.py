@@ -47,10 +47,17 @@ from ..errors import ProbekitError, positive_int
 from ..index import NAME_CHUNK, QUERY_CHUNK, SIMILARITIES, row_hashes, twin_groups
 from ..index_rank import TIE_TOLERANCE, GoldCounter, prepare, score_scale, top_k_by_rule
 from ..jobs import Progress
+from .index_gpu import TorchGoldCounter, default_device
 from .index_kinds import IndexKind, metric_of, resolve
 from .index_shards import Shards
 
 FORMAT = 1
+COUNT_BYTES = 8 * 2**20
+"""float32 scores held at once while counting (n_queries x candidates per matrix product)."""
+RECALL_QUERIES, RECALL_K = 200, 10
+"""An approximate index's build measures its recall@RECALL_K on this many of the vocabulary's own names (seeded
+sample; a name finds itself, so this is an upper bound of sorts: :meth:`ShardedIndex.recall_at_k` on a run's own
+queries replaces it)."""
 META = "index.json"
 STATS = "stats.npz"
 FAISS = "index.faiss"
@@ -64,13 +71,47 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _overlap(want: np.ndarray, got: np.ndarray) -> float:
+    """Mean fraction of each row of ``want`` (exact top-k ids) found in the same row of ``got``."""
+    k = want.shape[1]
+    return float(np.mean([len(set(w.tolist()) & set(g.tolist())) / k for w, g in zip(want, got)]))
+
+
+class _TopMerge:
+    """The best kk (score, global id) per query over blocks seen in id order; lower ids first among equal scores."""
+
+    def __init__(self, n_q: int, kk: int):
+        self.kk = kk
+        self.scores = np.full((n_q, kk), -np.inf, dtype=np.float32)
+        self.ids = np.full((n_q, kk), -1, dtype=np.int64)
+
+    def add(self, c0: int, scores: np.ndarray, ids: np.ndarray) -> None:
+        s = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
+        ids = np.where(ids >= 0, ids + c0, -1)
+        cat_s, cat_i = np.concatenate([self.scores, s], 1), np.concatenate([self.ids, ids], 1)
+        order = np.argsort(-cat_s, axis=1, kind="stable")[:, :self.kk]  # earlier (lower) ids first on ties
+        self.scores, self.ids = np.take_along_axis(cat_s, order, 1), np.take_along_axis(cat_i, order, 1)
+
+    def first_then(self, search, n_q: int):
+        """A search answering its first call for all n_q queries at kk from this merge, later ones by ``search``."""
+        pending = [True]
+
+        def answer(q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+            if pending[0] and kk == self.kk and len(q) == n_q:
+                pending[0] = False
+                return self.scores, self.ids
+            return search(q, kk)
+        return answer
+
+
 class ShardedIndex:
     """Candidates in shards; top-k from the chosen kind, gold ranks counted exactly (see the module docstring)."""
 
     def __init__(self, shards: Shards, *, kind: IndexKind, params: dict[str, Any], sq_norms: np.ndarray,
                  twins: list[list[int]], approx: Any = None, build_seconds: float = 0.0,
-                 recall: dict[str, Any] | None = None):
+                 recall: dict[str, Any] | None = None, device: str | None = None):
         self.shards, self.similarity, self.kind, self.params = shards, shards.similarity, kind, params
+        self.device = device
         self._sq_norms = sq_norms  # (n,) float32 squared norms of the prepared vectors
         self._max_norm = float(np.sqrt(sq_norms.max())) if len(sq_norms) else 0.0
         self._groups = twins
@@ -84,8 +125,12 @@ class ShardedIndex:
     # ------------------------------------------------------------ building
     @classmethod
     def build(cls, shards: Sequence[np.ndarray], *, similarity: str = "cosine", kind: str = "exact",
-              params: Mapping[str, Any] | None = None, progress: Progress | None = None) -> ShardedIndex:
-        """One pass over the shards for norms and twins (row hashes); then the approximate structure, if any."""
+              params: Mapping[str, Any] | None = None, progress: Progress | None = None,
+              device: str | None = None) -> ShardedIndex:
+        """One pass over the shards for norms and twins (row hashes); then the approximate structure, if any.
+
+        ``device``: where gold ranks are counted: ``None`` = a GPU when torch sees one, else numpy on the CPU
+        (EntityIndex's kernel); ``"numpy"``; or a torch device (``"cuda"``, ``"cpu"``)."""
         if similarity not in SIMILARITIES:
             raise ProbekitError(f"unknown similarity {similarity!r}; available: {', '.join(SIMILARITIES)}")
         t0 = time.perf_counter()
@@ -101,8 +146,14 @@ class ShardedIndex:
         twins = twin_groups(hashes, sh.rows)
         del hashes
         approx = spec.build(sh, merged, metric_of(similarity), progress) if spec.build else None
-        return cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx,
-                   build_seconds=time.perf_counter() - t0)
+        index = cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx, device=device)
+        if approx is not None:  # measured, never assumed: on a seeded sample of the vocabulary's own names
+            if progress:
+                progress(sh.n, sh.n, "measuring recall")
+            sample = np.sort(np.random.default_rng(0).choice(sh.n, size=min(RECALL_QUERIES, sh.n), replace=False))
+            index._tune_to_recall(sh.rows(sample), merged.get("target_recall"))
+        index.build_seconds = time.perf_counter() - t0
+        return index
 
     def __len__(self) -> int:
         return self.shards.n
@@ -120,33 +171,33 @@ class ShardedIndex:
         return {"kind": self.kind.name, "approximate": self.approximate, "params": dict(self.params),
                 "similarity": self.similarity, "n": len(self), "dim": self.dim,
                 "vector_bytes": self.shards.nbytes, "index_bytes": self.index_bytes,
-                "build_seconds": round(self.build_seconds, 3), "recall": self.recall}
+                "build_seconds": round(self.build_seconds, 3), "recall": self.recall,
+                "gold_ranks": "exact"}
 
     @property
     def index_bytes(self) -> int:
-        """Memory of the approximate structure (0 for exact) plus the per-candidate norms."""
-        extra = 0
-        if self.approx is not None:
-            buf = faiss.serialize_index(self.approx)
-            extra = int(buf.nbytes)
-        return extra + int(self._sq_norms.nbytes)
+        """Memory of the approximate structure (its codes, ids, centroids or links; 0 for exact) plus the
+        per-candidate norms, counted from faiss's own sizes (no copy)."""
+        extra, a = 0, self.approx
+        if a is not None and hasattr(a, "hnsw"):
+            extra = a.ntotal * a.storage.sa_code_size() + a.hnsw.neighbors.size() * 4
+        elif a is not None:
+            ivf = faiss.extract_index_ivf(a)
+            extra = a.ntotal * (ivf.code_size + 8) + ivf.quantizer.ntotal * self.dim * 4
+        return int(extra) + int(self._sq_norms.nbytes)
 
     # ------------------------------------------------------------ search
+    def _block_top(self, q: np.ndarray, block: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n_queries, <= kk) scores and block-local ids by faiss's flat kernel (EntityIndex's kernel)."""
+        dist, ids = faiss.knn(q, block, min(kk, len(block)), metric_of(self.similarity))
+        return (-dist if self.similarity == "l2" else dist), ids
+
     def _exact_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """Prepared queries -> (n_queries, kk) scores, ids by faiss's flat kernel, merged over the blocks."""
-        n_q, metric = len(q), metric_of(self.similarity)
-        best_s = np.full((n_q, kk), -np.inf, dtype=np.float32)
-        best_i = np.full((n_q, kk), -1, dtype=np.int64)
+        merge = _TopMerge(len(q), kk)
         for c0, block in self.shards.blocks():
-            kb = min(kk, len(block))
-            dist, ids = faiss.knn(q, block, kb, metric)
-            s = -dist if self.similarity == "l2" else dist
-            s = np.where(ids >= 0, s, -np.inf).astype(np.float32)
-            ids = np.where(ids >= 0, ids + c0, -1)
-            cat_s, cat_i = np.concatenate([best_s, s], 1), np.concatenate([best_i, ids], 1)
-            order = np.argsort(-cat_s, axis=1, kind="stable")[:, :kk]  # earlier (lower) ids first on ties
-            best_s, best_i = np.take_along_axis(cat_s, order, 1), np.take_along_axis(cat_i, order, 1)
-        return best_s, best_i
+            merge.add(c0, *self._block_top(q, block, kk))
+        return merge.scores, merge.ids
 
     def _approx_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """The approximate index's ``refine`` x kk candidates, re-scored exactly from the shards, best kk first."""
@@ -201,19 +252,34 @@ class ShardedIndex:
             stop = min(start + QUERY_CHUNK, n_q)
             q = self._queries(queries[start:stop])  # (chunk, dim)
             g, ex = golds[start:stop], exclude[start:stop]
-            counter = GoldCounter(q, g, ex, similarity=self.similarity, max_norm=self._max_norm,
-                                  rows_of=self._rows_of, twins=self._twins)
+            counter = self._counter(q, g, ex)
+            search = self._search_prepared
             if not counter.idle:
+                # one pass: the gold counts, and (exact kind) the first search top_k_by_rule will ask for
+                kk0 = min(len(self), k + max((len(e) for e in ex), default=0) + 8)
+                merge = _TopMerge(len(q), kk0) if self.approx is None else None
+                chunk = max(256, min(NAME_CHUNK, COUNT_BYTES // (4 * len(q))))  # (n_queries, chunk) scores
                 for c0, block in self.shards.blocks():
-                    counter.add(c0, block, self._sq_norms[c0:c0 + len(block)], chunk=NAME_CHUNK)
+                    counter.add(c0, block, self._sq_norms[c0:c0 + len(block)], chunk=chunk)
+                    if merge is not None:
+                        merge.add(c0, *self._block_top(q, block, kk0))
+                if merge is not None:
+                    search = merge.first_then(search, len(q))
             ranks = counter.ranks()
-            tops = top_k_by_rule(self._search_prepared, q, g, ex, ranks, k, n=len(self),
+            tops = top_k_by_rule(search, q, g, ex, ranks, k, n=len(self),
                                  tol=TIE_TOLERANCE * score_scale(self.similarity, q, self._max_norm),
                                  gold_score=self._gold_score(q))
             out += [(ids, scores, r) for (ids, scores), r in zip(tops, ranks)]
             if progress:
                 progress(stop, n_q, "ranking")
         return out
+
+    def _counter(self, q: np.ndarray, golds, exclude) -> GoldCounter:
+        if self.device == "numpy" or self.device is None and default_device() == "cpu":
+            return GoldCounter(q, golds, exclude, similarity=self.similarity, max_norm=self._max_norm,
+                               rows_of=self._rows_of, twins=self._twins)
+        return TorchGoldCounter(q, golds, exclude, similarity=self.similarity, max_norm=self._max_norm,
+                                rows_of=self._rows_of, twins=self._twins, device=self.device or "cuda")
 
     def _gold_score(self, q: np.ndarray):
         q_norm2 = np.einsum("ij,ij->i", q, q)
@@ -225,6 +291,22 @@ class ShardedIndex:
         return score
 
     # ------------------------------------------------------------ recall
+    def _tune_to_recall(self, queries: np.ndarray, target: float | None) -> None:
+        """Measure recall@RECALL_K on ``queries``; for IVF kinds with a ``target``, double nprobe (up to nlist)
+        until the measured recall reaches it. The exact answers are computed once."""
+        q = self._queries(queries)
+        kk = min(RECALL_K, len(self))
+        _, want = self._exact_search(q, kk)
+        while True:
+            value = _overlap(want, self._approx_search(q, kk)[1])
+            self.recall = {"k": kk, "queries": len(q), "recall": value}
+            nprobe, nlist = self.params.get("nprobe"), self.params.get("nlist")
+            if target is None or value >= target or nprobe is None or nlist is None or nprobe >= nlist:
+                return
+            self.params["nprobe"] = min(nlist, 2 * nprobe)
+            if self.kind.tune is not None:
+                self.kind.tune(self.approx, self.params)
+
     def recall_at_k(self, queries: np.ndarray, k: int) -> float:
         """Mean fraction of the exact top-k that this index's top-k holds, measured on ``queries`` (1.0 for
         exact); kept in ``info()["recall"]`` with k and the number of queries."""
@@ -236,9 +318,7 @@ class ShardedIndex:
         if self.approx is None:
             value = 1.0
         else:
-            _, want = self._exact_search(q, kk)
-            _, got = self._approx_search(q, kk)
-            value = float(np.mean([len(set(w.tolist()) & set(g.tolist())) / kk for w, g in zip(want, got)]))
+            value = _overlap(self._exact_search(q, kk)[1], self._approx_search(q, kk)[1])
         self.recall = {"k": kk, "queries": len(q), "recall": value}
         return value
 
@@ -263,7 +343,7 @@ class ShardedIndex:
         return folder
 
     @classmethod
-    def load(cls, folder: Path | str, shards: Sequence[np.ndarray]) -> ShardedIndex:
+    def load(cls, folder: Path | str, shards: Sequence[np.ndarray], *, device: str | None = None) -> ShardedIndex:
         """The index saved in ``folder`` over these ``shards``; one clear line when it is incomplete or stale."""
         folder = Path(folder)
         try:
@@ -289,7 +369,7 @@ class ShardedIndex:
         if spec.approximate:
             approx = faiss.deserialize_index(np.fromfile(folder / FAISS, dtype=np.uint8))
         return cls(sh, kind=spec, params=params, sq_norms=sq, twins=groups, approx=approx,
-                   build_seconds=float(meta.get("build_seconds", 0.0)), recall=meta.get("recall"))
+                   build_seconds=float(meta.get("build_seconds", 0.0)), recall=meta.get("recall"), device=device)
 
 
 __all__ = ["ShardedIndex"]
