@@ -104,17 +104,18 @@ def vocab_picker(probe, *, key: str, container=None, help: str | None = None, ha
     likelihood probe's is each relation's answers, BEAR's multiple choice) and following the probe when the user
     switches probe; a choice the user makes stands until the probe changes. A shared link that sets the radio
     (``key`` in the session state before the first draw) is kept."""
-    from probekit.datasets import VOCABS
+    from probekit.datasets.base import available_vocabs
 
+    choices = available_vocabs()  # the dataset's vocabularies and every vocabulary built with `probekit vocab build`
     where = container if container is not None else st
     seen = f"{key}__probe"  # the probe the radio's value belongs to
     if st.session_state.get(seen) != probe.name:
         if seen in st.session_state or key not in st.session_state:
             st.session_state[key] = probe.vocab(has_relation=has_relation)
         st.session_state[seen] = probe.name
-    if st.session_state.get(key) not in VOCABS:
+    if st.session_state.get(key) not in choices:
         st.session_state[key] = probe.vocab(has_relation=has_relation)
-    return where.radio("Candidates", VOCABS, key=key, horizontal=True, help=help)
+    return where.radio("Candidates", choices, key=key, horizontal=True, help=help)
 
 
 def option_axes(probe, *, key: str) -> dict:

@@ -32,8 +32,9 @@ with st.container(border=True):
                           placeholder="bert-base-uncased, dmis-lab/biobert-v1.1")
     probe = get_probe(c2.selectbox("Probe", probes_for(model), key="bm_probe"))
     vocab = ui.vocab_picker(probe, key="bm_vocab", container=c2,
-                            help="heads+tails of the dataset (MedLAMA's reference), all tails, or each relation's "
-                                 "tails; each probe opens on its own (likelihood: each relation's answers)")
+                            help="heads+tails of the dataset (MedLAMA's reference), all tails, each relation's "
+                                 "tails, or a vocabulary built with `probekit vocab build`; each probe opens on its "
+                                 "own (likelihood: each relation's answers)")
     k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k"))
     opts = ui.probe_option_widgets(probe, key="bm", container=c3)
     ids = [m.strip() for m in extra.split(",") if m.strip()]

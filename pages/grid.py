@@ -10,7 +10,8 @@ import yaml
 from pages import _ui as ui
 from probekit import grid, models
 from probekit.bench import runs
-from probekit.datasets import VOCABS, available_datasets
+from probekit.datasets import available_datasets
+from probekit.datasets.base import available_vocabs
 from probekit.probes import PROBES
 
 ui.title("Probing grid")
@@ -34,7 +35,7 @@ with st.container(border=True):
         probes = [{"name": name, "options": ui.option_axes(PROBES[name], key="gr_opt")} for name in chosen_probes]
         c1, c2 = st.columns(2)
         layers = c1.text_input("Layers", "", key="gr_layers", placeholder="e.g. 2 4 6 (empty: last)")
-        vocab = c2.selectbox("Candidates", VOCABS, key="gr_vocab")
+        vocab = c2.selectbox("Candidates", available_vocabs(), key="gr_vocab")
         spec_dict = {"name": st.text_input("Grid name", "grid", key="gr_name"), "models": chosen_models,
                      "datasets": chosen_data, "vocab": vocab, "probes": probes,
                      "layers": layers.replace(",", " ").split()}

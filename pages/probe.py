@@ -5,7 +5,7 @@ import streamlit as st
 from pages import _probe_result as shown
 from pages import _ui as ui
 from probekit import views
-from probekit.datasets import VOCABS
+from probekit.datasets.base import available_vocabs
 from probekit.probes import get_probe, probes_for
 from probekit.types import parse_free_query
 
@@ -29,7 +29,7 @@ def restore(params) -> None:
     state = {"pk_source": SOURCES[view.source], "pk_probe": name, "pk_autorun": bool(view.query or view.text),
              "pk_text": view.text or "Metformin might treat [MASK].", "pk_subject": view.subject or "",
              "pk_golds": "; ".join(view.golds), "pk_k": view.k,
-             "pk_vocab": view.vocab if view.vocab in VOCABS else None,
+             "pk_vocab": view.vocab if view.vocab in available_vocabs() else None,
              "pk_rel": view.relation if view.relation in ds.relations else None,
              "pk_qid": view.query if view.query in {q.id for q in ds.queries} else None}
     if view.query and state["pk_qid"] and not state["pk_rel"]:
@@ -50,8 +50,9 @@ left, right = st.columns([3, 2])
 with right:
     probe = get_probe(st.selectbox("Probe", names, key="pk_probe", help="mask_average needs a model with an MLM head"))
     vocab = ui.vocab_picker(probe, key="pk_vocab", has_relation=source != TYPED,
-                            help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this "
-                                 "relation; each probe opens on its own (likelihood: the relation's answers)")
+                            help="heads+tails of the dataset (MedLAMA's reference), all tails, tails of this "
+                                 "relation, or a vocabulary built with `probekit vocab build`; each probe opens on its "
+                                 "own (likelihood: the relation's answers)")
     k = st.slider("k", 1, views.MAX_K, 10, key="pk_k")
     with st.expander("Probe options", icon=":material/tune:") as box:
         opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,

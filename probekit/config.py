@@ -64,6 +64,12 @@ def cache_dir() -> Path:
     return _path("PROBEKIT_CACHE_DIR", ROOT / "cache" if in_checkout() else _user_dir("cache"))
 
 
+def vocab_dir() -> Path:
+    """Built vocabularies, one ``<name>.json`` each: source, fingerprint, sizes, timings (``PROBEKIT_VOCAB_DIR``;
+    default ``<data dir>/vocabularies``). Their names and vectors live under :func:`cache_dir`."""
+    return _path("PROBEKIT_VOCAB_DIR", data_dir() / "vocabularies")
+
+
 def db_path() -> Path:
     """The DuckDB file with runs and annotations; research data, never under cache (``PROBEKIT_DB``)."""
     return _path("PROBEKIT_DB", data_dir() / "probekit.duckdb")

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import cache
 from .errors import ProbekitError
+from .index_rank import TIE_TOLERANCE, GoldCounter, partial_scores, prepare, score_scale, top_k_by_rule
 from .jobs import Progress
 from .memo import Memo
 from .models import LoadedModel
@@ -31,11 +32,9 @@ from .types import CandidateSet
 
 SIMILARITIES = ("cosine", "l2", "dot")
 NAME_MAX_LENGTH = 25
-TIE_TOLERANCE = 2.5e-7
-"""Scores closer than this, relative to the largest term of the score (|q||x|, or (|q|+|x|)^2 for l2), are ties:
-2 float32 ulps, the noise between two kernels summing the same products in different orders. Identical
-vectors are exact ties whatever the noise (see ``_twins``)."""
 NAME_CHUNK = 8192
+ADD_CHUNK = 8192
+"""Rows prepared (normalised) and added to faiss at a time."""
 QUERY_CHUNK = 1024
 _INDEX_MEMO_SIZE = 4
 _INDEX_MEMO: Memo[str, EntityIndex] = Memo(max_entries=_INDEX_MEMO_SIZE)
@@ -65,24 +64,61 @@ def candidate_embeddings(model: LoadedModel, candidates: CandidateSet, *, layers
                             key=candidates.key, share_layers=share_layers)
 
 
-def _prepare(vectors: np.ndarray, similarity: str) -> np.ndarray:
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if similarity == "cosine":
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.clip(norms, 1e-12, None)
-    return vectors
+_prepare = prepare
 
 
-def _groups(group: np.ndarray, sizes: np.ndarray) -> list[list[int]]:
-    """Lists of ids sharing a group, for the groups with more than one member."""
-    multi = np.flatnonzero(sizes > 1)
-    if not len(multi):
+HASH_CHUNK = 2048
+"""Rows hashed per step by :func:`row_hashes` (its uint64 temporaries are a few x HASH_CHUNK x dim x 8 bytes)."""
+
+
+def row_hashes(rows: np.ndarray) -> np.ndarray:
+    """(n_rows,) uint64 hash of each row's bytes: equal rows hash alike; unequal rows rarely collide.
+
+    A fixed random odd multiplier per 32-bit (or 16-bit) word, summed with uint64 wrap-around: one pass over the
+    rows in chunks of :data:`HASH_CHUNK`, no sort over whole rows (``np.unique`` over rows sorts byte strings and
+    copies the vectors several times). Collisions only cost a byte comparison in :func:`twin_groups`.
+    """
+    rows = np.ascontiguousarray(rows)
+    n = len(rows)
+    words = rows.reshape(n, -1).view(np.uint32 if rows.dtype.itemsize == 4 else np.uint16) if n else rows
+    out = np.zeros(n, dtype=np.uint64)
+    if not n:
+        return out
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=words.shape[1], dtype=np.uint64) * 2 + 1
+    for c0 in range(0, n, HASH_CHUNK):
+        w = words[c0:c0 + HASH_CHUNK].astype(np.uint64)  # (chunk, n_words)
+        w ^= w >> np.uint64(7)
+        out[c0:c0 + HASH_CHUNK] = (w * mult).sum(axis=1, dtype=np.uint64)
+    return out
+
+
+def twin_groups(hashes: np.ndarray, rows_of) -> list[list[int]]:
+    """Ids whose rows are byte-identical, as ascending lists (only groups of two or more).
+
+    ``hashes``: (n_rows,) from :func:`row_hashes`; ``rows_of(ids)``: the rows of those ids (any shape per row).
+    Only ids sharing a hash are fetched and compared, so the cost is one sort of n integers plus the
+    (few) rows that share a hash.
+    """
+    n = len(hashes)
+    if n < 2:
         return []
-    members = np.flatnonzero(np.isin(group, multi))
-    out: dict[int, list[int]] = {}
-    for i in members.tolist():
-        out.setdefault(int(group[i]), []).append(i)
-    return list(out.values())
+    order = np.argsort(hashes, kind="stable")  # ids ascending within equal hashes
+    h = hashes[order]
+    same = h[1:] == h[:-1]  # (n - 1,)
+    if not same.any():
+        return []
+    starts = np.flatnonzero(np.diff(np.concatenate([[0], same.view(np.int8), [0]])) == 1)
+    stops = np.flatnonzero(np.diff(np.concatenate([[0], same.view(np.int8), [0]])) == -1) + 1
+    groups: list[list[int]] = []
+    for a, b in zip(starts.tolist(), stops.tolist()):
+        ids = np.sort(order[a:b])
+        rows = np.ascontiguousarray(rows_of(ids))
+        by_bytes: dict[bytes, list[int]] = {}
+        for i, row in zip(ids.tolist(), rows):
+            by_bytes.setdefault(row.tobytes(), []).append(i)
+        groups += [g for g in by_bytes.values() if len(g) > 1]
+    groups.sort()
+    return groups
 
 
 class EntityIndex:
@@ -96,23 +132,25 @@ class EntityIndex:
         if similarity not in SIMILARITIES:
             raise ProbekitError(f"unknown similarity {similarity!r}; available: {', '.join(SIMILARITIES)}")
         self.similarity = similarity
-        prepared = _prepare(vectors, similarity)  # (n_names, dim); a temporary for cosine, released below
-        n, dim = prepared.shape
+        if vectors.ndim != 2:
+            raise ProbekitError(f"vectors must be (n_names, dim); got shape {vectors.shape}")
+        n, dim = vectors.shape
         self.faiss = faiss.IndexFlatL2(dim) if similarity == "l2" else faiss.IndexFlatIP(dim)
-        self.faiss.add(prepared)
-        del prepared
+        if n:  # faiss's own storage sized once and filled with prepared chunks: the only full copy, no regrowth
+            self.faiss.codes.resize(n * dim * 4)
+            store = faiss.rev_swig_ptr(self.faiss.codes.data(), n * dim * 4).view(np.float32).reshape(n, dim)
+            for c0 in range(0, n, ADD_CHUNK):
+                store[c0:c0 + ADD_CHUNK] = _prepare(vectors[c0:c0 + ADD_CHUNK], similarity)
+            self.faiss.ntotal = n
         xb = self.vectors
         self._sq_norms = np.einsum("ij,ij->i", xb, xb)  # (n_names,): l2 scores and the tie scale
         self._max_norm = float(np.sqrt(self._sq_norms.max())) if n else 0.0
         # Identical vectors (an uncased model's case variants) tie exactly, whatever the float noise:
         # id -> the ids sharing its vector, for the ids that have twins.
         self._twins: dict[int, list[int]] = {}
-        if n:
-            _, group, sizes = np.unique(np.ascontiguousarray(xb).view(np.dtype((np.void, dim * 4))).ravel(),
-                                        return_inverse=True, return_counts=True)
-            for ids in _groups(group.ravel(), sizes):
-                for i in ids:
-                    self._twins[i] = ids
+        for ids in twin_groups(row_hashes(xb), lambda ids: xb[ids]):
+            for i in ids:
+                self._twins[i] = ids
 
     def __len__(self) -> int:
         return self.faiss.ntotal
@@ -151,17 +189,12 @@ class EntityIndex:
         return -((q * q).sum(1, keepdims=True) - 2 * dots + self._sq_norms[None, :])
 
     # ------------------------------------------------------------ ranking
-    def _partial(self, q: np.ndarray, x: np.ndarray, sq: np.ndarray) -> np.ndarray:
-        """Scores up to a per-query constant: q·x (ip), 2 q·x - |x|^2 (l2: score = this - |q|^2)."""
-        dots = q @ x.T
-        return dots if self.similarity != "l2" else 2 * dots - sq[None, :]
-
     def _scale(self, q: np.ndarray) -> np.ndarray:
         """(n_queries,) magnitude of the scores of each query: the unit of the tie tolerance."""
-        qn = np.linalg.norm(q, axis=1)
-        m = self._max_norm
-        scale = qn * m if self.similarity != "l2" else qn * qn + 2 * qn * m + m * m
-        return np.maximum(scale, 1e-30)
+        return score_scale(self.similarity, q, self._max_norm)
+
+    def _rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.vectors[ids], self._sq_norms[ids]
 
     def rank(self, queries: np.ndarray, golds: Sequence[Sequence[int | None]], k: int, *,
              exclude: Sequence[Sequence[int]] | None = None,
@@ -170,7 +203,7 @@ class EntityIndex:
 
         ``exclude`` lists, per query, candidate ids treated as absent (neither listed nor counted).
         The top-k comes from a faiss search; gold ranks from the gold vectors' scores and a count of
-        the candidates beating them, over chunks of :data:`NAME_CHUNK` candidates.
+        the candidates beating them, over chunks of :data:`NAME_CHUNK` candidates (:mod:`probekit.index_rank`).
         """
         n_q = len(queries)
         if len(golds) != n_q:
@@ -180,114 +213,31 @@ class EntityIndex:
         for start in range(0, n_q, QUERY_CHUNK):
             stop = min(start + QUERY_CHUNK, n_q)
             q = _prepare(queries[start:stop], self.similarity)  # (chunk, dim)
-            ranks = self._gold_ranks(q, golds[start:stop], exclude[start:stop])
-            tops = self._top_k(q, golds[start:stop], exclude[start:stop], ranks, k)
+            g, ex = golds[start:stop], exclude[start:stop]
+            counter = GoldCounter(q, g, ex, similarity=self.similarity, max_norm=self._max_norm,
+                                  rows_of=self._rows_of, twins=self._twins)
+            counter.add(0, self.vectors, self._sq_norms, chunk=NAME_CHUNK)
+            ranks = counter.ranks()
+            tops = top_k_by_rule(lambda qq, kk: self._faiss_search(qq, kk), q, g, ex, ranks, k, n=len(self),
+                                 tol=TIE_TOLERANCE * self._scale(q), gold_score=self._gold_score(q))
             out += [(ids, scores, r) for (ids, scores), r in zip(tops, ranks)]
             if progress:
                 progress(stop, n_q, "ranking")
         return out
 
-    def _gold_ranks(self, q, golds, exclude) -> list[list[int | None]]:
-        """1 + number of (non-excluded) candidates scoring more than tolerance above each gold."""
-        n_q, xb, sq = len(q), self.vectors, self._sq_norms
-        width = max((len(g) for g in golds), default=0)
-        ranks: list[list[int | None]] = [[None] * len(g) for g in golds]
-        if width == 0:
-            return ranks
-        # gold_ids: (n_q, width), -1 where there is no gold (or it is excluded / not a candidate)
-        gold_ids = np.full((n_q, width), -1, dtype=np.int64)
-        for i, (g, ex) in enumerate(zip(golds, exclude)):
-            for j, gid in enumerate(g):
-                if gid is not None and gid not in ex:
-                    gold_ids[i, j] = gid
-        rows = np.flatnonzero((gold_ids >= 0).any(1))
-        if not len(rows):
-            return ranks
-        q, gold_ids = q[rows], gold_ids[rows]
-        tol = TIE_TOLERANCE * self._scale(q)  # (n_rows,)
-        safe = np.where(gold_ids >= 0, gold_ids, 0)
-        # gold partial scores: (n_rows, width), each from the gold's own vector only
-        gp = np.empty((len(rows), width), dtype=np.float32)
-        for j in range(width):
-            gp[:, j] = np.einsum("id,id->i", q, xb[safe[:, j]])
-        if self.similarity == "l2":
-            gp = 2 * gp - sq[safe]
-        # (n_rows, width) float32 like the chunk scores, so comparisons need no float64 copy of a chunk
-        thr = np.where(gold_ids >= 0, gp + tol[:, None], np.inf).astype(np.float32)
-        counts = np.zeros((len(rows), width), dtype=np.int64)
-        active = [np.flatnonzero(thr[:, j] < np.inf) for j in range(width)]
-        # (row, slot, id) of each gold and its twins: never counted against the gold, whatever the noise
-        pr, ps = np.nonzero(gold_ids >= 0)
-        own = [(r, j, t) for r, j in zip(pr.tolist(), ps.tolist())
-               for t in self._twins.get(int(gold_ids[r, j]), [int(gold_ids[r, j])])]
-        own_r, own_s, own_id = (np.array(x, dtype=np.int64) for x in zip(*own))
-        for c0 in range(0, len(self), NAME_CHUNK):
-            part = self._partial(q, xb[c0:c0 + NAME_CHUNK], sq[c0:c0 + NAME_CHUNK])  # (n_rows, chunk)
-            for j, act in enumerate(active):
-                if len(act) == len(rows):
-                    counts[:, j] += np.count_nonzero(part > thr[:, j, None], axis=1)
-                elif len(act):
-                    counts[act, j] += np.count_nonzero(part[act] > thr[act, j, None], axis=1)
-            inside = (own_id >= c0) & (own_id < c0 + part.shape[1])
-            r_, s_, i_ = own_r[inside], own_s[inside], own_id[inside]
-            np.subtract.at(counts, (r_, s_), (part[r_, i_ - c0] > thr[r_, s_]).astype(np.int64))
-        for r, i in enumerate(rows.tolist()):
-            ex = exclude[i]
-            if ex:  # excluded candidates do not count against the gold
-                ep = self._partial(q[r:r + 1], xb[ex], sq[ex])[0]  # (n_excluded,)
-            for j in range(width):
-                if gold_ids[r, j] >= 0:
-                    twins = set(self._twins.get(int(gold_ids[r, j]), ()))
-                    beaten = int(sum(1 for e, v in zip(ex, ep) if v > thr[r, j] and e not in twins)) if ex else 0
-                    ranks[i][j] = int(counts[r, j]) - beaten + 1
-        return ranks
+    def _faiss_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        dist, ids = self.faiss.search(q, kk)
+        return (-dist if self.similarity == "l2" else dist), ids
 
-    def _top_k(self, q, golds, exclude, ranks, k) -> list[tuple[list[int], list[float]]]:
-        """faiss top-k, re-ordered by the tie rule; the search widens while ties reach past its end."""
-        n = len(self)
-        n_q = len(q)
-        extra = max((len(e) for e in exclude), default=0)
-        kk = min(n, k + extra + 8)
-        tol = TIE_TOLERANCE * self._scale(q)
+    def _gold_score(self, q: np.ndarray):
+        """score(query_row, gold_id) of one prepared query chunk, from the gold's own vector."""
         q_norm2 = np.einsum("ij,ij->i", q, q)
-        todo = np.arange(n_q)
-        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        while len(todo):
-            dist, ids = self.faiss.search(q[todo], kk)  # (len(todo), kk)
-            scores = -dist if self.similarity == "l2" else dist
-            again = []
-            for r, i in enumerate(todo.tolist()):
-                keep = ids[r] >= 0
-                s, d = scores[r][keep], ids[r][keep]
-                if exclude[i]:
-                    ok = ~np.isin(d, exclude[i])
-                    s, d = s[ok], d[ok]
-                kth = s[min(k, len(s)) - 1] if len(s) else -np.inf
-                if kk < n and len(s) and s[-1] >= kth - 2 * tol[i]:
-                    again.append(i)  # the tie group at the k-th place may go on past the search
-                else:
-                    found[i] = (d, s)
-            todo = np.array(again, dtype=np.int64)
-            kk = min(n, kk * 4)
-        out = []
-        for i in range(n_q):
-            d, s = found[i]
-            ids = d.tolist()
-            sc = dict(zip(ids, s.tolist()))
-            gold_set = {g for g, r in zip(golds[i], ranks[i]) if g is not None and r is not None}
-            for g, r in zip(golds[i], ranks[i]):
-                if g is not None and r is not None and r <= k and g not in sc:  # a near-tie faiss left out
-                    x = self.vectors[g:g + 1]
-                    p = float(self._partial(q[i:i + 1], x, self._sq_norms[g:g + 1])[0, 0])
-                    sc[g] = p - float(q_norm2[i]) if self.similarity == "l2" else p
-                    ids.append(g)
-            arr = np.array(ids, dtype=np.int64)
-            s_arr = np.array([sc[c] for c in ids], dtype=np.float64)
-            is_gold = np.array([c in gold_set for c in ids], dtype=bool)
-            eff = s_arr + np.where(is_gold, tol[i], 0.0)  # near-ties go to the gold
-            order = np.lexsort((arr, ~is_gold, -eff))[:k]
-            out.append((arr[order].tolist(), [float(sc[c]) for c in arr[order]]))
-        return out
+
+        def score(i: int, g: int) -> float:
+            p = float(partial_scores(self.similarity, q[i:i + 1], self.vectors[g:g + 1],
+                                     self._sq_norms[g:g + 1])[0, 0])
+            return p - float(q_norm2[i]) if self.similarity == "l2" else p
+        return score
 
 
 def build_index(model: LoadedModel, candidates: CandidateSet, *, layer: int | None = None, pooling: str = "mean",

@@ -10,7 +10,8 @@ import functools
 import hashlib
 import json
 
-from ..datasets import VOCABS, Dataset, hardness
+from ..datasets import Dataset, hardness
+from ..datasets.base import check_vocab, vocab_fingerprint
 from ..encode import precision
 from ..errors import ProbekitError, positive_int
 from ..types import Query
@@ -18,7 +19,7 @@ from ..types import Query
 MAX_K = 1000
 KEY_EXCLUDED_OPTIONS = ("batch_size",)
 """Options that do not change results and so do not tell runs apart."""
-KEY_OMITTED_DEFAULTS = {"exclude_subject": False, "reading": "probekit"}
+KEY_OMITTED_DEFAULTS = {"exclude_subject": False, "reading": "probekit", "match": "string"}
 """Options added after runs were stored: left out of the key at these values (the behaviour runs stored
 before they existed had), so those runs keep their keys and are still found."""
 KEY_OMITTED_PROBE_DEFAULTS = {"mask_predict": {"preset": None}}
@@ -65,8 +66,7 @@ def check_run_args(dataset, vocab, k) -> None:
 
 def check_vocab_and_k(vocab, k) -> None:
     """The checks that need no dataset (the CLI makes them before loading anything)."""
-    if vocab not in VOCABS:
-        raise ProbekitError(f"unknown vocabulary {vocab!r}; available: {', '.join(VOCABS)}")
+    check_vocab(vocab)
     positive_int("k", k, maximum=MAX_K)
 
 
@@ -95,6 +95,7 @@ def settings_of(model, dataset: Dataset, *, probe="retrieval", options: dict | N
         "precision": precision(model, bool(opts.get("fast"))),
         "dataset": dataset.name, "dataset_version": dataset.version, "relations": dataset.relations,
         "n_queries": len(dataset), "probe": probe.name, "options": kept, "vocab": vocab, "k": int(k),
+        **({"vocab_fingerprint": fp} if (fp := vocab_fingerprint(vocab)) else {}),
     }
 
 

@@ -62,8 +62,9 @@ def add_probe_args(p: argparse.ArgumentParser, *, vocab: bool = True) -> None:
     PROBES.add_check(check_probe_flags, now=False)
     p.add_argument("--probe", default="retrieval", help=" | ".join(PROBES))
     if vocab:
-        p.add_argument("--vocab", default=None, choices=VOCABS,
-                       help="candidate vocabulary; default: the probe's own (likelihood: relation), else heads+tails")
+        p.add_argument("--vocab", default=None, metavar="VOCAB",
+                       help="candidate vocabulary: heads+tails | tails | relation, or a vocabulary NAME built with "
+                            "`probekit vocab build`; default: the probe's own (likelihood: relation), else heads+tails")
     taken = {s: a for a in p._actions for s in a.option_strings} | {a.dest: a for a in p._actions}
     for name, (o, owners, defaults) in _probe_option_table().items():
         clash = taken.get(o.flag) or taken.get(name) or taken.get("--no-" + o.flag[2:])

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diskne": ("probekit.cli.diskne", "DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)"),
     "templates": ("probekit.cli.templates", "template-based vs template-free: compare runs, parallel sets"),
     "perplexity": ("probekit.cli.perplexity", "perplexity of prompts (pseudo for masked LMs, causal LMs)"),
+    "vocab": ("probekit.cli.vocab", "vocabularies at scale: build from UMLS or a name list (resumable), list, info"),
     "app": ("probekit.cli.app", "serve the Streamlit workbench (needs the app extra: pip install 'probekit[app]')"),
     "info": ("probekit.cli.info", "paths, device, versions, datasets and models found, and how to get the missing"),
     "data": ("probekit.cli.data", "datasets: fetch the official MedLAMA/BioLAMA releases, add a local copy, list"),

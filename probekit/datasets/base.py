@@ -111,13 +111,20 @@ class Dataset:
 
     def candidates(self, vocab: str = "heads+tails", relation: str | None = None) -> CandidateSet:
         """Candidate names: ``heads+tails`` of the whole set, all ``tails``, or tails of ``relation``,
-        always from the set as loaded (not from a :meth:`filter`'s subset).
+        always from the set as loaded (not from a :meth:`filter`'s subset); or a vocabulary built with
+        ``probekit vocab build`` (refused when its source changed since).
 
         MedLAMA's reference vocabulary is ``heads+tails`` of the probed set's own files: 22,923 names for
         the full set, 17,532 for the hard set (``run_retrieval_prediction.py --prob_hard``).
         """
         if vocab not in VOCABS:
-            raise ProbekitError(f"unknown vocabulary {vocab!r}; available: {', '.join(VOCABS)}")
+            check_vocab(vocab)
+            built: tuple[str, str | None] = (vocab, None)
+            if built not in self._cands:
+                from ..vocab.store import open_vocabulary
+
+                self._cands[built] = open_vocabulary(vocab).candidates()
+            return self._cands[built]
         if vocab == "relation" and relation is None:
             raise ProbekitError("vocabulary 'relation' needs a relation")
         key = (vocab, relation if vocab == "relation" else None)
@@ -141,6 +148,36 @@ class Dataset:
         return {"name": self.name, "version": self.version, "queries": len(self.queries),
                 "relations": len(self.relations), "source": self.source,
                 "vocab_queries": len(self._vocab_queries)}
+
+
+def available_vocabs() -> list[str]:
+    """Every candidate vocabulary a run may name: the dataset's own (:data:`VOCABS`), then the vocabularies built
+    on this machine (``probekit vocab build``)."""
+    from ..vocab.store import names
+
+    return [*VOCABS, *names()]
+
+
+def check_vocab(vocab: str) -> str:
+    """``vocab`` when a run may use it, else one line naming the close ones and what exists."""
+    if vocab in VOCABS:
+        return vocab
+    available = available_vocabs()
+    if vocab not in available:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("vocabulary", str(vocab), available)
+    return vocab
+
+
+def vocab_fingerprint(vocab: str) -> str | None:
+    """The source fingerprint of a built vocabulary (stored runs record it: a rebuilt one is another run); None
+    for a dataset's own vocabulary."""
+    if vocab in VOCABS:
+        return None
+    from ..vocab.store import record
+
+    return str(record(vocab)["fingerprint"])
 
 
 def fingerprint_files(paths, *, salt: str = "") -> str:

@@ -1,7 +1,7 @@
 """Metrics over rankings and runs: pure functions, tested against naive loops.
 
 ``accuracy`` (acc@k, macro/micro), ``ucm`` (rank change, UCM), ``compare`` (run tables and comparisons),
-``agreement`` (expert ratings: Table 5, Krippendorff's alpha, kappa).
+``agreement`` (expert ratings: Table 5, Krippendorff's alpha, kappa), ``concept`` (hits by CUI: the match rules).
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ repeated run only redoes the search. Candidates are ranked by an exact faiss sea
 (:meth:`probekit.index.EntityIndex.rank`: top-k from faiss, gold ranks by counting the candidates that
 beat each gold).
 
+The candidates may be a built vocabulary (:class:`probekit.vocab.store.VocabularyCandidates`: UMLS strings, a
+site's terminology): its stored shards are then searched through the sharded index (:mod:`probekit.vocab.probing`),
+and option ``match`` picks the hit rule: ``string`` (the gold's spelling, the papers' rule) or ``concept`` (any
+candidate with a gold's CUI, for vocabularies that carry CUIs; :mod:`probekit.metrics.concept`).
+
 Presets name a paper's whole recipe (option ``preset``). ``medlama-reference`` is MedLAMA's probing step
 (``run_retrieval_prediction.py``, Meng et al. 2022): [CLS] of ``hidden_states[layer]``, L2 distance on the
 raw (unnormalised) vectors, queries cut at 50 tokens and names at 25 (probekit always cuts names at
@@ -23,6 +28,7 @@ from ..encode import POOLINGS
 from ..errors import ProbekitError
 from ..index import SIMILARITIES, build_index
 from ..jobs import Progress
+from ..metrics.concept import MATCH_RULES
 from ..types import Ranking
 from .base import Call, Excluded, Option, Probe, gold_indices
 
@@ -82,15 +88,28 @@ class RetrievalProbe(Probe):
         return apply_preset(options)
 
     def _rank(self, model, queries, candidates, call: Call, *, pooling, similarity, layer, batch_size, max_length,
-              fast, preset):
+              fast, preset, match):
         o = self.resolve(dict(pooling=pooling, similarity=similarity, max_length=max_length, preset=preset))
         pooling, similarity, max_length = o["pooling"], o["similarity"], o["max_length"]
         pooling = pooling or model.spec.pooling
         layer = model.num_layers if layer in (None, -1) else layer
         progress = call.progress
-        index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
-                            batch_size=batch_size, progress=_stage(progress, "encoding candidates"), fast=fast,
-                            share_layers=call.share_layers)
+        from ..vocab.store import VocabularyCandidates
+
+        in_vocab = isinstance(candidates, VocabularyCandidates)
+        if match != "string" and not in_vocab:
+            raise ProbekitError(f"match {match!r} needs a built vocabulary with CUIs (--vocab NAME, see "
+                                "`probekit vocab list`); the dataset's own names carry none")
+        if in_vocab:
+            from ..vocab.probing import vocabulary_index
+
+            index = vocabulary_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
+                                     batch_size=batch_size, fast=fast,
+                                     progress=_stage(progress, "encoding vocabulary shards"))
+        else:
+            index = build_index(model, candidates, layer=layer, pooling=pooling, similarity=similarity,
+                                batch_size=batch_size, progress=_stage(progress, "encoding candidates"), fast=fast,
+                                share_layers=call.share_layers)
         texts = [q.text(model.mask_token) for q in queries]
         # Query sets (benchmarks, sweeps) go through the cache; a single live query is encoded afresh
         # (as fast as a cache lookup, and one-off files would pile up in the cache).
@@ -98,6 +117,11 @@ class RetrievalProbe(Probe):
         qvec = cache.embeddings(model, texts, layers=[layer], pooling=pooling, max_length=max_length, fast=fast,
                                 batch_size=batch_size, progress=_stage(progress, "encoding queries"),
                                 use_cache=use_cache, share_layers=call.share_layers if use_cache else ())[layer]
+        if in_vocab:
+            from ..vocab.probing import rank_in_vocabulary
+
+            return rank_in_vocabulary(index, queries, candidates, qvec, k=call.k, excluded=call.excluded, match=match,
+                                      progress=_stage(progress, "ranking"))
         return rank_with_index(index, queries, candidates, qvec, k=call.k, excluded=call.excluded,
                                progress=_stage(progress, "ranking"))
 
@@ -132,6 +156,8 @@ PROBE = RetrievalProbe(
         Option("preset", None, (None, *PRESETS), "a paper's recipe; its values replace pooling, similarity and "
                "max_length. medlama-reference: [CLS], L2 on raw vectors, queries 50 / names 25 tokens (MedLAMA's "
                "probing code)", type=str),
+        Option("match", "string", tuple(MATCH_RULES), "hit rule: string (the gold's spelling) or concept (any "
+               "candidate with a gold's CUI; needs a built vocabulary with CUIs)"),
     ),
     description="Encode the masked query and all entity names; rank names by similarity (any encoder).",
 )

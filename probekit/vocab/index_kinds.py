@@ -1,0 +1,196 @@
+"""The index kinds a :class:`~probekit.vocab.search.ShardedIndex` can serve its top-k from.
+
+``exact`` streams every candidate (no structure to build); the approximate kinds are faiss indexes trained on a
+sample of the shards and filled block by block, never holding a float32 copy of all the vectors:
+
+- ``ivf-flat``: an inverted file over ``nlist`` k-means cells, ``nprobe`` cells scanned per query; the vectors
+  stored as float16 (``fp16=True``, half the memory of float32; the top-k is re-scored exactly anyway);
+- ``ivf-pq``: the same cells, vectors compressed to ``m`` bytes (product quantisation, 8 bits per sub-vector);
+  the ``refine`` x k best are re-scored exactly from the shards;
+- ``hnsw``: a graph (``M`` links per node, ``ef_construction`` at build, ``ef_search`` per query), float16 vectors.
+
+Defaults grow with the number of candidates n: nlist ~ sqrt(n) rounded to a power of two, nprobe from nlist / 16
+doubled at build until the measured recall reaches ``target_recall`` (:data:`TARGET_RECALL`);
+``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX` candidates and ``ivf-flat`` above. Every approximate kind's
+candidates are re-scored from the shards (exact scores), and its recall is measured against ``exact``
+(:meth:`~probekit.vocab.search.ShardedIndex.recall_at_k`), never assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import faiss
+import numpy as np
+
+from ..errors import ProbekitError, Registry, UnknownNameError, positive_int
+from ..jobs import Progress
+from .index_shards import Shards
+
+TARGET_RECALL = 0.99
+"""IVF kinds: after the build, nprobe doubles (up to nlist) until the recall@10 measured on a sample of the
+vocabulary's own names reaches this (``target_recall=None``: keep the given nprobe)."""
+AUTO_EXACT_MAX = 250_000
+"""``auto`` streams the exact index up to this many candidates (a query reads every vector: ~0.1-0.3 s here)."""
+TRAIN_PER_CELL = 40
+"""k-means training points per IVF cell (faiss warns under 39)."""
+KMEANS_ITERATIONS = 10
+PQ_TRAIN = 256 * TRAIN_PER_CELL
+"""Training points of a product quantiser at least (256 centroids per sub-vector)."""
+SEED = 1234
+
+
+@dataclass(frozen=True)
+class IndexKind:
+    """One way to serve the top-k. ``build(shards, params, metric, progress)`` returns the filled faiss index
+    (None for exact); ``tune(index, params)`` sets the query-time parameters."""
+
+    name: str
+    approximate: bool
+    description: str
+    defaults: Callable[[int, int], dict[str, Any]]
+    build: Callable[[Shards, Mapping[str, Any], int, Progress | None], Any] | None = None
+    tune: Callable[[Any, Mapping[str, Any]], None] | None = None
+
+
+KINDS: Registry = Registry("index kind")
+
+
+def _nlist(n: int) -> int:
+    return int(min(65536, max(16, 2 ** round(math.log2(max(1.0, math.sqrt(n)))))))
+
+
+def _ivf_defaults(n: int, dim: int) -> dict[str, Any]:
+    nlist = _nlist(n)
+    return {"nlist": nlist, "nprobe": max(8, nlist // 16), "refine": 2, "fp16": True, "target_recall": TARGET_RECALL}
+
+
+def _pq_defaults(n: int, dim: int) -> dict[str, Any]:
+    m = next(m for m in (dim // 8, dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0)
+    nlist = _nlist(n)
+    return {"nlist": nlist, "nprobe": max(8, nlist // 16), "m": m, "refine": 10, "target_recall": TARGET_RECALL}
+
+
+def _hnsw_defaults(n: int, dim: int) -> dict[str, Any]:
+    return {"M": 32, "ef_construction": 40, "ef_search": 128, "refine": 2}
+
+
+def _sample(shards: Shards, size: int) -> np.ndarray:
+    """Prepared rows of a seeded random sample (sorted ids: a forward walk through the shards)."""
+    size = min(size, shards.n)
+    ids = np.sort(np.random.default_rng(SEED).choice(shards.n, size=size, replace=False))
+    return shards.rows(ids)
+
+
+def _fill(index, shards: Shards, progress: Progress | None, stage: str) -> None:
+    for c0, block in shards.blocks():
+        index.add(block)
+        if progress:
+            progress(c0 + len(block), shards.n, stage)
+
+
+def _train_ivf(index, shards: Shards, nlist: int, progress: Progress | None, *, least: int = 4096) -> None:
+    if progress:
+        progress(0, shards.n, "training")
+    index.cp.niter = KMEANS_ITERATIONS
+    index.cp.seed = SEED
+    index.cp.max_points_per_centroid = TRAIN_PER_CELL
+    index.train(_sample(shards, max(nlist * TRAIN_PER_CELL, least)))
+
+
+def _quantizer(dim: int, metric: int):
+    return faiss.IndexFlatL2(dim) if metric == faiss.METRIC_L2 else faiss.IndexFlatIP(dim)
+
+
+def _check_nlist(params: Mapping[str, Any], n: int) -> int:
+    nlist = positive_int("nlist", params["nlist"])
+    if nlist > n:
+        raise ProbekitError(f"nlist ({nlist}) must be at most the number of candidates ({n})")
+    positive_int("nprobe", params["nprobe"])
+    return nlist
+
+
+def _build_ivf_flat(shards: Shards, params: Mapping[str, Any], metric: int, progress: Progress | None):
+    nlist, dim = _check_nlist(params, shards.n), shards.dim
+    quantizer = _quantizer(dim, metric)
+    index: Any
+    if params.get("fp16", True):
+        index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, metric)
+    else:
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, metric)
+    index.own_fields = True
+    quantizer.this.disown()
+    _train_ivf(index, shards, nlist, progress)
+    _fill(index, shards, progress, "adding")
+    return index
+
+
+def _build_ivf_pq(shards: Shards, params: Mapping[str, Any], metric: int, progress: Progress | None):
+    nlist, dim = _check_nlist(params, shards.n), shards.dim
+    m = positive_int("m", params["m"])
+    if dim % m:
+        raise ProbekitError(f"m ({m}) must divide the vector width ({dim})")
+    quantizer = _quantizer(dim, metric)
+    index = faiss.IndexIVFPQ(quantizer, dim, nlist, m, 8, metric)
+    index.own_fields = True
+    quantizer.this.disown()
+    index.pq.cp.niter = KMEANS_ITERATIONS
+    _train_ivf(index, shards, nlist, progress, least=PQ_TRAIN)
+    _fill(index, shards, progress, "adding")
+    return index
+
+
+def _tune_ivf(index, params: Mapping[str, Any]) -> None:
+    faiss.extract_index_ivf(index).nprobe = positive_int("nprobe", params["nprobe"])
+
+
+def _build_hnsw(shards: Shards, params: Mapping[str, Any], metric: int, progress: Progress | None):
+    m = positive_int("M", params["M"])
+    # faiss's stubs type the quantizer kind as the class; the constructor takes the enum's int
+    index = faiss.IndexHNSWSQ(shards.dim, faiss.ScalarQuantizer.QT_fp16, m, metric)  # type: ignore[arg-type]
+    index.hnsw.efConstruction = positive_int("ef_construction", params["ef_construction"])
+    index.train(_sample(shards, 1024))  # fp16 needs no statistics; faiss wants the call
+    _fill(index, shards, progress, "linking")
+    return index
+
+
+def _tune_hnsw(index, params: Mapping[str, Any]) -> None:
+    index.hnsw.efSearch = positive_int("ef_search", params["ef_search"])
+
+
+KINDS["exact"] = IndexKind("exact", False, "every candidate scored (streamed over the shards)", lambda n, d: {})
+KINDS["ivf-flat"] = IndexKind("ivf-flat", True, "inverted file, float16 vectors (nlist, nprobe)", _ivf_defaults,
+                              _build_ivf_flat, _tune_ivf)
+KINDS["ivf-pq"] = IndexKind("ivf-pq", True, "inverted file, product-quantised (nlist, nprobe, m, refine)",
+                            _pq_defaults, _build_ivf_pq, _tune_ivf)
+KINDS["hnsw"] = IndexKind("hnsw", True, "graph search, float16 vectors (M, ef_construction, ef_search)",
+                          _hnsw_defaults, _build_hnsw, _tune_hnsw)
+KIND_NAMES = (*KINDS, "auto")
+
+
+def resolve(kind: str, n: int, dim: int, params: Mapping[str, Any] | None) -> tuple[IndexKind, dict[str, Any]]:
+    """The kind (``auto`` resolved by size) and its parameters: the defaults for n, overridden by ``params``."""
+    if kind == "auto":
+        kind = "exact" if n <= AUTO_EXACT_MAX else "ivf-flat"
+    if kind not in KINDS:
+        raise UnknownNameError("index kind", str(kind), list(KIND_NAMES))
+    spec = KINDS[kind]
+    base = spec.defaults(n, dim)
+    unknown = sorted(set(params or {}) - set(base))
+    if unknown:
+        raise ProbekitError(f"index kind {kind!r} has no parameter {unknown[0]!r}; "
+                            f"available: {', '.join(base) or 'none'}")
+    merged = {**base, **(params or {})}
+    if "refine" in merged:
+        positive_int("refine", merged["refine"])
+    return spec, merged
+
+
+def metric_of(similarity: str) -> int:
+    return faiss.METRIC_L2 if similarity == "l2" else faiss.METRIC_INNER_PRODUCT
+
+
+__all__ = ["AUTO_EXACT_MAX", "KINDS", "KIND_NAMES", "IndexKind", "metric_of", "resolve"]
