@@ -51,7 +51,7 @@ def prediction_frequency(frame: pd.DataFrame, *, k: int = 10) -> pd.DataFrame:
     counts: Counter[str] = Counter()
     spellings: dict[str, Counter[str]] = {}
     for names in frame["top_names"]:
-        seen = {}
+        seen: dict[str, str] = {}
         for name in names[:k]:
             seen.setdefault(normalize_name(name), name)
         counts.update(seen.keys())  # an object counts once per prompt
