@@ -13,7 +13,7 @@ That Train_X is the ``strict`` reading. The ``repository`` reading is DisKnE's o
 (israa-alghanmi/DisKnE@11bbdb9, ``prepare_splits``): a row is removed when "str(all_data['CUI'][i])==CUI
 or str(all_data['original_cui'][i])==CUI or any(x in str(all_data['P'][i]).lower() for x in matches)", i.e.
 the positives of X, every row swapping in X, and every row whose *premise* contains one of X's names as a
-lower-cased substring; diseases of neg(X) stay in. It keeps more rows (on the issue's check 3,377 against the
+lower-cased substring; diseases of neg(X) stay in. It keeps more rows (a side-by-side check counted 3,377 against the
 strict 2,979 per target).
 
 Hypotheses are canonicalised (§3.4: the hypothesis *is* the disease name) unless ``hypothesis="full"``.
