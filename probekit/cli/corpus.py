@@ -208,6 +208,7 @@ def _finding_args(a, *, named: bool = True) -> None:
 
 
 def register(sub) -> None:
+    from probekit.corpus.lipid import DEFAULT_READING, KEYWORD_READINGS  # light: no torch
     from probekit.corpus.lookup import UNITS  # light: no torch
 
     from .common import add_actions
@@ -255,7 +256,7 @@ def register(sub) -> None:
     g = a.add_argument_group("template-free")
     g.add_argument("--names", default=None, help="only these entities (a names file)")
     g.add_argument("--role", default=None, help="tail = only the dataset's objects")
-    g.add_argument("--keyword-reading", default="substring", choices=["substring", "whole-word"],
+    g.add_argument("--keyword-reading", default=DEFAULT_READING, choices=sorted(KEYWORD_READINGS),
                    help="LIPID's keyword list as the paper writes it, substrings (default), or as whole words")
     g.add_argument("--relation", default=None, help="the relation label written (default template_free)")
     g.add_argument("--limit", type=int, default=None, help="at most this many prompts (default all)")

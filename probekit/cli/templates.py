@@ -121,9 +121,10 @@ def register(sub) -> None:
                    help="flag objects in the top k of at least this share of prompts")
     c.add_argument("--frequency-k", type=int, default=None,
                    help="prediction frequency counts each run's top k (default the paper's 10, or fewer stored)")
-    c.add_argument("--perplexity-aggregate", default="prompt-mean", choices=["prompt-mean", "corpus"],
-                   help="per-run perplexity the Pearson fit uses: the mean of per-prompt perplexities (paper's "
-                        "Table 5) or corpus-level exp(ΣNLL/Σtokens) (Salazar et al.); both are printed")
+    c.add_argument("--perplexity-aggregate", default="prompt-mean",
+                   help="per-run perplexity the Pearson fit uses: prompt-mean, the mean of per-prompt "
+                        "perplexities (paper's Table 5), or corpus, exp(ΣNLL/Σtokens) over all prompts (Salazar "
+                        "et al.); both are printed")
     c.add_argument("--scorer", default=None, help="which stored perplexities (default: the run's own model)")
     c.add_argument("--fill", default="gold", choices=["gold", "mask"], help="which stored perplexities")
     c.add_argument("--format", default="table", choices=["table", "json"])
