@@ -42,9 +42,10 @@ def prediction_frequency(frame: pd.DataFrame, *, k: int = 10) -> pd.DataFrame:
     have it in their top ``k``, ``share`` = that over the number of prompts, ``gold_share`` = share of prompts
     whose gold answers include it (what a model that knew every answer would show).
 
-    >>> f = pd.DataFrame({"top_names": [["a", "b"], ["A", "c"], ["b", "a"]], "golds": [["a"], ["c"], ["c"]]})
+    >>> f = pd.DataFrame({"top_names": [["a", "b"], ["A", "c"], ["b", "a"], ["a", "c"]],
+    ...                   "golds": [["a"], ["c"], ["c"], ["x"]]})
     >>> prediction_frequency(f, k=1)[["object", "prompts", "share", "gold_share"]].values.tolist()
-    [['a', 2, 0.6666666666666666, 0.3333333333333333], ['b', 1, 0.3333333333333333, 0.0]]
+    [['a', 3, 0.75, 0.25], ['b', 1, 0.25, 0.0]]
     """
     _check(frame, k)
     n = len(frame)
