@@ -111,6 +111,12 @@ def result(res) -> None:
     ucm, acc = ctx.summary_frames(res.summary)
     for mode, summ in res.summary.items():
         st.caption(f"UCM_m, {mode}: {ctx.ucm_sentence(summ['ucm_m'])}")
+        if summ.get("name_overlap_triples"):
+            w = summ["without_name_overlap"]
+            acc1 = (f"; acc@1 without → with context {100 * w['acc']['none']['macro']['acc@1']:.1f} → "
+                    f"{100 * w['acc']['full']['macro']['acc@1']:.1f} %" if w["acc"] else "")
+            st.caption(f"Without the {summ['name_overlap_triples']} facts whose object is in the subject's name "
+                       f"(MedLAMA's hardness rule; {w['n_triples']} left): {ctx.ucm_sentence(w['ucm_m'])}{acc1}")
     if len(ucm) and ucm.n.sum():
         st.plotly_chart(ucm_bars(ucm, "relation", facet="mode"), key="ctx_d_ucm")
     elif not res.rows:

@@ -8,25 +8,34 @@ import streamlit as st
 from pages import _ui as ui
 from probekit import models
 from probekit.bench.results import frame_bytes
-from probekit.diskne import build, data, results, runs, splits
+from probekit.diskne import build, data, recipes, results, runs, splits
 
 ui.title("DisKnE: disease knowledge by fine-tuning")
 st.caption("Binary entailment (premise → the disease name), fine-tuned per target disease on data that never "
            "mentions it or its negatives, so a correct test answer reflects what the pre-trained model knew. "
-           "The shipped set is derived from MedLAMA-style triples (license-free, DisKnE-*style*); negatives are "
-           "the diseases closest to the target by the probed model's own name embeddings, approximating the "
-           "paper's 'similar, not an ancestor or descendant' rule. The paper's set needs the licensed files: "
-           "`python -m probekit diskne build --source licensed`.")
+           "**To reproduce the paper**, build DisKnE itself from the repository's public annotation CSVs and your own "
+           "MedNLI / MEDIQA-NLI copy (`python -m probekit diskne build --source licensed … --out FILE`) and pick "
+           "*licensed DisKnE set*. " + build.SMOKE_NOTE)
 
 job = st.session_state.get("dk_job")
 running = job is not None and not job.finished
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
-    source = c1.selectbox("Set", build.sources(), key="dk_source",
-                          format_func={"demo": "derived from the demo set", "medlama": "derived from MedLAMA"}.get)
+    source = c1.selectbox("Set", ["licensed", *build.sources()], index=1, key="dk_source",
+                          format_func={"licensed": "licensed DisKnE set (a file you built)",
+                                       "demo": "smoke set from the demo data (not DisKnE)",
+                                       "medlama": "smoke set from MedLAMA (not DisKnE)"}.get)
+    set_path = None
+    if source == "licensed":
+        typed = c1.text_input("Set file", key="dk_set_file",
+                              placeholder="~/diskne/medical_similar.json (diskne build --source licensed --out)")
+        if not typed.strip():
+            st.stop()
+        set_path = typed.strip()
     ds = None
-    with ui.guard("Building the set"):
-        ds = data.read_set(build.ensure(source))
+    with ui.guard("Reading the set"):
+        set_path = set_path or build.ensure(source)
+        ds = data.read_set(set_path)
     if ds is None:
         st.stop()
     options = dict(models.available_models())
@@ -40,12 +49,23 @@ with st.container(border=True):
                            help="the paper averages over three runs")
     c2.caption(f"{len(ds.positives)} positives · " + " · ".join(
         f"{data.category_label(c)}: {len(ds.eligible(c))} diseases" for c in ds.categories))
+    recipe = c3.selectbox("Recipe", sorted(recipes.RECIPES), key=f"dk_recipe_{ds.version}",
+                          index=sorted(recipes.RECIPES).index(recipes.default_recipe(ds)),
+                          help="diskne-reference: the authors' evaluate.py (Adam, linear decay, clipping 1.0, stop "
+                               "at the 2nd non-improving epoch keeping the last weights, 256 tokens, their "
+                               "splits.py filter); probekit: AdamW, constant lr, best epoch restored, 128 tokens")
+    rec = recipes.RECIPES[recipe]
     lr = c3.number_input("Learning rate", 1e-7, 1e-2, 2e-5, format="%.1e", key="dk_lr")
     epochs = int(c3.number_input("Max epochs", 1, 50, 8, key="dk_epochs", help="early stopping on validation loss"))
     with st.expander("More settings"):
         e1, e2, e3 = st.columns(3)
         batch = int(e1.number_input("Batch size", 1, 256, 8, key="dk_batch"))
-        patience = int(e1.number_input("Patience (epochs)", 1, 10, 1, key="dk_patience"))
+        patience = int(e1.number_input("Patience (epochs)", 1, 10, int(rec["patience"]), key=f"dk_patience_{recipe}"))
+        filters = list(splits.TRAIN_FILTERS)
+        train_filter = e1.radio("Training-set filter", filters, index=filters.index(str(rec["train_filter"])),
+                                key=f"dk_filter_{recipe}", horizontal=True,
+                                help="repository: DisKnE's splits.py (X's names in the premise); strict: also bans "
+                                     "every negative disease of X, by whole words")
         n_neg = int(e2.number_input("Negatives per disease", 1, 50, 10, key="dk_neg"))
         max_train = int(e2.number_input("Cap training examples (0 = none)", 0, 100_000, 0, key="dk_cap"))
         hypothesis = e3.radio("Hypothesis", ["canonical", "full"], key="dk_hyp", horizontal=True,
@@ -58,9 +78,10 @@ with st.container(border=True):
     if st.button("Start", type="primary", icon=":material/play_arrow:", key="dk_start",
                  disabled=running or not (chosen and cats and seeds)):
         with ui.guard("Starting the DisKnE run"):
-            finetune = {"lr": lr, "max_epochs": epochs, "batch_size": batch, "patience": patience,
-                        "hypothesis": hypothesis, "hypothesis_only": hyp_only, "max_train": max_train or None}
-            st.session_state.dk_job = runs.start_grid(chosen, build.ensure(source), categories=cats,
+            finetune = {"recipe": recipe, "lr": lr, "max_epochs": epochs, "batch_size": batch, "patience": patience,
+                        "train_filter": train_filter, "hypothesis": hypothesis, "hypothesis_only": hyp_only,
+                        "max_train": max_train or None}
+            st.session_state.dk_job = runs.start_grid(chosen, set_path, categories=cats,
                                                       seeds=sorted(seeds), finetune=finetune, n_negatives=n_neg,
                                                       device=ui.selected_device())
             st.rerun()

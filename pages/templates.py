@@ -28,17 +28,24 @@ if not selected:
     st.stop()
 c1, c2, c3 = st.columns(3)
 k = c1.segmented_control("Rank models by acc@", [1, 5, 10], default=1, key="tpl_k") or 1
+aggregates = list(stored.PERPLEXITY_AGGREGATES)
+aggregate = c1.radio("Perplexity per run", aggregates, key="tpl_agg", horizontal=True,
+                     help=" · ".join(f"{n}: {stored.PERPLEXITY_AGGREGATES[n][1]}" for n in aggregates))
 top_n = c2.number_input("Top-n objects", 1, 50, 5, key="tpl_n")
-threshold = c3.slider("Flag objects answered to at least", 0.05, 1.0, 0.1, 0.05, key="tpl_thr", format="%.2f")
+freq_k = int(c2.number_input("Prediction frequency: top k", 1, 100, 10, key="tpl_freq_k",
+                             help="the paper counts each model's top-10 predictions (fewer when a run stored fewer)"))
+threshold = c3.slider("Flag objects in the top k of at least", 0.05, 1.0, 0.1, 0.05, key="tpl_thr", format="%.2f")
 cmp = None
 with ui.guard("Comparing runs"):
-    cmp = compare.compare_runs(selected, k=k, top_n=int(top_n), flag_threshold=threshold)
+    cmp = compare.compare_runs(selected, k=k, top_n=int(top_n), flag_threshold=threshold, frequency_k=freq_k,
+                               perplexity_aggregate=aggregate or "prompt-mean")
 if cmp is None:
     st.stop()
 acc = f"acc@{k}"
 st.dataframe(cmp.runs.drop(columns=["label"]), hide_index=True, key="tpl_runs", column_config={
     c: st.column_config.NumberColumn(format="%.4f") for c in (acc, "top object share", f"top-{top_n} share",
-                                                              "distinct share", "mean perplexity")})
+                                                              "distinct share", "mean perplexity",
+                                                              "corpus perplexity")})
 
 # ---- rankings
 st.subheader("Model rankings")
@@ -62,17 +69,20 @@ else:
     st.dataframe(cmp.rankings, hide_index=True, key="tpl_rankings")
 
 # ---- perplexity vs accuracy
-st.subheader(f"Mean perplexity vs {acc} (Figure 2)")
-points = cmp.runs.dropna(subset=["mean perplexity"])
+ppl_col = compare.PPL_COLUMNS[stored.PERPLEXITY_AGGREGATES[cmp.perplexity_aggregate][0]]
+st.subheader(f"{ppl_col.capitalize()} vs {acc} (Figure 2)")
+points = cmp.runs.dropna(subset=[ppl_col])
 if points.empty:
     st.info("No stored perplexities for these runs. Score their prompts: `python -m probekit perplexity --run RUN_ID "
             "--model MLM` (a masked LM; the run's own model is used when it has an MLM head), or below.")
 else:
     points = points.assign(model=points.model.map(ui.chart_text), scorer=points.scorer.map(ui.chart_text))
-    fig = px.scatter(points, x="mean perplexity", y=acc, color="kind", text="model", hover_data=["run_id", "scorer"])
+    fig = px.scatter(points, x=ppl_col, y=acc, color="kind", text="model", hover_data=["run_id", "scorer"])
     fig.update_traces(textposition="top center")
     fig.update_layout(height=420, margin=dict(l=0, r=0, t=20, b=0))
     st.plotly_chart(fig, key="tpl_ppl_chart")
+    st.caption(f"x: {stored.PERPLEXITY_AGGREGATES[cmp.perplexity_aggregate][1]}. Pearson's r below uses it; the "
+               "other aggregate can change r (switch above).")
     st.dataframe(cmp.perplexity_fit, hide_index=True, key="tpl_ppl_fit")
 model = ui.current_model() if st.toggle("Score prompts with the sidebar model", key="tpl_score_on") else None
 if model is not None:
@@ -95,10 +105,11 @@ label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run")
 freq = cmp.frequency[label].head(15).melt(id_vars="object", value_vars=["share", "gold_share"], var_name="what",
                                           value_name="prompts (share)")
 freq["object"] = freq["object"].map(ui.chart_text)
-freq["what"] = freq["what"].map({"share": "top-1 prediction", "gold_share": "gold answer"})
+fk = int(cmp.runs.set_index("label").loc[label, "frequency k"])
+freq["what"] = freq["what"].map({"share": f"in the top {fk}", "gold_share": "gold answer"})
 fig = px.bar(freq, x="object", y="prompts (share)", color="what", barmode="group")
 fig.update_layout(height=380, margin=dict(l=0, r=0, t=20, b=0), yaxis_tickformat=".0%")
 st.plotly_chart(fig, key="tpl_freq_chart")
-st.caption(f"The 15 objects {ui.md(label)} answers most often, with the share of prompts each is the top-1 answer "
-           f"to and the share it is a gold answer of. Top-{top_n} objects take "
-           f"{100 * cmp.runs.set_index('label').loc[label, f'top-{top_n} share']:.1f} % of the top-1 predictions.")
+st.caption(f"The 15 objects most often in {ui.md(label)}'s top {fk}, with the share of prompts each is in the top {fk} "
+           f"of and the share it is a gold answer of (names compared case- and space-folded). Top-{top_n} objects take "
+           f"{100 * cmp.runs.set_index('label').loc[label, f'top-{top_n} share']:.1f} % of the top-{fk} slots.")

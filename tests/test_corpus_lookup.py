@@ -121,23 +121,29 @@ LIPID_CORPUS = [
     "The weather was fine.",                                     # no entity ("we" inside a word is no keyword)
     "Penicillin (PCN) resistance is rising.",                    # keyword "("
     "Aspirin reduces fever; aspirin is cheap.",                  # one entity, twice: no single [MASK]
-    "Between doses, metformin were given there.",                # kept: "between", "were", "there" are no keywords
+    "Between doses, metformin were given there.",                # whole words: kept; substrings: "we", "here"
     "However, metformin lowers glucose.",                        # keyword "However"
 ]
 
 
 def test_lipid_steps_by_hand(tmp_path):
-    """Shaier et al. §3.2.3: "retrieve sentences that include exactly one of those entities"; "we remove all
+    """The whole-word reading.
+
+    Shaier et al. §3.2.3: "retrieve sentences that include exactly one of those entities"; "we remove all
     sentences that contain parentheses"; "The simple list of keywords is: "here", "we", "investigate", "study",
     "propose", "outline", "(", "our", "performed", "suggest", and "However""; "we mask the entity in each
     sentence with a masking token"."""
     f = tmp_path / "lipid.txt"
     f.write_text("\n".join(LIPID_CORPUS))
     idx = build_index(open_source(f), from_names(["Penicillin", "aspirin", "metformin", "insulin"]))
-    result = build_template_free(idx, entities=["penicillin", "Aspirin", "Metformin", "ibuprofen"])
+    result = build_template_free(idx, entities=["penicillin", "Aspirin", "Metformin", "ibuprofen"],
+                                 keyword_reading="whole-word")
     assert result.steps == [("1. sentences in the corpus", 8), ("2a. sentences mentioning an entity of the list", 7),
-                            ("2b. ... with exactly one entity of the list", 6), ("3. after the keyword filter", 3),
-                            ("4. masked (the entity occurs once)", 2)]
+                            ("2b. ... with exactly one entity of the list", 6),
+                            ("3. after the keyword filter (whole-word reading)", 3),
+                            ("4. masked (the entity occurs once)", 2),
+                            ("5. loadable (more than the mask, within the length limit)", 2)]
+    assert result.kept_by_reading == {"substring": 2, "whole-word": 3}
     assert result.unknown_entities == ["ibuprofen"]
     assert result.rows == [
         {"prompt": "[MASK] is used to treat certain infections.", "object": "Penicillin", "subject": "",

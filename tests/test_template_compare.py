@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from conftest import save_tiny_bert
+from scipy import stats
 
 from probekit import models
 from probekit.bench import runs
@@ -77,13 +78,26 @@ def test_compare_runs_of_three_models_on_both_kinds(three_mlms, tiny_dataset):
         assert row.kind == ("template-free" if ds_name == "free" else "template-based")
         frame = runs.load_run(rid).frame
         assert row["acc@1"] == run_metrics.accuracy(frame, k=1, average="macro")
-        assert row["top object"] == frequency.prediction_frequency(frame).object.iloc[0]
+        depth = min(len(n) for n in frame.top_names)
+        assert row["frequency k"] == min(10, depth)  # the paper's top 10, or as deep as the run stored
+        assert row["top object"] == frequency.prediction_frequency(frame, k=row["frequency k"]).object.iloc[0]
         assert row.scorer == model_id
-        assert row["mean perplexity"] == pytest.approx(stored.load_scores([rid]).perplexity.mean())
+        scores = stored.load_scores([rid])
+        assert row["mean perplexity"] == pytest.approx(scores.perplexity.mean())
+        assert row["corpus perplexity"] == pytest.approx(math.exp(scores.nll.sum() / scores.n_tokens.sum()))
     assert len(cmp.rankings) == 3 and cmp.correlation["n"] == 3
     assert sorted(cmp.rankings["template-based rank"]) in ([1, 2, 3], [1, 1, 3], [1, 2, 2], [1, 1, 1])
     assert list(cmp.perplexity_fit.kind) == ["template-based", "template-free"]
     assert list(cmp.perplexity_fit.models) == [3, 3]
+    assert set(cmp.perplexity_fit["perplexity aggregate"]) == {"prompt-mean"}
+    by_corpus = compare.compare_runs(list(ids.values()), k=1, perplexity_aggregate="corpus")
+    assert by_corpus.to_dict()["perplexity_aggregate"] == "corpus"
+    tb = by_corpus.runs[by_corpus.runs.kind == "template-based"]
+    r = by_corpus.perplexity_fit.pearson_r.iloc[0]  # the fit uses the chosen aggregate's column
+    if tb["acc@1"].nunique() > 1 and tb["corpus perplexity"].nunique() > 1:
+        assert r == pytest.approx(stats.pearsonr(tb["corpus perplexity"], tb["acc@1"]).statistic)
+    else:
+        assert math.isnan(r)
     assert cmp.to_dict()["runs"][0]["run_id"] in ids.values()
     # one kind only: no rankings, still frequencies
     only_free = compare.compare_runs([ids[m.id, "free"] for m in three_mlms])

@@ -48,12 +48,12 @@ def test_top_share_and_distinct_predictions(run):
 
 
 def test_flags_name_the_object_and_the_share(run):
-    assert frequency.flags(run, label="BERT", threshold=0.25) == [
+    assert frequency.flags(run, label="BERT", threshold=0.25, k=1) == [
         "BERT answers ESR1 to 50.0 % of prompts (it is the gold answer of 12.5 %)",
         "BERT answers NR1I2 to 25.0 % of prompts (it is the gold answer of 12.5 %)"]
     assert frequency.flags(run, threshold=0.9, k=3) == [
         "this model has in its top 3 ESR1 to 100.0 % of prompts (it is the gold answer of 12.5 %)"]
-    assert frequency.flags(run, threshold=0.6) == []
+    assert frequency.flags(run, threshold=0.6, k=1) == []
     table = frequency.frequency_table({"a": run}, k=1, n=2)
     assert table.iloc[0][["top object", "top object share", "top-2 share", "distinct"]].tolist() == ["ESR1", 0.5,
                                                                                                       0.75, 4]

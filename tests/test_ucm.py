@@ -92,8 +92,11 @@ def _naive(ranks, added, target, correct):
 
 
 def test_against_naive_loop_on_random_sequences():
+    """Yao et al.: O_cor are the entities that "also satisfy the same relation with S", and "O_t belongs to
+    O_{cor}": a step re-adding O_t after S1 (step 1, O_t's own segment) is an O_cor step, unless
+    ``target_mentions=False``."""
     rng = random.Random(7)
-    all_rows, naive_counts = [], {"U": 0, "C": 0, "M": 0}
+    all_rows, naive_counts, cor_only = [], {"U": 0, "C": 0, "M": 0}, {"U": 0, "C": 0, "M": 0}
     for _trial in range(40):
         ents = ["t"] + [f"e{i}" for i in range(rng.randint(1, 6))]
         correct = {e for e in ents[1:] if rng.random() < 0.5}
@@ -102,13 +105,19 @@ def test_against_naive_loop_on_random_sequences():
         rows = metrics.rank_changes(ranks, added, target="t", correct=correct)
         got = [(r["rc_target"], r["rc_added"], r["rc_cor"], r["rc_incor"], r["added_role"]) for r in rows[1:]]
         want = _naive(ranks, added, "t", correct)
-        for g, w in zip(got, want):
+        for step, (g, w) in enumerate(zip(got, want), start=1):
             assert g[:2] == w[:2] and g[4] == w[4]
             assert (g[2] is None) == (w[2] is None) and (g[2] is None or g[2] == pytest.approx(w[2]))
             assert (g[3] is None) == (w[3] is None) and (g[3] is None or g[3] == pytest.approx(w[3]))
+            cell = "U" if w[0] < 0 else "C" if w[0] == 0 else "M"
+            if w[4] == "cor" or (w[4] == "target" and step > 1):
+                naive_counts[cell] += 1
             if w[4] == "cor":
-                naive_counts["U" if w[0] < 0 else "C" if w[0] == 0 else "M"] += 1
+                cor_only[cell] += 1
         all_rows += rows
     n = sum(naive_counts.values())
     assert n > 0
     assert metrics.ucm(all_rows) == {**{k: v / n for k, v in naive_counts.items()}, "n": n}
+    m = sum(cor_only.values())
+    assert 0 < m < n  # the random sequences re-add O_t
+    assert metrics.ucm(all_rows, target_mentions=False) == {**{k: v / m for k, v in cor_only.items()}, "n": m}

@@ -130,7 +130,9 @@ def _source_from_args(args):
 def _print_coverage(cov: dict) -> None:
     print(f"coverage: {cov['with_context']:,} of {cov['triples']:,} triples (S, R, O_t) found a context "
           f"({100 * cov['share']:.1f} %); {cov['contexts']:,} contexts used, {cov['unusable']:,} unusable "
-          f"(O_t only inside a longer pool name), {cov['no_incor']:,} without an O_incor (no negative target)")
+          f"(O_t only inside a longer pool name), {cov['no_incor']:,} without an O_incor (no negative target)"
+          + (f", {cov['name_overlap_excluded']:,} facts skipped (object in the subject's name)"
+             if cov.get("name_overlap_excluded") else ""))
     for rel, c in cov["by_relation"].items():
         print(f"          {rel:<46}{c['with_context']:>6} / {c['triples']:<6}({100 * c['share']:.1f} %)")
 
@@ -150,7 +152,8 @@ def _cmd_dataset(args) -> int:
     with progress_bar(args.quiet) as report:
         result = run_dataset(model, ds, contexts=source, probe=probe.name, limit=args.limit, seed=args.seed,
                              n_incor=args.n_incor, negative=args.negative, variant=args.variant,
-                             permutations=args.permutations, k=args.k, progress=report,
+                             permutations=args.permutations, k=args.k, target_mentions=not args.no_target_mentions,
+                             exclude_name_overlap=args.exclude_name_overlap, progress=report,
                              **probe_options(args, probe))
     out = {"model": model.describe(), **result.to_dict(with_rows=args.rows)}
     if args.save:
@@ -179,6 +182,17 @@ def _cmd_dataset(args) -> int:
         none, full = summ["acc"]["none"]["macro"], summ["acc"]["full"]["macro"]
         print("         acc (macro, %) without -> with context: "
               + ", ".join(f"{k} {100 * none[k]:.1f} -> {100 * full[k]:.1f}" for k in none))
+        if summ["name_overlap_triples"]:
+            w = summ["without_name_overlap"]
+            u = w["ucm_m"]
+            line = (f"         without the {summ['name_overlap_triples']} facts whose object is in the subject's name "
+                    f"({w['n_triples']} left): UCM_m (micro) " + (f"{u['U']:.3f} / {u['C']:.3f} / {u['M']:.3f} "
+                                                                  f"(n {u['n']})" if u["n"] else "undefined"))
+            if w["acc"]:
+                none, full = w["acc"]["none"]["macro"], w["acc"]["full"]["macro"]
+                line += "; acc (macro, %) " + ", ".join(f"{k} {100 * none[k]:.1f} -> {100 * full[k]:.1f}"
+                                                        for k in none)
+            print(line)
     if out.get("run_id"):
         print(f"saved as {out['run_id']}")
     elif args.save:
@@ -261,6 +275,11 @@ def register(sub) -> None:
     d.add_argument("--variant", default=None, choices=DATASET_VARIANTS,
                    help="default: real for corpus contexts, knowledge-only for KB contexts")
     d.add_argument("--permutations", type=int, default=3, help="orders tried by knowledge-random")
+    d.add_argument("--no-target-mentions", action="store_true",
+                   help="do not count a repeated mention of O_t as an O_cor step (the paper: \"O_t belongs to O_cor\")")
+    d.add_argument("--exclude-name-overlap", action="store_true",
+                   help="skip facts whose object is in the subject's name (MedLAMA's hardness rule); by default "
+                        "they run and every figure is also shown without them")
     d.add_argument("--save", action="store_true", help="store the run in the database")
     d.add_argument("--label", default=None, help="name of the stored run (default: the model's label)")
     d.add_argument("--rows", action="store_true", help="include every step row in the JSON")

@@ -160,15 +160,18 @@ def _cmd_template_free(args) -> int:
 
         names = from_file(args.names).names
     result = build_template_free(idx, entities=names, role=args.role, relation=args.relation or "template_free",
-                                 limit=args.limit)
+                                 keyword_reading=args.keyword_reading, limit=args.limit)
     if args.out:
         write_template_free(result, args.out)
     if args.format == "json":
-        print_json({"steps": result.steps, "unknown_entities": result.unknown_entities, "out": args.out,
-                    "prompts": len(result.rows)})
+        print_json({"steps": result.steps, "keyword_reading": result.reading,
+                    "kept_by_keyword_reading": result.kept_by_reading, "unknown_entities": result.unknown_entities,
+                    "out": args.out, "prompts": len(result.rows)})
         return 0
     for step, n in result.steps:
-        print(f"{step:<52} {n:>9,}")
+        print(f"{step:<60} {n:>9,}")
+    print("   step 3 under each keyword reading: "
+          + ", ".join(f"{k} {v:,}" for k, v in result.kept_by_reading.items()))
     if result.unknown_entities:
         print(f"{len(result.unknown_entities)} names not in the index: {', '.join(result.unknown_entities[:5])}")
     print(f"wrote {len(result.rows):,} prompts to {args.out}" if args.out else
@@ -205,6 +208,7 @@ def _finding_args(a, *, named: bool = True) -> None:
 
 
 def register(sub) -> None:
+    from probekit.corpus.lipid import DEFAULT_READING, KEYWORD_READINGS  # light: no torch
     from probekit.corpus.lookup import UNITS  # light: no torch
 
     from .common import add_actions
@@ -252,6 +256,8 @@ def register(sub) -> None:
     g = a.add_argument_group("template-free")
     g.add_argument("--names", default=None, help="only these entities (a names file)")
     g.add_argument("--role", default=None, help="tail = only the dataset's objects")
+    g.add_argument("--keyword-reading", default=DEFAULT_READING, choices=sorted(KEYWORD_READINGS),
+                   help="LIPID's keyword list as the paper writes it, substrings (default), or as whole words")
     g.add_argument("--relation", default=None, help="the relation label written (default template_free)")
     g.add_argument("--limit", type=int, default=None, help="at most this many prompts (default all)")
     g.add_argument("--out", default=None, help="write the prompts (.jsonl or .csv)")

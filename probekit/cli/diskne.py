@@ -15,26 +15,33 @@ def _pct(v: float, std: float | None = None) -> str:
 
 
 def _cmd_build(args) -> int:
-    from ..diskne import build, data
+    from ..diskne import build, data, splits
 
     if args.source == "licensed":
         if not args.out:
             raise ProbekitError("`diskne build --source licensed` needs --out FILE (the licensed set stays yours: "
                                 "keep it outside the repository or under the git-ignored cache/)")
-        ds = data.load_licensed(args.nli or [], args.annotations, negatives_csv=args.negatives_csv)
+        ds = data.load_licensed(args.nli or [], args.annotations, negatives_csv=args.negatives_csv,
+                                names_csv=args.names_csv)
         path = data.save_set(ds, args.out)
     else:
         ds, path = build.build(args.source, seed=args.seed, per_disease=args.per_disease,
                                max_diseases=args.max_diseases or None, data_dir=args.data_dir, out=args.out)
     summary = ds.summary()
+    rows = splits.train_rows_by_filter(ds) if ds.negatives else {}
     if args.format == "json":
-        print_json({"path": str(path), **summary})
+        print_json({"path": str(path), **summary, "mean_train_rows_by_filter": rows})
         return 0
     print(f"wrote {path}  ({summary['diseases']} diseases, {summary['positives']} positives, version "
           f"{summary['version']})")
     for cat, c in summary["categories"].items():
         print(f"  {data.category_label(cat):<24} {c['positives']:>5} positives  {c['diseases']:>4} diseases  "
               f"{c['eligible']:>4} with >= 2 positives")
+    if rows:
+        print("  Train_X rows per target disease (mean over targets, with the set's negatives): "
+              + ", ".join(f"{k} filter {v:,.0f}" for k, v in rows.items()))
+    if ds.settings.get("kind") != "licensed":
+        print(f"  {build.SMOKE_NOTE}")
     return 0
 
 
@@ -79,8 +86,9 @@ def _cmd_run(args) -> int:
     from ..jobs import run_in_foreground
     from .common import progress_bar
 
-    finetune = {"lr": args.lr, "batch_size": args.batch_size, "max_epochs": args.epochs, "patience": args.patience,
-                "val_fraction": args.val_fraction, "max_length": args.max_length, "hypothesis": args.hypothesis,
+    finetune = {"recipe": args.recipe, "lr": args.lr, "batch_size": args.batch_size, "max_epochs": args.epochs,
+                "patience": args.patience, "val_fraction": args.val_fraction, "max_length": args.max_length,
+                "train_filter": args.train_filter, "hypothesis": args.hypothesis,
                 "hypothesis_only": args.hypothesis_only, "max_train": args.max_train}
     path = _set_path(args)
 
@@ -111,12 +119,16 @@ def _cmd_show(args) -> int:
 
 
 def register(sub) -> None:
+    from ..diskne import recipes, splits
+
     p = sub.add_parser("diskne", help="DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    b = actions.add_parser("build", help="build a DisKnE set: license-free from MedLAMA/demo, or the licensed files")
+    b = actions.add_parser("build", help="build the paper's DisKnE set from its public annotation CSVs and your "
+                                         "MedNLI copy (--source licensed), or a UMLS-derived smoke set (not DisKnE)")
     b.add_argument("--source", default="demo", choices=["demo", "medlama", "licensed"],
-                   help="demo (shipped) | medlama (PROBEKIT_MEDLAMA_DIR) | licensed (MedNLI + DisKnE annotations)")
+                   help="licensed: DisKnE itself (the repository's annotation CSV + your MedNLI / MEDIQA-NLI files); "
+                        "demo | medlama: a UMLS-derived smoke set, not DisKnE (from data/demo or PROBEKIT_MEDLAMA_DIR)")
     b.add_argument("--data-dir", default=None, help="demo/medlama: the MedLAMA-layout folder")
     b.add_argument("--seed", type=int, default=0, help="derived sets: premises and diseases are drawn by seed")
     b.add_argument("--per-disease", type=int, default=3, help="derived sets: positives per disease")
@@ -124,24 +136,31 @@ def register(sub) -> None:
     b.add_argument("--nli", action="append", default=None, help="licensed: a MedNLI / MEDIQA-NLI JSONL (repeat)")
     b.add_argument("--annotations", default=None, help="licensed: a DisKnE annotation CSV")
     b.add_argument("--negatives-csv", default=None, help="licensed: optional CSV with disease, negative_disease")
+    b.add_argument("--names-csv", default=None,
+                   help="licensed: optional CSV with CUI, name (from your UMLS) naming the negative diseases")
     b.add_argument("--out", default=None, help="output file (default: cache/diskne/<source>-seed…json)")
     b.add_argument("--format", default="table", choices=["table", "json"])
     b.set_defaults(func=_cmd_build)
 
     r = actions.add_parser("run", help="fine-tune per (model, disease, seed), store the run, print F1 tables")
-    r.add_argument("--set", default=None, help="a built set (default: the demo-derived set, built if needed)")
+    r.add_argument("--set", default=None, help="a built set (default: the demo-derived smoke set, built if needed)")
+    r.add_argument("--recipe", default=None, choices=sorted(recipes.RECIPES),
+                   help="fine-tuning recipe (default: diskne-reference for a licensed set, probekit for a smoke set); "
+                        "the options below override single fields")
     r.add_argument("--model", action="append", default=None, help="model id or folder (repeat; default: default)")
     r.add_argument("--device", default=None, help="cuda | cpu (default: CUDA when present)")
     r.add_argument("--category", action="append", default=None, help="only these categories (repeat)")
     r.add_argument("--disease", action="append", default=None, help="only these disease ids (repeat)")
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--negatives", type=int, default=10, help="negative diseases per disease (paper: 10)")
-    r.add_argument("--lr", type=float, default=2e-5)
-    r.add_argument("--batch-size", type=int, default=8)
-    r.add_argument("--epochs", type=int, default=8, help="maximum epochs (early stopping on validation loss)")
-    r.add_argument("--patience", type=int, default=1, help="epochs without a better validation loss before stopping")
-    r.add_argument("--val-fraction", type=float, default=0.1)
-    r.add_argument("--max-length", type=int, default=128)
+    r.add_argument("--lr", type=float, default=None)
+    r.add_argument("--batch-size", type=int, default=None)
+    r.add_argument("--epochs", type=int, default=None, help="maximum epochs (early stopping on validation loss)")
+    r.add_argument("--patience", type=int, default=None, help="non-improving epochs before stopping (recipe: 2 | 1)")
+    r.add_argument("--val-fraction", type=float, default=None)
+    r.add_argument("--max-length", type=int, default=None, help="recipe: 256 | 128")
+    r.add_argument("--train-filter", default=None, choices=splits.TRAIN_FILTERS,
+                   help="Train_X filter: repository (DisKnE's splits.py) | strict (also bans neg(X))")
     r.add_argument("--hypothesis", default="canonical", choices=["canonical", "full"])
     r.add_argument("--hypothesis-only", action="store_true", help="the hypothesis-only baseline")
     r.add_argument("--max-train", type=int, default=None, help="cap training examples per cell (quick runs)")

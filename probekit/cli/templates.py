@@ -35,15 +35,18 @@ def _cmd_compare(args) -> int:
     from ..templates.compare import compare_runs
 
     cmp = compare_runs(args.runs, k=args.k, average=args.average, top_n=args.top_n,
-                       flag_threshold=args.flag_threshold, scorer=args.scorer, fill=args.fill)
+                       flag_threshold=args.flag_threshold, scorer=args.scorer, fill=args.fill,
+                       frequency_k=args.frequency_k, perplexity_aggregate=args.perplexity_aggregate)
     if args.format == "json":
         print_json(cmp.to_dict())
         return 0
     acc = f"acc@{args.k}"
-    print(f"{'run':<28}{'kind':<16}{'model · dataset':<48}{acc:>9}{'mean ppl':>11}  top object (share)")
+    print(f"{'run':<28}{'kind':<16}{'model · dataset':<48}{acc:>9}{'mean ppl':>11}{'corpus ppl':>11}"
+          "  top object (share of top-k)")
     for r in cmp.runs.to_dict(orient="records"):
         print(f"{r['run_id']:<28}{r['kind']:<16}{r['label'][:47]:<48}{_pct(r[acc]):>9}"
-              f"{_num(r['mean perplexity'], '.2f'):>11}  {r['top object']} ({_pct(r['top object share'])} %)")
+              f"{_num(r['mean perplexity'], '.2f'):>11}{_num(r['corpus perplexity'], '.2f'):>11}  "
+              f"{r['top object']} ({_pct(r['top object share'])} % of prompts, top {r['frequency k']})")
     if cmp.rankings is None or cmp.correlation is None:  # (both None, or neither)
         print("\nrankings: need runs of the same models on a template-based and a template-free dataset")
     else:
@@ -55,8 +58,8 @@ def _cmd_compare(args) -> int:
         print(f"Kendall's tau {_num(c['kendall_tau'])} (p {_num(c['kendall_p'])}), Spearman's rho "
               f"{_num(c['spearman_rho'])} (p {_num(c['spearman_p'])}), {c['n']} models")
     for r in cmp.perplexity_fit.to_dict(orient="records"):
-        print(f"perplexity vs {acc}, {r['kind']}: Pearson's r {_num(r['pearson_r'])} (p {_num(r['p_value'])}), "
-              f"{r['models']} models")
+        print(f"perplexity ({cmp.perplexity_aggregate}) vs {acc}, {r['kind']}: Pearson's r {_num(r['pearson_r'])} "
+              f"(p {_num(r['p_value'])}), {r['models']} models")
     for flag in cmp.flags:
         print(f"flag: {flag}")
     return 0
@@ -115,7 +118,13 @@ def register(sub) -> None:
     c.add_argument("--average", default="macro", choices=["macro", "micro"])
     c.add_argument("--top-n", type=int, default=5, help="share of predictions taken by the top-n objects")
     c.add_argument("--flag-threshold", type=float, default=0.1,
-                   help="flag objects that are the top answer of at least this share of prompts")
+                   help="flag objects in the top k of at least this share of prompts")
+    c.add_argument("--frequency-k", type=int, default=None,
+                   help="prediction frequency counts each run's top k (default the paper's 10, or fewer stored)")
+    c.add_argument("--perplexity-aggregate", default="prompt-mean",
+                   help="per-run perplexity the Pearson fit uses: prompt-mean, the mean of per-prompt "
+                        "perplexities (paper's Table 5), or corpus, exp(ΣNLL/Σtokens) over all prompts (Salazar "
+                        "et al.); both are printed")
     c.add_argument("--scorer", default=None, help="which stored perplexities (default: the run's own model)")
     c.add_argument("--fill", default="gold", choices=["gold", "mask"], help="which stored perplexities")
     c.add_argument("--format", default="table", choices=["table", "json"])

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import metrics
+from ..datasets import hardness
 from ..errors import ProbekitError, positive_int
 from ..jobs import Cancelled, Progress, no_progress
 from ..metrics import accuracy
@@ -40,6 +41,20 @@ CHUNK_INPUTS = 2048
 """Inputs ranked per probe call: progress and cancel checks come between calls."""
 
 
+def name_overlap(subject: str, target: str) -> bool:
+    """Whether the fact (S, O_t) can be read off the subject's name: MedLAMA's hardness rule (Meng et al.
+    2022; :func:`probekit.datasets.hardness.is_hard`) applied to the one gold O_t. Such facts need no
+    knowledge ("Stage IB Eyelid Carcinoma" -> "Eyelid"); summaries show every figure without them too."""
+    return bool(subject.strip()) and bool(target.strip()) and not hardness.is_hard(subject, [target])
+
+
+def pool_without_subject(pool: Sequence[str], subject: str) -> list[str]:
+    """The entity pool less the subject S in any spelling (case, spacing): S is the fact's subject, never an
+    O_cor / O_incor, so it must not cut segments, count as an O_incor step or become the negative target."""
+    skey = normalize_name(subject)
+    return [n for n in pool if normalize_name(n) != skey]
+
+
 def kb_context(query: Query, pool: Sequence[str], *, seed: int = 0, n_incor: int | None = None,
                sep: str = SEPARATOR) -> tuple[Segmentation, tuple[str, ...]]:
     """A knowledge-only document for a query with >= 2 golds, built from the KB (the fallback).
@@ -54,7 +69,7 @@ def kb_context(query: Query, pool: Sequence[str], *, seed: int = 0, n_incor: int
         raise ProbekitError(f"query {query.id!r} has fewer than 2 gold answers")
     gkeys = {normalize_name(g) for g in golds}
     rng = random.Random(f"{seed}:{query.id}")
-    others = [n for n in unique_names(pool) if normalize_name(n) not in gkeys]
+    others = [n for n in pool_without_subject(unique_names(pool), query.subject) if normalize_name(n) not in gkeys]
     want = len(golds) - 1 if n_incor is None else n_incor
     incor = rng.sample(others, min(want, len(others)))
     items = list(golds[1:]) + incor
@@ -124,17 +139,30 @@ def _acc(rows: list[dict], ks: Sequence[int]) -> dict:
     return out
 
 
-def summarize(rows: list[dict], *, ks: Sequence[int] = ACC_KS) -> dict:
-    """UCM_k per relation, UCM_m (micro and macro) and acc@k without / with context, per mode."""
+def _figures(rs: list[dict], ks: Sequence[int], target_mentions: bool) -> dict:
+    return {"n_triples": len({(r["query_id"], r.get("target")) for r in rs}),
+            "n_contexts": len({(r["query_id"], r.get("target"), r.get("context") or 0) for r in rs}),
+            "ucm_k": metrics.ucm_k(rs, target_mentions=target_mentions),
+            "ucm_m": metrics.ucm_m(rs, target_mentions=target_mentions),
+            "ucm_m_macro": metrics.ucm_m(rs, average="macro", target_mentions=target_mentions),
+            "acc": _acc(rs, ks) if rs else {}}
+
+
+def summarize(rows: list[dict], *, ks: Sequence[int] = ACC_KS, target_mentions: bool = True) -> dict:
+    """UCM_k per relation, UCM_m (micro and macro) and acc@k without / with context, per mode; and the same
+    without the facts whose object is in the subject's name (:func:`name_overlap`), under
+    ``without_name_overlap``, with their count in ``name_overlap_triples``. ``target_mentions``: whether a
+    repeated mention of O_t counts as an O_cor step (the paper's reading, the default)."""
     out = {}
     for mode in ("target", "negative"):
         rs = [r for r in rows if r["mode"] == mode]
         if not rs:
             continue
-        out[mode] = {"n_triples": len({(r["query_id"], r.get("target")) for r in rs}),
-                     "n_contexts": len({(r["query_id"], r.get("target"), r.get("context") or 0) for r in rs}),
-                     "ucm_k": metrics.ucm_k(rs), "ucm_m": metrics.ucm_m(rs),
-                     "ucm_m_macro": metrics.ucm_m(rs, average="macro"), "acc": _acc(rs, ks)}
+        flagged = {(r["query_id"], r.get("target")) for r in rs
+                   if name_overlap(r.get("subject") or "", r.get("target") or "")}
+        kept = [r for r in rs if (r["query_id"], r.get("target")) not in flagged]
+        out[mode] = {**_figures(rs, ks, target_mentions), "name_overlap_triples": len(flagged),
+                     "without_name_overlap": _figures(kept, ks, target_mentions)}
     return out
 
 
@@ -171,10 +199,13 @@ class _Plan:
 
 
 def _plans(q: Query, pool, *, source: ContextSource | None, variant: str, modes, permutations: int, seed: int,
-           n_incor: int | None, cov: dict) -> list[_Plan]:
+           n_incor: int | None, cov: dict, exclude_name_overlap: bool = False) -> list[_Plan]:
     """Every context sequence of one query; counts triples, contexts and skips into ``cov``."""
     out: list[_Plan] = []
     golds = tuple(unique_names(q.golds))
+    if exclude_name_overlap and source is None and name_overlap(q.subject, golds[0]):
+        cov["name_overlap_excluded"] += 1
+        return out
     if source is None:
         segs = [(kb_context(q, pool.names, seed=seed, n_incor=n_incor)[0], 0)]
         cov["triples"] += 1
@@ -183,12 +214,16 @@ def _plans(q: Query, pool, *, source: ContextSource | None, variant: str, modes,
     else:
         segs = []
         for target in golds:
+            if exclude_name_overlap and name_overlap(q.subject, target):
+                cov["name_overlap_excluded"] += 1
+                continue
             cov["triples"] += 1
             found = source.contexts(q.subject, target)
             used = 0
             for doc in found:
                 try:
-                    segs.append((segment_document(doc, target, [*pool.names, *golds]), used))
+                    segs.append((segment_document(doc, target, [*pool_without_subject(pool.names, q.subject),
+                                                                *golds]), used))
                     used += 1
                 except ProbekitError:  # O_t only inside a longer pool name, or an over-long document
                     cov["unusable"] += 1
@@ -233,14 +268,19 @@ def _rows(plan: _Plan, results: list[dict]) -> list[dict]:
 def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: str = "retrieval",
                 relations: Sequence[str] | None = None, limit: int | None = None, seed: int = 0,
                 n_incor: int | None = None, negative: bool = True, variant: str | None = None,
-                permutations: int = 3, k: int = 10, progress: Progress | None = None,
-                should_cancel: Callable[[], bool] | None = None, **probe_options) -> DatasetContextResult:
+                permutations: int = 3, k: int = 10, target_mentions: bool = True, exclude_name_overlap: bool = False,
+                progress: Progress | None = None, should_cancel: Callable[[], bool] | None = None,
+                **probe_options) -> DatasetContextResult:
     """Dataset mode over ``dataset``: ``contexts`` is ``"kb"`` (KB knowledge-only contexts for queries with
     >= 2 golds: a fallback) or a :class:`~.sources.ContextSource` of real documents (every gold of every
     query is an O_t). Each context is ranked against the tails of the query's relation with ``probe``;
     target (and negative-target) RC rows, UCM, acc@k and coverage. ``variant`` defaults to
     ``knowledge-only`` for KB contexts and ``real`` for documents; ``knowledge-random`` runs
-    ``permutations`` seeded orders. ``should_cancel()`` is checked between probe calls (raises
+    ``permutations`` seeded orders. The subject S is never a pool entity of its own contexts
+    (:func:`pool_without_subject`). ``target_mentions``: a repeated mention of O_t counts as an O_cor step
+    (the paper's reading; False leaves it out). ``exclude_name_overlap`` skips the facts whose object is in
+    the subject's name (:func:`name_overlap`; counted in the coverage); without it the summary shows every
+    figure with and without them. ``should_cancel()`` is checked between probe calls (raises
     :class:`~probekit.jobs.Cancelled`)."""
     from ..probes import get_probe
 
@@ -269,7 +309,7 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
         by_rel.setdefault(q.relation, []).append(q)
     modes = ("target", "negative") if negative else ("target",)
     cov: dict[str, Any] = {"triples": 0, "with_context": 0, "contexts": 0, "unusable": 0, "no_incor": 0,
-                           "by_relation": {}}
+                           "name_overlap_excluded": 0, "by_relation": {}}
     report = progress or no_progress
     cancelled = should_cancel or (lambda: False)
     rows: list[dict] = []
@@ -280,7 +320,8 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
         report(done, len(queries), f"{head} · finding contexts")
         plans = [pl for q in qs for pl in _plans(q, pool, source=source, variant=variant,
                                                  modes=modes, permutations=permutations, seed=seed,
-                                                 n_incor=n_incor, cov=cov)]
+                                                 n_incor=n_incor, cov=cov,
+                                                 exclude_name_overlap=exclude_name_overlap)]
         # rank in chunks of whole plans, so progress moves and a cancel is seen between probe calls
         chunks, cur, size = [], [], 0
         for pl in plans:
@@ -311,8 +352,10 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
                 "relations": list(by_rel), "limit": limit, "seed": seed, "n_incor": n_incor, "variant": variant,
                 "permutations": permutations if variant == "knowledge-random" else 1, "negative": negative,
                 "n_queries": len(queries), "contexts": "kb" if source is None else source.describe(), "coverage": cov,
+                "target_mentions": target_mentions, "exclude_name_overlap": exclude_name_overlap,
                 "options": {k_: v for k_, v in probe_options.items() if v is not None}}
-    return DatasetContextResult(rows=rows, summary=summarize(rows), settings=settings, seconds=seconds, coverage=cov)
+    return DatasetContextResult(rows=rows, summary=summarize(rows, target_mentions=target_mentions),
+                                settings=settings, seconds=seconds, coverage=cov)
 
 
 def summary_frames(summary: dict):

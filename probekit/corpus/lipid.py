@@ -6,12 +6,21 @@ Step 2 keeps sentences "that include exactly one of those entities"; step 3 drop
 "here", "we", "investigate", "study", "propose", "outline", "(", "our", "performed", "suggest", "However";
 step 4 replaces the entity with the mask token.
 
-Choices the paper leaves open, made explicit here:
+The paper's list (§3.2.3, Quality Control) is "“here”, “we”, “investigate”, “study”, “propose”, “outline”, “(”,
+“our”, “performed”, “suggest”, and “However.”" and no code is released (Shaier/probing_template_based_template_free
+@31a861e holds only the data). Choices the paper leaves open, made explicit here (:data:`KEYWORD_READINGS`):
 
-* keywords are matched as whole words, case-insensitively (so "we" drops "We show" but not "were" or
-  "between"; "here" does not drop "there"); "(" is matched as a character anywhere;
+* ``substring`` (the default): the literal list, each keyword a case-insensitive substring: "we" also drops
+  "were", "between" and "however", "here" drops "there", "our" drops "four" and "hour". It is what the list
+  says literally ("we remove all sentences that contain ...") and what "“(”" needs; the full stop after
+  "However" is read as the sentence's own (American quotation style), so the keyword is "However";
+* ``whole-word``: words as whole words, case-insensitively ("we" drops "We show" but not "were"), "(" as a
+  character anywhere; it keeps more sentences (both counts are reported by every build);
 * a sentence whose one entity occurs more than once is dropped at the masking step (one [MASK] per prompt),
-  and counted.
+  and counted;
+* a masked sentence the template-free loader would refuse (nothing but the mask, too long, a reserved
+  placeholder; :func:`probekit.datasets.freetext.prompt_problem`) is dropped and counted, so a built file
+  always loads with ``bench --dataset freetext``.
 
 The output is probekit's triples format for template-free data: ``prompt`` (the sentence with ``[MASK]``),
 ``object`` (the entity), ``subject`` (empty), ``relation`` and ``source`` (corpus, file, document, sentence).
@@ -26,13 +35,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import atomic
-from ..errors import ProbekitError
+from ..datasets.freetext import prompt_problem
+from ..errors import ProbekitError, Registry
 from ..types import MASK
 from .index import CorpusIndex
 
 LIPID_KEYWORDS = ("here", "we", "investigate", "study", "propose", "outline", "(", "our", "performed",
                   "suggest", "However")
 COLUMNS = ("prompt", "object", "subject", "relation", "source")
+
+
+def substring_filter(keywords: Sequence[str] = LIPID_KEYWORDS):
+    """A predicate: True when a sentence contains none of ``keywords`` as a substring, in any case.
+
+    >>> keep = substring_filter()
+    >>> keep("Penicillin is used to treat infections"), keep("We examine penicillin"), keep("there were 3")
+    (True, False, False)
+    >>> keep("penicillin (PCN) treats it"), keep("four doses"), keep("Aspirin inhibits COX-1")
+    (False, False, True)
+    """
+    lowered = [k.lower() for k in keywords if k]
+
+    def keep(sentence: str) -> bool:
+        low = sentence.lower()
+        return not any(k in low for k in lowered)
+
+    return keep
 
 
 def keyword_filter(keywords: Sequence[str] = LIPID_KEYWORDS):
@@ -56,13 +84,23 @@ def keyword_filter(keywords: Sequence[str] = LIPID_KEYWORDS):
     return keep
 
 
+KEYWORD_READINGS: Registry = Registry("keyword reading")
+"""How LIPID's keyword list is matched: name -> a function of the keywords returning a keep-predicate."""
+KEYWORD_READINGS["substring"] = substring_filter
+KEYWORD_READINGS["whole-word"] = keyword_filter
+DEFAULT_READING = "substring"
+
+
 @dataclass
 class TemplateFree:
-    """The prompts and, per LIPID step, how many sentences were left."""
+    """The prompts and, per LIPID step, how many sentences were left; ``kept_by_reading``: the sentences step 3
+    keeps under each keyword reading (the one used and the others, for comparison)."""
 
     rows: list[dict]
     steps: list[tuple[str, int]] = field(default_factory=list)
     unknown_entities: list[str] = field(default_factory=list)
+    reading: str = DEFAULT_READING
+    kept_by_reading: dict[str, int] = field(default_factory=dict)
 
     def frame(self):
         import pandas as pd
@@ -72,7 +110,8 @@ class TemplateFree:
 
 def build_template_free(index: CorpusIndex, *, entities: Sequence[str] | None = None,
                         role: str | None = None, keywords: Sequence[str] = LIPID_KEYWORDS,
-                        relation: str = "template_free", mask: str = MASK, limit: int | None = None) -> TemplateFree:
+                        keyword_reading: str = DEFAULT_READING, relation: str = "template_free", mask: str = MASK,
+                        limit: int | None = None) -> TemplateFree:
     """LIPID steps 2-4 on an indexed corpus (step 1): select, filter, mask.
 
     ``entities``: the names to probe (default: every name the index was built with); names the index does not
@@ -81,6 +120,7 @@ def build_template_free(index: CorpusIndex, *, entities: Sequence[str] | None = 
     """
     if not mask:
         raise ProbekitError("the mask token must not be empty")
+    reading = KEYWORD_READINGS.get_or_raise(keyword_reading)
     if entities is None:
         ids = list(range(len(index.keys)))
         unknown: list[str] = []
@@ -118,19 +158,23 @@ def build_template_free(index: CorpusIndex, *, entities: Sequence[str] | None = 
             "ORDER BY x.start) = 1 ORDER BY o.doc_id, o.sent").fetchall()
         cur.execute("DROP TABLE sel")
     steps.append(("2b. ... with exactly one entity of the list", len(single)))
-    keep = keyword_filter(keywords)
+    keep = reading(keywords)
     kept = [r for r in single if keep(r[6])]
-    steps.append(("3. after the keyword filter", len(kept)))
+    by_reading = {name: (len(kept) if name == keyword_reading else sum(map(make(keywords), (r[6] for r in single))))
+                  for name, make in KEYWORD_READINGS.items()}
+    steps.append((f"3. after the keyword filter ({keyword_reading} reading)", len(kept)))
+    once = [r for r in kept if r[3] == 1]
+    steps.append(("4. masked (the entity occurs once)", len(once)))
     rows = []
-    for _, sent, eid, n, a, b, text, file, key in kept:
-        if n != 1:
-            continue
+    for _, sent, eid, _n, a, b, text, file, key in once:
+        if prompt_problem(text[:a] + MASK + text[b:]):
+            continue  # the template-free loader would refuse it (e.g. the sentence was the entity alone)
         rows.append({"prompt": text[:a] + mask + text[b:], "object": index.names[eid], "subject": "",
                      "relation": relation, "source": f"{index.name}:{file}:{key}#{sent}"})
-    steps.append(("4. masked (the entity occurs once)", len(rows)))
+    steps.append(("5. loadable (more than the mask, within the length limit)", len(rows)))
     if limit is not None:
         rows = rows[:limit]
-    return TemplateFree(rows, steps, unknown)
+    return TemplateFree(rows, steps, unknown, keyword_reading, by_reading)
 
 
 def write_template_free(result: TemplateFree, path: str | Path, fmt: str | None = None) -> Path:

@@ -85,6 +85,26 @@ def _cell(row: dict, column: str, label: str, line: int) -> str:
     return " ".join(str(value).split())
 
 
+def prompt_problem(prompt: str) -> str | None:
+    """Why the loader refuses ``prompt`` (None when it accepts it): the one rule, shared with the LIPID builder,
+    so a built file always loads.
+
+    >>> prompt_problem("Aspirin treats [MASK]."), prompt_problem("[MASK] ."), prompt_problem("no mask")
+    (None, 'nothing but the mask', "needs exactly one [MASK] where the object was, found 0: 'no mask'")
+    """
+    if len(prompt) > MAX_PROMPT_CHARS:
+        return f"{len(prompt)} characters (at most {MAX_PROMPT_CHARS})"
+    n_masks = prompt.count(MASK)
+    if n_masks != 1:
+        return f"needs exactly one {MASK} where the object was, found {n_masks}: {prompt[:80]!r}"
+    for reserved in (SUBJECT, OBJECT):
+        if reserved in prompt:
+            return f"{reserved} is reserved for templates; a template-free prompt has only {MASK}: {prompt[:80]!r}"
+    if not prompt.replace(MASK, "").strip(" .,;:!?"):
+        return "nothing but the mask"
+    return None
+
+
 def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "freetext",
           version: str = "") -> Dataset:
     """Parse template-free prompts from text (uploads and files); errors name file, line and column.
@@ -103,19 +123,9 @@ def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "
         for column, value in (("prompt", prompt), ("object", obj)):
             if not value:
                 raise DataFormatError(f"{label}, line {line}, column {column!r}: empty ({_NEED})")
-        if len(prompt) > MAX_PROMPT_CHARS:
-            raise DataFormatError(f"{label}, line {line}, column 'prompt': {len(prompt)} characters "
-                                  f"(at most {MAX_PROMPT_CHARS})")
-        n_masks = prompt.count(MASK)
-        if n_masks != 1:
-            raise DataFormatError(f"{label}, line {line}, column 'prompt': needs exactly one {MASK} where the "
-                                  f"object was, found {n_masks}: {prompt[:80]!r}")
-        for reserved in (SUBJECT, OBJECT):
-            if reserved in prompt:
-                raise DataFormatError(f"{label}, line {line}, column 'prompt': {reserved} is reserved for "
-                                      f"templates; a template-free prompt has only {MASK}: {prompt[:80]!r}")
-        if not prompt.replace(MASK, "").strip(" .,;:!?"):
-            raise DataFormatError(f"{label}, line {line}, column 'prompt': nothing but the mask")
+        problem = prompt_problem(prompt)
+        if problem:
+            raise DataFormatError(f"{label}, line {line}, column 'prompt': {problem}")
         relation = relation or DEFAULT_RELATION
         g = groups.setdefault((relation, prompt), {"golds": [], "subject": subject, "sources": [], "line": line})
         if obj not in g["golds"]:

@@ -1,4 +1,12 @@
-"""The license-free, DisKnE-style set derived from MedLAMA triples (or the shipped demo set).
+"""A UMLS-derived smoke set, not DisKnE: a set in DisKnE's shape from MedLAMA triples (or the shipped demo set).
+
+What it can show: that the whole pipeline (splits, negatives, fine-tuning, F1 tables, a grid) runs end
+to end on a model, and how fast. What it cannot show: anything about DisKnE or the paper's numbers. Its
+premises are UMLS neighbours in clinical-note templates, mostly not entailments ("The patient has a
+history of Anemia." ⇒ "The patient has a Small Cell Undifferentiated Hepatoblastoma"); the evidence
+of many positives supports other diseases of the set too; every target has exactly ``per_disease``
+positives; ``Disease → Disease`` is not a category of the paper, and Tests,
+Procedures and Terminological do not exist here.
 
 * Symptoms → Disease from ``disease_may_have_finding``: the target is the head disease, the premise
   lists some of its findings.
@@ -24,6 +32,11 @@ from .. import config
 from ..errors import ProbekitError
 from .data import Disease, DisKnESet, Positive, save_set
 from .splits import mentions
+
+SMOKE_NOTE = ("The demo / MedLAMA sets are UMLS-derived smoke sets, not DisKnE: they show that the pipeline runs "
+              "and how fast, never the paper's numbers (templated UMLS neighbours, mostly not entailments; "
+              "Disease → Disease is not a paper category; no Tests, Procedures or Terminological).")
+"""One line saying what a derived set is, for the CLI and the page."""
 
 RELATIONS = {
     "symptoms_diseases": "disease_may_have_finding",
@@ -93,7 +106,7 @@ def _names(ds) -> dict[str, list[str]]:
 
 
 def derive(ds, *, seed: int = 0, per_disease: int = 3, max_diseases: int | None = 40, name: str = "") -> DisKnESet:
-    """A DisKnE-style set from a MedLAMA-layout :class:`~probekit.datasets.Dataset`.
+    """A smoke set (not DisKnE) from a MedLAMA-layout :class:`~probekit.datasets.Dataset`.
 
     ``per_disease``: positives per target disease (distinct evidence subsets of 1–2 items; a target
     with one item of evidence gets one positive and is never evaluated, only trained on).
@@ -106,7 +119,7 @@ def derive(ds, *, seed: int = 0, per_disease: int = 3, max_diseases: int | None 
         raise ProbekitError(f"max diseases per category must be at least 1, got {max_diseases}")
     missing = [r for r in RELATIONS.values() if not ds.queries_for(r)]
     if missing:
-        raise ProbekitError(f"dataset {ds.name!r} has no {', '.join(missing)} triples; the DisKnE-style set needs "
+        raise ProbekitError(f"dataset {ds.name!r} has no {', '.join(missing)} triples; the smoke set needs "
                             f"{', '.join(RELATIONS.values())}")
     names = _names(ds)
     rng = random.Random(f"diskne-build:{seed}")
@@ -142,7 +155,7 @@ def derive(ds, *, seed: int = 0, per_disease: int = 3, max_diseases: int | None 
     diseases = {d: Disease(d, names[d][0], tuple(names[d][1:])) for d in sorted(used)}
     settings = {"kind": "derived", "from": ds.name, "from_version": ds.version, "seed": seed,
                 "per_disease": per_disease, "max_diseases": max_diseases}
-    return DisKnESet(name or f"derived-{ds.name}", diseases, positives, source=f"derived from {ds.name}",
+    return DisKnESet(name or f"smoke-{ds.name}", diseases, positives, source=f"derived from {ds.name}",
                      settings=settings)
 
 
@@ -159,7 +172,7 @@ def build(source: str = "demo", *, seed: int = 0, per_disease: int = 3, max_dise
     if source not in ("demo", "medlama"):
         raise ProbekitError(f"unknown DisKnE source {source!r}; available: demo, medlama (or the licensed files)")
     ds = load_dataset(source, path=data_dir)
-    built = derive(ds, seed=seed, per_disease=per_disease, max_diseases=max_diseases, name=f"derived-{source}")
+    built = derive(ds, seed=seed, per_disease=per_disease, max_diseases=max_diseases, name=f"smoke-{source}")
     path = Path(out) if out else default_path(source, seed, per_disease, max_diseases)
     return built, save_set(built, path)
 

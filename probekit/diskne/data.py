@@ -8,8 +8,10 @@ each disease's negative diseases.
 
 Two sources produce a set:
 
-* the license-free builder (:mod:`probekit.diskne.build`) from MedLAMA triples or the shipped demo set;
-* :func:`load_licensed` from MedNLI / MEDIQA-NLI JSONL files plus DisKnE's annotation CSV (never shipped).
+* :func:`load_licensed`, the paper's set and the way to reproduce it: one of the DisKnE repository's four
+  public annotation CSVs plus the user's own MedNLI / MEDIQA-NLI files (licensed, never shipped);
+* the smoke-set builder (:mod:`probekit.diskne.build`) from MedLAMA triples or the shipped demo set: a
+  UMLS-derived smoke set, not DisKnE.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import csv
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .. import atomic
@@ -73,6 +75,8 @@ class Positive:
 
     ``also_true`` lists diseases the premise is known to support too (from the KB the set was derived
     from): a negative that swaps in one of them would be mislabelled, so it is never generated.
+    ``negatives``, when given, are this pair's own negative diseases (the annotation's ``pair_id,ng`` rows:
+    DisKnE's *random* variants draw them per pair), used instead of the disease's list.
     """
 
     id: str
@@ -82,6 +86,7 @@ class Positive:
     disease: str
     category: str
     also_true: tuple[str, ...] = ()
+    negatives: tuple[str, ...] = ()
 
 
 @dataclass
@@ -148,7 +153,8 @@ def read_set(path: str | Path) -> DisKnESet:
         raw = json.loads(path.read_text())
         diseases = {d["id"]: Disease(d["id"], d["name"], tuple(d.get("synonyms", ()))) for d in raw["diseases"]}
         positives = [Positive(p["id"], p["premise"], p["hypothesis"], tuple(p["span"]), p["disease"], p["category"],
-                              tuple(p.get("also_true", ()))) for p in raw["positives"]]
+                              tuple(p.get("also_true", ())), tuple(p.get("negatives", ())))
+                     for p in raw["positives"]]
         return DisKnESet(raw["name"], diseases, positives, {k: list(v) for k, v in raw.get("negatives", {}).items()},
                          source=str(path), settings=raw.get("settings", {}), version=raw.get("version", ""))
     except (ValueError, KeyError, TypeError) as e:
@@ -157,9 +163,14 @@ def read_set(path: str | Path) -> DisKnESet:
 
 
 # ---------------------------------------------------------------- the licensed path (MedNLI + DisKnE files)
-ANNOTATION_COLUMNS = ("pair_id", "CUI", "category")
-"""Required columns of a DisKnE annotation CSV; ``label``, ``original_cui``, ``start_index``/``end_index``
-(the disease mention in the hypothesis) and ``disease`` (its name) are read when present."""
+ANNOTATION_COLUMNS = ("pair_id", "CUI")
+"""Required columns of a DisKnE annotation CSV (the four files of israa-alghanmi/DisKnE, ``annotation_files/``);
+``label``, ``category``, ``original_cui``, ``start_index``/``end_index`` (the disease mention in the
+hypothesis) and ``disease`` (its name) are read when present. The two terminological files have no
+``category`` column: their rows are ``terminological``. ``end_index`` is exclusive (in the repository's medical
+file, C0042029's mention spans 18..41, the 23 characters of "urinary tract infection" after "The patient has
+a "); the repository's ``generate.py`` slices ``[start_index:end_index+1]`` and strips spaces, so a mention
+that ends the sentence keeps its final full stop there."""
 
 
 def _require_file(path, what: str) -> Path:
@@ -230,14 +241,32 @@ def read_negatives_csv(path: str | Path, diseases: dict[str, Disease]) -> dict[s
     return out
 
 
+def read_names_csv(path: str | Path) -> dict[str, list[str]]:
+    """A ``CUI, name`` CSV (one row per name; the first row of a CUI is its display name) -> CUI -> names."""
+    path = _require_file(path, "the disease names CSV (columns CUI, name)")
+    out: dict[str, list[str]] = {}
+    for line, row in _csv_rows(path, ("CUI", "name")):
+        if not row["CUI"] or not row["name"]:
+            raise DataFormatError(f"{path}, line {line}: empty CUI or name")
+        if row["name"] not in out.setdefault(row["CUI"], []):
+            out[row["CUI"]].append(row["name"])
+    return out
+
+
 def load_licensed(nli_files: Sequence[str | Path], annotations: str | Path, *,
-                  negatives_csv: str | Path | None = None, name: str = "diskne") -> DisKnESet:
+                  negatives_csv: str | Path | None = None, names_csv: str | Path | None = None,
+                  name: str = "diskne") -> DisKnESet:
     """The paper's set from MedNLI / MEDIQA-NLI and a DisKnE annotation CSV (plus optional negatives CSV).
 
     Positive rows (``label`` entailment, or any row whose ``pair_id`` does not end in ``,ng``) become
     positives; the disease name is the ``disease`` column or the hypothesis span
     ``start_index:end_index``. Negative rows (``pair_id,ng``) give each ``original_cui``'s negatives
     unless a negatives CSV is given. A disease's synonyms are all the names seen for its CUI.
+
+    A negative CUI needs a name to be swapped in: the repository's ``generate.py`` takes its SNOMED CT
+    label from the user's UMLS. ``names_csv`` (``CUI, name``, exported from the user's own UMLS) supplies
+    them; without it a negative is kept only when the CUI is also a positive disease of the file (its
+    mention there is its name).
     """
     pairs = read_nli(nli_files)
     ann_path = _require_file(annotations, "the DisKnE annotation CSV (pair_id, CUI, category, ...)")
@@ -245,13 +274,17 @@ def load_licensed(nli_files: Sequence[str | Path], annotations: str | Path, *,
     names: dict[str, list[str]] = {}
     positives: list[Positive] = []
     given: dict[str, list[str]] = {}
+    per_pair: dict[str, list[str]] = {}
     missing_pairs = []
     for line, row in rows:
-        pid, cui, cat = row["pair_id"], row["CUI"], row["category"]
+        pid, cui, cat = row["pair_id"], row["CUI"], row.get("category") or "terminological"
         if pid.endswith(",ng") or row.get("label", "entailment") not in ("", "entailment"):
             target = row.get("original_cui") or ""
             if target and cui not in given.setdefault(target, []):
                 given[target].append(cui)
+            own = per_pair.setdefault(pid.removesuffix(",ng"), [])
+            if cui not in own:
+                own.append(cui)
             continue
         if pid not in pairs:
             missing_pairs.append(pid)
@@ -284,12 +317,18 @@ def load_licensed(nli_files: Sequence[str | Path], annotations: str | Path, *,
                             f"(first: {', '.join(missing_pairs[:3])}); pass every MedNLI split and MEDIQA-NLI's file")
     if not positives:
         raise ProbekitError(f"{ann_path} holds no positive (entailment) rows")
+    extra = read_names_csv(names_csv) if names_csv else {}
+    for c, ns in extra.items():  # UMLS names first (the negatives' swapped-in name), then the mentions seen
+        names[c] = ns + [n for n in names.get(c, []) if n not in ns]
     diseases = {c: Disease(c, ns[0], tuple(ns[1:])) for c, ns in names.items()}
     if negatives_csv:
         negatives = read_negatives_csv(negatives_csv, diseases)
     else:  # the annotation's own negative rows, restricted to diseases that have a name in the set
         negatives = {t: [c for c in cs if c in diseases and c != t] for t, cs in given.items() if t in diseases}
+        positives = [replace(p, negatives=tuple(c for c in per_pair.get(p.id.rsplit(":", 1)[0], [])
+                                                if c in diseases and c != p.disease)) for p in positives]
     return DisKnESet(name, diseases, positives, negatives,
                      source=f"licensed: {ann_path.name} + {len(nli_files)} NLI file(s)",
                      settings={"kind": "licensed", "annotations": str(ann_path),
-                               "negatives_csv": str(negatives_csv) if negatives_csv else None})
+                               "negatives_csv": str(negatives_csv) if negatives_csv else None,
+                               "names_csv": str(names_csv) if names_csv else None})

@@ -2,8 +2,19 @@
 
 The paper's setup (§4.1): "we fix the learning rate at 2e-5, batch size of 8 and we set the maximum
 number of epochs to 8 with the use of early stopping. We used 10% of the training set as validation
-split." Early stopping watches the validation loss (the paper does not say which quantity; loss is
-the usual choice and is smoother than F1 on small validation sets) and restores the best epoch.
+split." The rest is not in the paper; two named recipes (:data:`RECIPES`) fill it in:
+
+* ``diskne-reference``: the authors' ``evaluate.py`` (israa-alghanmi/DisKnE@11bbdb9): ``Adam(model.parameters(),
+  lr = lr)``, ``get_linear_schedule_with_warmup(optimizer, num_warmup_steps = 0, num_training_steps =
+  total_steps)`` over all 8 epochs, ``clip_grad_norm_(model.parameters(), 1.0)``, ``max_length=256``, a
+  counter of epochs whose validation loss is not below the previous epoch's (``if no_improvement >1:
+  break``) and the last weights kept; its training loop never clears gradients (no ``zero_grad``), so
+  they accumulate over the whole run, and this recipe does the same. The training set is filtered as the
+  repository's ``splits.py`` does (:data:`~probekit.diskne.splits.TRAIN_FILTERS`). The default for the
+  licensed (paper's) set.
+* ``probekit``: AdamW (weight decay 0.01) at a constant lr, no clipping, patience 1 on the validation
+  loss with the best epoch restored, 128 tokens, the strict training filter. The default for the derived
+  smoke sets (and the reading of every run stored before the recipes existed).
 
 :func:`run_cell` is a pure function of a JSON-able settings dict: it reads the set, builds the split,
 fine-tunes, evaluates and returns a JSON-able dict. It writes nothing, so a grid/cluster layer can call
@@ -28,25 +39,37 @@ from ..errors import ProbekitError
 from ..jobs import Cancelled, Progress
 from ..memo import Memo
 from .data import read_set
+from .recipes import OPTIMIZERS, RECIPES, SCHEDULES, STOPPING
 from .results import confusion
-from .splits import HYPOTHESES, Example, split_for
+from .splits import HYPOTHESES, TRAIN_FILTERS, Example, split_for, train_counts
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
 
-
-
 @dataclass(frozen=True)
 class FinetuneSettings:
-    """The paper's settings by default; every field is editable from the CLI and the page."""
+    """The paper's settings plus one recipe's (:data:`RECIPES`; the field defaults are ``probekit``'s)."""
 
+    recipe: str = "probekit"
     lr: float = 2e-5
     batch_size: int = 8
     max_epochs: int = 8
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    schedule: str = "constant"
+    """``linear``: decay to 0 over ``max_epochs`` epochs, no warm-up (``get_linear_schedule_with_warmup``)."""
+    clip_norm: float = 0.0
+    """Gradient-norm clipping before each step; 0 = none."""
+    clear_grads: bool = True
+    """False reproduces the reference loop, which never calls ``zero_grad`` (gradients accumulate)."""
+    stopping: str = "best"
+    """``best``: stop after ``patience`` epochs without a new best validation loss, restore the best epoch;
+    ``reference``: count epochs whose validation loss is not below the previous epoch's, stop when the count
+    reaches ``patience``, keep the last weights."""
     patience: int = 1
-    """Epochs without a lower validation loss before stopping (then the best epoch is restored)."""
     val_fraction: float = 0.1
     max_length: int = 128
+    train_filter: str = "strict"
     hypothesis: str = "canonical"
     """``canonical`` (the disease name, §3.4) or ``full`` (the original sentence)."""
     hypothesis_only: bool = False
@@ -61,6 +84,16 @@ class FinetuneSettings:
                   (self.patience >= 1, f"patience must be at least 1, got {self.patience}"),
                   (0 <= self.val_fraction < 1, f"validation fraction must be in [0, 1), got {self.val_fraction}"),
                   (8 <= self.max_length <= 512, f"max length must be in 8..512, got {self.max_length}"),
+                  (self.optimizer in OPTIMIZERS,
+                   f"unknown optimizer {self.optimizer!r}; available: {', '.join(OPTIMIZERS)}"),
+                  (self.weight_decay >= 0, f"weight decay must be >= 0, got {self.weight_decay}"),
+                  (self.schedule in SCHEDULES,
+                   f"unknown lr schedule {self.schedule!r}; available: {', '.join(SCHEDULES)}"),
+                  (self.clip_norm >= 0, f"gradient clipping norm must be >= 0 (0 = none), got {self.clip_norm}"),
+                  (self.stopping in STOPPING,
+                   f"unknown stopping rule {self.stopping!r}; available: {', '.join(STOPPING)}"),
+                  (self.train_filter in TRAIN_FILTERS,
+                   f"unknown training-set filter {self.train_filter!r}; available: {', '.join(TRAIN_FILTERS)}"),
                   (self.hypothesis in HYPOTHESES,
                    f"unknown hypothesis form {self.hypothesis!r}; available: {', '.join(HYPOTHESES)}"),
                   (self.max_train is None or self.max_train >= 1,
@@ -70,13 +103,17 @@ class FinetuneSettings:
                 raise ProbekitError(message)
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> FinetuneSettings:
+    def from_dict(cls, d: dict | None, *, recipe: str | None = None) -> FinetuneSettings:
+        """``d``'s fields over its recipe's (``d['recipe']``, else ``recipe``, else ``probekit``); a field
+        given as None takes the recipe's value."""
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d or {}) - known)
+        given = {k: v for k, v in (d or {}).items() if v is not None}
+        unknown = sorted(set(given) - known)
         if unknown:
             raise ProbekitError(f"unknown fine-tuning setting(s) {', '.join(unknown)}; available: "
                                 f"{', '.join(sorted(known))}")
-        return cls(**(d or {}))
+        name = given.get("recipe") or recipe or "probekit"
+        return cls(**{**RECIPES.get_or_raise(name), **given, "recipe": name})
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -181,16 +218,22 @@ def _eval_loss_and_preds(clf, tok, feats, s, device) -> tuple[float, list[int]]:
 def train(clf, tok, train_set: Sequence[Example], validation: Sequence[Example], s: FinetuneSettings, *,
           seed: int, device: torch.device, progress: Progress | None = None,
           should_cancel: Callable[[], bool] | None = None) -> dict:
-    """Fine-tune ``clf`` in place (AdamW at a constant lr: the paper states the lr, no schedule);
-    stop when the validation loss has not improved for ``patience`` epochs and restore the best epoch."""
+    """Fine-tune ``clf`` in place with ``s``'s optimiser, schedule, clipping and stopping rule (its recipe)."""
     if not train_set:
         raise ProbekitError("the training set is empty: the DisKnE set is too small for this disease")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     feats, val_feats = _encode(tok, train_set, s), _encode(tok, validation, s)
     clf.to(device)
-    opt = torch.optim.AdamW(clf.parameters(), lr=s.lr)
+    optim_cls = torch.optim.Adam if s.optimizer == "adam" else torch.optim.AdamW
+    opt = optim_cls(clf.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     steps_per_epoch = math.ceil(len(feats) / s.batch_size)
+    sched = None
+    if s.schedule == "linear":  # the reference: no warm-up, to 0 at max_epochs even when stopping earlier
+        from transformers import get_linear_schedule_with_warmup
+
+        sched = get_linear_schedule_with_warmup(opt, num_warmup_steps=0,
+                                                num_training_steps=steps_per_epoch * s.max_epochs)
     history: list[dict] = []
     best_loss, best_state, best_epoch, bad = math.inf, None, 0, 0
     for epoch in range(1, s.max_epochs + 1):
@@ -202,9 +245,14 @@ def train(clf, tok, train_set: Sequence[Example], validation: Sequence[Example],
                 raise Cancelled("cancelled")
             with _autocast(device):
                 loss = clf(**batch).loss  # mean cross-entropy over the batch
-            opt.zero_grad(set_to_none=True)
+            if s.clear_grads:
+                opt.zero_grad(set_to_none=True)
             loss.backward()
+            if s.clip_norm > 0:
+                torch.nn.utils.clip_grad_norm_(clf.parameters(), s.clip_norm)
             opt.step()
+            if sched is not None:
+                sched.step()
             running += float(loss.detach()) * int(batch["labels"].shape[0])
             seen += int(batch["labels"].shape[0])
             if progress is not None and (step % 20 == 0 or step == steps_per_epoch):
@@ -214,6 +262,13 @@ def train(clf, tok, train_set: Sequence[Example], validation: Sequence[Example],
         if not val_feats:
             best_epoch = epoch
             continue
+        if s.stopping == "reference":  # "if loss_values[epoch_i-1] < loss_values[epoch_i] or ... ==": +1
+            best_epoch = epoch  # the last weights are kept
+            if len(history) > 1 and history[-2]["val_loss"] <= val_loss:
+                bad += 1
+            if bad >= s.patience:
+                break
+            continue
         if val_loss < best_loss - 1e-6:
             best_loss, best_epoch, bad = val_loss, epoch, 0
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in clf.state_dict().items()}
@@ -221,7 +276,7 @@ def train(clf, tok, train_set: Sequence[Example], validation: Sequence[Example],
             bad += 1
             if bad >= s.patience:
                 break
-    if best_state is not None and best_epoch != history[-1]["epoch"]:
+    if s.stopping == "best" and best_state is not None and best_epoch != history[-1]["epoch"]:
         clf.load_state_dict(best_state)
     return {"epochs": len(history), "best_epoch": best_epoch, "history": history}
 
@@ -234,10 +289,11 @@ def predict(clf, tok, examples: Sequence[Example], s: FinetuneSettings, device: 
 def cell_settings(*, model: str, set_path: str, target: str, seed: int, negatives: dict[str, list[str]],
                   categories: Sequence[str], finetune: dict | None = None, device: str | None = None,
                   min_positives: int = 2) -> dict:
-    """The JSON-able input of :func:`run_cell` (checked here, so a bad grid fails before it starts)."""
-    FinetuneSettings.from_dict(finetune)
+    """The JSON-able input of :func:`run_cell` (checked here, so a bad grid fails before it starts; the
+    settings are stored in full, so the cell does not depend on a recipe's current values)."""
+    ft = FinetuneSettings.from_dict(finetune)
     return {"model": model, "set_path": str(set_path), "target": target, "seed": int(seed),
-            "negatives": negatives, "categories": list(categories), "finetune": dict(finetune or {}),
+            "negatives": negatives, "categories": list(categories), "finetune": ft.to_dict(),
             "device": device, "min_positives": int(min_positives)}
 
 
@@ -254,7 +310,8 @@ def run_cell(settings: dict, *, progress: Progress | None = None,
     seed, target = int(settings["seed"]), settings["target"]
     ds = read_set(settings["set_path"])
     negatives = {k: list(v) for k, v in settings["negatives"].items()}
-    split = split_for(ds, target, negatives, hypothesis=s.hypothesis, val_fraction=s.val_fraction, seed=seed)
+    split = split_for(ds, target, negatives, hypothesis=s.hypothesis, val_fraction=s.val_fraction, seed=seed,
+                      train_filter=s.train_filter)
     train_set = split.train
     if s.max_train is not None and len(train_set) > s.max_train:
         train_set = random.Random(f"diskne-cap:{seed}:{target}").sample(train_set, s.max_train)
@@ -279,5 +336,6 @@ def run_cell(settings: dict, *, progress: Progress | None = None,
     return {"model": settings["model"], "model_revision": model.revision, "set_version": ds.version,
             "target": target, "disease": ds.diseases[target].name, "seed": seed, "device": str(model.device),
             "train_examples": len(train_set), "validation_examples": len(split.validation),
+            "train_rows_by_filter": train_counts(ds, target, negatives, hypothesis=s.hypothesis),
             "test_examples": len(split.test), "epochs": fit["epochs"], "best_epoch": fit["best_epoch"],
             "history": fit["history"], "categories": rows, "seconds": time.perf_counter() - started}

@@ -25,6 +25,7 @@ from ..store import owner
 from . import results
 from .data import read_set
 from .finetune import FinetuneSettings, cell_settings, run_cell
+from .recipes import default_recipe
 from .splits import targets
 
 COMPONENT = "diskne"
@@ -43,13 +44,13 @@ def _now() -> datetime:
 
 
 def run_label(model: str, ft: FinetuneSettings) -> str:
-    """The run's display name: model, hypothesis form, baseline.
+    """The run's display name: model, recipe, hypothesis form, baseline.
 
     >>> run_label("default", FinetuneSettings(hypothesis_only=True))
-    'default · canonical · hypothesis only'
+    'default · probekit · canonical · hypothesis only'
     """
     short = Path(model).name if Path(model).is_absolute() else model
-    return " · ".join([short, ft.hypothesis] + (["hypothesis only"] if ft.hypothesis_only else []))
+    return " · ".join([short, ft.recipe, ft.hypothesis] + (["hypothesis only"] if ft.hypothesis_only else []))
 
 
 def _key(model: str, revision: str, set_version: str, categories, seeds, ft: FinetuneSettings, n_neg: int,
@@ -126,8 +127,8 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
         raise ProbekitError("pick at least one seed")
     if n_negatives < 1:
         raise ProbekitError(f"the number of negatives must be at least 1, got {n_negatives}")
-    ft = FinetuneSettings.from_dict(finetune)
     ds = read_set(set_path)
+    ft = FinetuneSettings.from_dict(finetune, recipe=default_recipe(ds))
     cats = list(categories) if categories else ds.categories
     todo = targets(ds, cats)
     if diseases:

@@ -2,6 +2,12 @@
 
 Understand / Confuse / Misunderstand = shares of steps adding a correct object (O_a in O_cor) where the
 target's rank rises (RC < 0), stays, or falls (RC > 0).
+
+A step after the first whose O_a is another mention of O_t itself (step 1 adds S1, O_t's own segment, in
+every variant) counts as an O_cor step by default: the paper defines
+O_cor as the entities that "also satisfy the same relation with S" and says "O_t belongs to O_{cor}"
+(Yao et al. 2023, §"Context Segmentation and Retrieval" and the discussion of Table 1).
+``target_mentions=False`` leaves those steps out (the earlier reading).
 """
 
 from __future__ import annotations
@@ -84,8 +90,9 @@ def rank_changes(ranks: Sequence[Mapping[str, int]], added: Sequence[str | None]
 UCM_KEYS = ("U", "C", "M")
 
 
-def ucm(rows: Iterable[Mapping]) -> dict:
-    """Understand / Confuse / Misunderstand shares over the steps whose added entity O_a is an O_cor.
+def ucm(rows: Iterable[Mapping], *, target_mentions: bool = True) -> dict:
+    """Understand / Confuse / Misunderstand shares over the steps whose added entity O_a is an O_cor
+    (with ``target_mentions``, a mention of O_t added after step 1 is one: "O_t belongs to O_{cor}").
 
     U, C, M = shares of those steps with RC-O_t < 0 (the target rose), = 0, > 0 (it fell); ``n`` is the
     number of steps kept. Rows are those of :func:`rank_changes` (``added_role`` and ``rc_target``);
@@ -97,7 +104,9 @@ def ucm(rows: Iterable[Mapping]) -> dict:
     """
     counts = {"U": 0, "C": 0, "M": 0}
     for r in rows:
-        if r.get("added_role") != "cor" or r.get("rc_target") is None:
+        role = r.get("added_role")
+        repeat = target_mentions and role == "target" and (r.get("step") or 0) > 1  # not S1, O_t's own segment
+        if (role != "cor" and not repeat) or r.get("rc_target") is None:
             continue
         rc = r["rc_target"]
         counts["U" if rc < 0 else "C" if rc == 0 else "M"] += 1
@@ -105,23 +114,23 @@ def ucm(rows: Iterable[Mapping]) -> dict:
     return {**{k: (v / n if n else float("nan")) for k, v in counts.items()}, "n": n}
 
 
-def ucm_k(rows: Iterable[Mapping]) -> dict[str, dict]:
+def ucm_k(rows: Iterable[Mapping], *, target_mentions: bool = True) -> dict[str, dict]:
     """UCM_k: :func:`ucm` over the steps of each relation's triples (rows carry ``relation``)."""
     groups: dict[str, list] = defaultdict(list)
     for r in rows:
         groups[r["relation"]].append(r)
-    return {rel: ucm(rs) for rel, rs in groups.items()}
+    return {rel: ucm(rs, target_mentions=target_mentions) for rel, rs in groups.items()}
 
 
-def ucm_m(rows: Iterable[Mapping], *, average: str = "micro") -> dict:
+def ucm_m(rows: Iterable[Mapping], *, average: str = "micro", target_mentions: bool = True) -> dict:
     """UCM_m (model level): ``micro`` pools every kept step of the dataset; ``macro`` averages the
     shares of the relations that have kept steps (``n`` is then the number of pooled steps)."""
     rows = list(rows)
     if average == "micro":
-        return ucm(rows)
+        return ucm(rows, target_mentions=target_mentions)
     if average != "macro":
         raise ProbekitError(f"unknown average {average!r}; available: macro, micro")
-    per = [v for v in ucm_k(rows).values() if v["n"]]
+    per = [v for v in ucm_k(rows, target_mentions=target_mentions).values() if v["n"]]
     if not per:
         return {"U": float("nan"), "C": float("nan"), "M": float("nan"), "n": 0}
     return {**{k: sum(v[k] for v in per) / len(per) for k in UCM_KEYS}, "n": sum(v["n"] for v in per)}

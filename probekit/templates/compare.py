@@ -20,6 +20,8 @@ from ..types import SUBJECT
 from . import frequency, rankings, stored
 
 TEMPLATE_BASED, TEMPLATE_FREE = "template-based", "template-free"
+PPL_COLUMNS = {"mean_perplexity": "mean perplexity", "corpus_perplexity": "corpus perplexity"}
+"""The runs table's column for each :func:`~probekit.templates.stored.mean_perplexity` aggregate."""
 KINDS = (TEMPLATE_BASED, TEMPLATE_FREE)
 
 
@@ -49,6 +51,8 @@ class Comparison:
     flags: list[str] = field(default_factory=list)
     k: int = 1
     average: str = "macro"
+    perplexity_aggregate: str = "prompt-mean"
+    """Which aggregate (:data:`~probekit.templates.stored.PERPLEXITY_AGGREGATES`) ``perplexity_fit`` used."""
 
     def to_dict(self) -> dict:
         def clean(obj):
@@ -57,28 +61,33 @@ class Comparison:
             return obj
 
         records = lambda f: [{k: clean(v) for k, v in r.items()} for r in f.to_dict(orient="records")]  # noqa: E731
-        return {"k": self.k, "average": self.average, "runs": records(self.runs),
+        return {"k": self.k, "average": self.average, "perplexity_aggregate": self.perplexity_aggregate,
+                "runs": records(self.runs),
                 "rankings": None if self.rankings is None else records(self.rankings),
                 "correlation": None if self.correlation is None else {k: clean(v) for k, v in self.correlation.items()},
                 "perplexity_fit": records(self.perplexity_fit), "flags": self.flags}
 
 
 def _perplexity_of(run_id: str, model: str, means: pd.DataFrame, scorer: str | None, fill: str) -> tuple:
+    """(mean of per-prompt perplexities, corpus-level perplexity, scorer) of one run."""
     rows = means[(means.run_id == run_id) & (means.fill == fill)]
     if scorer is not None:
         rows = rows[rows.scorer == scorer]
     elif (rows.scorer == model).any():
         rows = rows[rows.scorer == model]  # the run's own model, as in the paper
     if len(rows) != 1:  # none, or several scorers and none chosen
-        return math.nan, None
-    return float(rows.mean_perplexity.iloc[0]), rows.scorer.iloc[0]
+        return math.nan, math.nan, None
+    return float(rows.mean_perplexity.iloc[0]), float(rows.corpus_perplexity.iloc[0]), rows.scorer.iloc[0]
 
 
 def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", top_n: int = 5,
                  flag_threshold: float = 0.1, scorer: str | None = None, fill: str = "gold",
-                 frequency_k: int = 1) -> Comparison:
+                 frequency_k: int | None = None, perplexity_aggregate: str = "prompt-mean") -> Comparison:
     """Load stored runs and compare them (see the module docstring). ``k``/``average``: the accuracy that
-    ranks models; ``scorer``/``fill``: which stored perplexities to use (default: the run's own model)."""
+    ranks models; ``scorer``/``fill``: which stored perplexities to use (default: the run's own model);
+    ``perplexity_aggregate``: which of the two per-run perplexities (both are in the table) the Pearson fit
+    uses; ``frequency_k``: how deep prediction frequency counts (default the paper's 10; a run that stored
+    fewer predictions counts all it has, and the table's ``frequency k`` column says how many)."""
     from ..bench.runs import load_run
 
     run_ids = list(dict.fromkeys(str(r).strip() for r in run_ids if str(r).strip()))
@@ -86,6 +95,7 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
         raise ProbekitError("give at least one stored run id (see `python -m probekit runs list`)")
     if average not in run_metrics.AVERAGES:
         raise ProbekitError(f"unknown average {average!r}; available: {', '.join(run_metrics.AVERAGES)}")
+    ppl_column = stored.PERPLEXITY_AGGREGATES.get_or_raise(perplexity_aggregate)[0]
     runs = [load_run(r) for r in run_ids]  # each with its run_id (the ids are already stripped, as stored)
     means = stored.mean_perplexity(run_ids)
     rows: list[dict] = []
@@ -102,18 +112,19 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
                                 "keep one per model and kind")
         seen[kind, model] = run_id
         label = f"{model} · {meta['dataset']}"
-        mean_ppl, used = _perplexity_of(run_id, model, means, scorer, fill)
-        freq = frequency.prediction_frequency(frame, k=frequency_k)
+        mean_ppl, corpus_ppl, used = _perplexity_of(run_id, model, means, scorer, fill)
+        fk = max(1, min(frequency_k or 10, min(len(names) for names in frame["top_names"])))
+        freq = frequency.prediction_frequency(frame, k=fk)
         freqs[label] = freq
         flags += frequency.flags(frame, label=f"{model} ({kind}, {meta['dataset']})", threshold=flag_threshold,
-                                 k=frequency_k)
-        dist = frequency.distinct_predictions(frame, ks=(frequency_k,)).get(frequency_k, {})
+                                 k=fk)
+        dist = frequency.distinct_predictions(frame, ks=(fk,)).get(fk, {})
         rows.append({"run_id": run_id, "label": label, "model": model, "dataset": meta["dataset"], "kind": kind,
                      "probe": meta.get("probe"), "prompts": len(frame),
                      f"acc@{k}": run_metrics.accuracy(frame, k=k, average=average),
-                     "mean perplexity": mean_ppl, "scorer": used, "top object": freq.object.iloc[0],
-                     "top object share": freq.share.iloc[0],
-                     f"top-{top_n} share": frequency.top_share(frame, k=frequency_k, n=top_n),
+                     "mean perplexity": mean_ppl, "corpus perplexity": corpus_ppl, "scorer": used,
+                     "frequency k": fk, "top object": freq.object.iloc[0], "top object share": freq.share.iloc[0],
+                     f"top-{top_n} share": frequency.top_share(frame, k=fk, n=top_n),
                      "distinct share": dist.get("share")})
     table = pd.DataFrame(rows)
     for kind in KINDS:
@@ -127,7 +138,9 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
     if all(by_kind.values()) and set(by_kind[TEMPLATE_BASED]) & set(by_kind[TEMPLATE_FREE]):
         ranked = rankings.model_rankings(by_kind[TEMPLATE_BASED], by_kind[TEMPLATE_FREE], names=KINDS)
         corr = rankings.rank_correlation(by_kind[TEMPLATE_BASED], by_kind[TEMPLATE_FREE])
-    points = table.rename(columns={acc: "accuracy", "mean perplexity": "perplexity"})
+    chosen = PPL_COLUMNS[ppl_column]
+    points = table.rename(columns={acc: "accuracy", chosen: "perplexity"})
     fit = rankings.perplexity_accuracy(points[["model", "kind", "perplexity", "accuracy"]])
+    fit.insert(1, "perplexity aggregate", perplexity_aggregate)
     return Comparison(runs=table, rankings=ranked, correlation=corr, perplexity_fit=fit, frequency=freqs,
-                      flags=flags, k=k, average=average)
+                      flags=flags, k=k, average=average, perplexity_aggregate=perplexity_aggregate)

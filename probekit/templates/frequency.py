@@ -3,7 +3,11 @@
 "We calculate the number of times each entity appears in each model's top-10 predictions" (Figure 1:
 the 15 most frequent entities, and "the percentage of unique entities it predicts over all prompts for
 top 1, 5, and 10"). Here ``k`` (how deep a prediction list counts) and ``n`` (how many of the most
-frequent objects) are parameters; the defaults of the issue are k = 1 (the top prediction) and n = 5.
+frequent objects) are parameters; k defaults to the paper's 10, n to 5.
+
+Objects are counted by normalised name (:func:`probekit.types.normalize_name`: case and spacing
+folded), both in the predictions and in the golds, so ``share`` and ``gold_share`` of a row count
+the same object; the row shows its most frequent spelling among the predictions.
 
 All functions are pure and take a run's results frame (``top_names`` and ``golds`` list columns, one
 row per prompt), so they work on any stored run of any probe.
@@ -33,31 +37,42 @@ def _check(frame: pd.DataFrame, k: int, *columns: str) -> None:
                             f"prompt; cannot count the top {k}")
 
 
-def prediction_frequency(frame: pd.DataFrame, *, k: int = 1) -> pd.DataFrame:
-    """One row per predicted object, most frequent first: ``prompts`` = how many prompts have it in their
-    top ``k``, ``share`` = that over the number of prompts, ``gold_share`` = share of prompts whose gold
-    answers include it (what a model that knew every answer would show).
+def prediction_frequency(frame: pd.DataFrame, *, k: int = 10) -> pd.DataFrame:
+    """One row per predicted object (by normalised name), most frequent first: ``prompts`` = how many prompts
+    have it in their top ``k``, ``share`` = that over the number of prompts, ``gold_share`` = share of prompts
+    whose gold answers include it (what a model that knew every answer would show).
 
-    >>> f = pd.DataFrame({"top_names": [["a", "b"], ["a", "c"], ["b", "a"]], "golds": [["a"], ["c"], ["c"]]})
-    >>> prediction_frequency(f, k=1)[["object", "prompts", "share"]].values.tolist()
-    [['a', 2, 0.6666666666666666], ['b', 1, 0.3333333333333333]]
+    >>> f = pd.DataFrame({"top_names": [["a", "b"], ["A", "c"], ["b", "a"], ["a", "c"]],
+    ...                   "golds": [["a"], ["c"], ["c"], ["x"]]})
+    >>> prediction_frequency(f, k=1)[["object", "prompts", "share", "gold_share"]].values.tolist()
+    [['a', 3, 0.75, 0.25], ['b', 1, 0.25, 0.0]]
     """
     _check(frame, k)
     n = len(frame)
     counts: Counter[str] = Counter()
+    spellings: dict[str, Counter[str]] = {}
     for names in frame["top_names"]:
-        counts.update(set(names[:k]))  # an object counts once per prompt
+        seen: dict[str, str] = {}
+        for name in names[:k]:
+            seen.setdefault(normalize_name(name), name)
+        counts.update(seen.keys())  # an object counts once per prompt
+        for key, name in seen.items():
+            spellings.setdefault(key, Counter())[name] += 1
     gold_counts: Counter[str] = Counter()
     if "golds" in frame.columns:
         for golds in frame["golds"]:
             gold_counts.update({normalize_name(g) for g in golds})
-    rows = [(name, c, c / n, gold_counts.get(normalize_name(name), 0) / n)
-            for name, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    def shown(key: str) -> str:  # the most frequent spelling, ties by the spelling itself
+        return min(spellings[key].items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+    rows = [(shown(key), c, c / n, gold_counts.get(key, 0) / n)
+            for key, c in sorted(counts.items(), key=lambda kv: (-kv[1], shown(kv[0])))]
     return pd.DataFrame(rows, columns=["object", "prompts", "share", "gold_share"])
 
 
-def top_share(frame: pd.DataFrame, *, k: int = 1, n: int = 5) -> float:
-    """Share of all top-``k`` prediction slots taken by the ``n`` most frequent objects.
+def top_share(frame: pd.DataFrame, *, k: int = 10, n: int = 5) -> float:
+    """Share of all top-``k`` prediction slots taken by the ``n`` most frequent objects (by normalised name).
 
     For k = 1 this is the share of prompts whose top answer is one of the n favourites.
 
@@ -69,7 +84,7 @@ def top_share(frame: pd.DataFrame, *, k: int = 1, n: int = 5) -> float:
     positive_int("n", n)
     slots: Counter[str] = Counter()
     for names in frame["top_names"]:
-        slots.update(names[:k])
+        slots.update(normalize_name(x) for x in names[:k])
     top = sorted(slots.values(), reverse=True)[:n]
     return sum(top) / (k * len(frame))
 
@@ -88,18 +103,18 @@ def distinct_predictions(frame: pd.DataFrame, *, ks: Sequence[int] = (1, 5, 10))
         if k > depth:
             continue
         _check(frame, k)
-        seen = {name for names in frame["top_names"] for name in names[:k]}
+        seen = {normalize_name(name) for names in frame["top_names"] for name in names[:k]}
         out[k] = {"distinct": len(seen), "share": len(seen) / (k * len(frame))}
     return out
 
 
-def flags(frame: pd.DataFrame, *, label: str = "this model", threshold: float = 0.1, k: int = 1) -> list[str]:
+def flags(frame: pd.DataFrame, *, label: str = "this model", threshold: float = 0.1, k: int = 10) -> list[str]:
     """Sentences for every object in the top ``k`` of at least ``threshold`` of the prompts, e.g.
     "this model answers ESR1 to 40.0 % of prompts (it is the gold answer of 2.0 %)".
 
     >>> f = pd.DataFrame({"top_names": [["ESR1"], ["ESR1"], ["TP53"], ["ESR1"], ["BRCA1"]],
     ...                   "golds": [["TP53"], ["ESR1"], ["TP53"], ["BRCA1"], ["BRCA1"]]})
-    >>> flags(f, threshold=0.5)
+    >>> flags(f, threshold=0.5, k=1)
     ['this model answers ESR1 to 60.0 % of prompts (it is the gold answer of 20.0 %)']
     """
     if not 0 < threshold <= 1:
@@ -115,7 +130,7 @@ def flags(frame: pd.DataFrame, *, label: str = "this model", threshold: float = 
     return out
 
 
-def frequency_table(frames: dict[str, pd.DataFrame], *, k: int = 1, n: int = 5) -> pd.DataFrame:
+def frequency_table(frames: dict[str, pd.DataFrame], *, k: int = 10, n: int = 5) -> pd.DataFrame:
     """Per run (label -> results frame): prompts, the top object and its share, the top-n share, distinct."""
     rows = []
     for label, frame in frames.items():

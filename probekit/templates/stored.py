@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import numpy as np
 import pandas as pd
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, Registry
 from ..store import component_store
 from ..types import Query
 from . import perplexity as ppl
@@ -99,10 +100,25 @@ def load_scores(run_ids: Sequence[str] | None = None) -> pd.DataFrame:
     return _store().fetch_df(sql + " ORDER BY run_id, scorer, method, fill, query_id", params)
 
 
+PERPLEXITY_AGGREGATES: Registry = Registry("perplexity aggregate")
+"""How a run's per-prompt perplexities become one number: name -> (column of :func:`mean_perplexity`, label)."""
+PERPLEXITY_AGGREGATES["prompt-mean"] = ("mean_perplexity", "mean of per-prompt perplexities (the paper's "
+                                                           "\"average perplexity\", Table 5)")
+PERPLEXITY_AGGREGATES["corpus"] = ("corpus_perplexity", "corpus-level exp(ΣNLL / Σtokens) over all prompts "
+                                                        "(Salazar et al. 2020)")
+
+
 def mean_perplexity(run_ids: Sequence[str]) -> pd.DataFrame:
-    """Per run, scorer, method and fill: prompts scored and their mean perplexity (the paper's Table 5 value)."""
+    """Per run, scorer, method and fill: prompts scored, their mean perplexity (the paper's Table 5 value,
+    which a few long or odd prompts can dominate) and the corpus-level perplexity exp(ΣNLL / Σtokens)
+    (Salazar et al. 2020: "PPPL(W) := exp(−1/N Σ_W PLL(W))", N the number of tokens of the corpus)."""
     scores = load_scores(run_ids)
+    cols = ["run_id", "scorer", "method", "fill", "prompts", "mean_perplexity", "corpus_perplexity"]
     if scores.empty:
-        return pd.DataFrame(columns=["run_id", "scorer", "method", "fill", "prompts", "mean_perplexity"])
-    return (scores.groupby(["run_id", "scorer", "method", "fill"], as_index=False)
-            .agg(prompts=("query_id", "size"), mean_perplexity=("perplexity", "mean")))
+        return pd.DataFrame(columns=cols)
+    scores = scores[scores.n_tokens > 0]  # a prompt with no scored token has no perplexity in either aggregate
+    out = (scores.groupby(["run_id", "scorer", "method", "fill"], as_index=False)
+           .agg(prompts=("query_id", "size"), mean_perplexity=("perplexity", "mean"), nll=("nll", "sum"),
+                tokens=("n_tokens", "sum")))
+    out["corpus_perplexity"] = np.exp(out.nll / out.tokens)
+    return out[cols]
