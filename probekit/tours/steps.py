@@ -209,10 +209,19 @@ def _results(params: Mapping[str, str], load: Loader) -> Prepared:
                      "shares": result["shares"], "accuracy": result["accuracy"], "agreement": result["agreement"]})
 
 
+def _compare(params: Mapping[str, str], load: Loader) -> Prepared:
+    """The Compare page's link (runs, k, set): the runs' full vs hard table, without a drill-down."""
+    prepared = _benchmark(params, load)
+    prepared.data["drill"] = None
+    prepared.summary = prepared.summary.split("; drill-down")[0]
+    return prepared
+
+
 STEP_KINDS["probe"] = StepKind("Probe", _probe)
 STEP_KINDS["context"] = StepKind("Context curve", _context)
 STEP_KINDS["layers"] = StepKind("Layers", _layers)
 STEP_KINDS["benchmark"] = StepKind("Benchmark drill-down", _benchmark)
+STEP_KINDS["compare"] = StepKind("Compare runs", _compare)
 STEP_KINDS["results"] = StepKind("Annotation results", _results)
 
 

@@ -5,7 +5,6 @@ positions stay 0..n-1 without gaps."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import datetime
 
 import pandas as pd

@@ -31,10 +31,10 @@ def check_name(name) -> str:
 
     >>> check_name(" grand-rounds ")
     'grand-rounds'
-    >>> check_name("my talk")
+    >>> check_name("my talk")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    probekit.errors.ProbekitError: tour name 'my talk' must be 1 to 64 letters, digits, '_', '.' or '-' (it goes into a URL), starting with a letter or digit
+    probekit.errors.ProbekitError: tour name 'my talk' must be 1 to 64 letters, digits, ... letter or digit
     """
     text = str(name if name is not None else "").strip()
     if not NAME_RE.match(text):
