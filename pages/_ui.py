@@ -300,4 +300,7 @@ def share_link(params: dict, *, label: str = "Share this view", show: bool = Tru
         return link
     st.caption(f"{label} (the link holds every setting of this view):")
     st.code(link, language=None, wrap_lines=True)  # st.code has a copy button
+    from pages._tour_button import add_to_tour  # here: that module uses this one
+
+    add_to_tour(clean)
     return link
