@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages import _present
 from pages import _ui as ui
 
 # The tab icon is a file shipped here: Streamlit sends an image as a data: URI, while a ":material/…:" icon is
@@ -22,6 +23,14 @@ if ui.access() == "expert":
     ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")
     nav = st.navigation([st.Page(lambda: st.switch_page(ANNOTATE), title="Annotate", url_path="start",
                                  default=True), ANNOTATE], position="hidden")
+    with ui.shell():
+        nav.run()
+    st.stop()
+
+TOURS = st.Page("pages/tours.py", title="Tours", icon=":material/slideshow:")
+if _present.wanted(st.query_params):  # ?tour=NAME&present=1: the presenter alone (no sidebar); Esc opens Tours
+    nav = st.navigation([st.Page(lambda: _present.show(leave=TOURS), title="Present", url_path="present",
+                                 default=True), TOURS], position="hidden")
     with ui.shell():
         nav.run()
     st.stop()
@@ -41,6 +50,7 @@ PAGES = [
     ("Rewire", st.Page("pages/sweep.py", title="Checkpoint sweep", icon=":material/query_stats:")),
     ("Annotate", st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")),
     ("Annotate", st.Page("pages/results.py", title="Annotation results", icon=":material/fact_check:")),
+    ("Present", TOURS),
 ]
 
 sections: dict[str, list] = {}
