@@ -2,7 +2,7 @@
 window and sends the presses not yet acknowledged as component *state* (st.button's ``shortcut`` triggers lost
 presses typed faster than a rerun: measured in a browser, of 5, 3, S typed at once only two arrived; a queue of
 state keeps all, in order), and the :class:`Desk` that remembers which presses were handled. The presenter
-(pages/_present.py) uses the same listener with its own keys (arrows, PageUp/PageDown, Escape).
+(pages/_presenter.py) uses the same listener with its own keys (arrows, PageUp/PageDown, Escape).
 
 Every press is handled exactly once, in the order typed:
 

@@ -1,5 +1,5 @@
 """"Add to tour" next to every share link (pages/_ui.py ``share_link``): the page's view, with a title and a
-one-line note, appended to a tour (a new one or one stored), to be presented later (pages/_present.py)."""
+one-line note, appended to a tour (a new one or one stored), to be presented later (pages/_presenter.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ NEW = "New tour…"
 
 
 def current_page() -> str:
-    """The page this run draws, by its URL path (the default page is served at ``/``)."""
-    url = getattr(st.context, "url", None) or ""
-    path = urlsplit(url).path.rstrip("/")
-    return path.rsplit("/", 1)[-1] or tours.DEFAULT_PAGE
+    """The page this run draws: its URL path as app.py's navigation names it (else as the browser's URL does);
+    the default page (served at ``/``) is :data:`probekit.tours.DEFAULT_PAGE`."""
+    path = st.session_state.get(ui.PAGE_KEY)
+    if path is None:
+        url = getattr(st.context, "url", None) or ""
+        path = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+    return path or tours.DEFAULT_PAGE
 
 
 def add_to_tour(params: dict, *, key: str = "tour_add") -> None:

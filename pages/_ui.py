@@ -33,6 +33,7 @@ CUSTOM = "__custom__"
 UPLOAD = "__upload__"
 MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
 DATASET_KEY, UPLOAD_KEY = "pk_dataset", "pk_upload"
+PAGE_KEY = "_pk_page"  # the URL path of the page app.py runs (set by app.py each run)
 
 
 # ---------------------------------------------------------------- the app shell

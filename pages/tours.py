@@ -3,7 +3,7 @@ missing, and the time each takes cold and warm), export / import the tour as YAM
 
 import streamlit as st
 
-from pages import _present
+from pages import _presenter as _present
 from pages import _ui as ui
 from probekit import tours
 

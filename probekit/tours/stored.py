@@ -37,7 +37,11 @@ def get_tour(name: str) -> Tour:
     name = check_name(name)
     store = _store()
     if not store.fetch("SELECT 1 FROM tours WHERE name = ?", [name]):
-        raise UnknownNameError("tour", name, tour_names())
+        names = tour_names()
+        if not names:
+            raise ProbekitError(f"no tour {name!r} in this store (none yet: press 'Add to tour' next to a share "
+                                "link, or import a tour file)")
+        raise UnknownNameError("tour", name, names)
     rows = store.fetch("SELECT page, params, title, note FROM tour_steps WHERE tour = ? ORDER BY position", [name])
     return Tour(name, tuple(Step(page, json.loads(params), title, note) for page, params, title, note in rows))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages import _present_steps as steps
+from pages import _presenter_steps as steps
 from pages import _ui as ui
 from pages._rating_keys import Desk, keyboard
 from probekit import config, tours
