@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages import _present
+from pages import _presenter as _present
 from pages import _ui as ui
 
 # The tab icon is a file shipped here: Streamlit sends an image as a data: URI, while a ":material/…:" icon is
@@ -29,8 +29,7 @@ if ui.access() == "expert":
 
 TOURS = st.Page("pages/tours.py", title="Tours", icon=":material/slideshow:")
 if _present.wanted(st.query_params):  # ?tour=NAME&present=1: the presenter alone (no sidebar); Esc opens Tours
-    nav = st.navigation([st.Page(lambda: _present.show(leave=TOURS), title="Present", url_path="present",
-                                 default=True), TOURS], position="hidden")
+    nav = st.navigation([st.Page("pages/present.py", title="Present", default=True), TOURS], position="hidden")
     with ui.shell():
         nav.run()
     st.stop()
@@ -57,6 +56,7 @@ sections: dict[str, list] = {}
 for section, page in PAGES:
     sections.setdefault(section, []).append(page)
 nav = st.navigation(sections)
+st.session_state[ui.PAGE_KEY] = nav.url_path  # the page drawn in this run ("Add to tour" names it)
 ui.sidebar()
 with ui.shell():
     nav.run()
