@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages import _presenter as _present
 from pages import _ui as ui
 
 # The tab icon is a file shipped here: Streamlit sends an image as a data: URI, while a ":material/…:" icon is
@@ -17,6 +18,7 @@ from pages import _ui as ui
 ICON = str(Path(__file__).resolve().parent / "docs" / "icon.svg")
 st.set_page_config(page_title="probekit", page_icon=ICON, layout="wide")
 
+TOURS = st.Page("pages/tours.py", title="Tours", icon=":material/slideshow:")
 # (section, page); each feature adds its page here.
 PAGES = [
     ("Explore", st.Page("pages/probe.py", title="Probe", icon=":material/search:", default=True)),
@@ -32,6 +34,7 @@ PAGES = [
     ("Rewire", st.Page("pages/sweep.py", title="Checkpoint sweep", icon=":material/query_stats:")),
     ("Annotate", st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")),
     ("Annotate", st.Page("pages/results.py", title="Annotation results", icon=":material/fact_check:")),
+    ("Present", TOURS),
 ]
 
 if ui.access(pages=[page for _, page in PAGES]) == "expert":
@@ -44,12 +47,18 @@ if ui.access(pages=[page for _, page in PAGES]) == "expert":
         nav.run()
     st.stop()
 
+if _present.wanted(st.query_params):  # ?tour=NAME&present=1: the presenter alone (no sidebar); Esc opens Tours
+    nav = st.navigation([st.Page("pages/present.py", title="Present", default=True), TOURS], position="hidden")
+    with ui.shell():
+        nav.run()
+    st.stop()
 
 sections: dict[str, list] = {}
 for section, page in PAGES:
     sections.setdefault(section, []).append(page)
 nav = st.navigation(sections)
 ui.remember_sign_in()
+st.session_state[ui.PAGE_KEY] = nav.url_path  # the page drawn in this run ("Add to tour" names it)
 ui.sidebar()
 with ui.shell():
     nav.run()

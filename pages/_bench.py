@@ -8,7 +8,7 @@ from probekit.probes import get_probe
 
 
 def restore_link() -> None:
-    """Once per browser session: a shared link (``?runs=…&k=…&set=…``) selects its runs and view."""
+    """Once per browser session: a shared link (``?runs=…&k=…&set=…&relation=…``) selects its runs and view."""
     if st.session_state.get("_bm_link"):
         return
     st.session_state._bm_link = True
@@ -19,6 +19,8 @@ def restore_link() -> None:
         st.session_state.bm_show_set = qp["set"]
     if qp.get("k") in ("1", "5", "10"):
         st.session_state.bm_show_k = int(qp["k"])
+    if qp.get("relation"):  # the drill-down's relation (checked against the run's once it is loaded)
+        st.session_state.bm_link_rel = qp["relation"]
 
 
 def open_on_probe(meta: dict, relation: str, query_id: str) -> None:

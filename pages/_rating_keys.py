@@ -1,7 +1,8 @@
 """The Annotate page's keyboard: a small ``st.components.v2`` listener that numbers every key press of its browser
 window and sends the presses not yet acknowledged as component *state* (st.button's ``shortcut`` triggers lost
 presses typed faster than a rerun: measured in a browser, of 5, 3, S typed at once only two arrived; a queue of
-state keeps all, in order), and the :class:`Desk` that remembers which presses were handled.
+state keeps all, in order), and the :class:`Desk` that remembers which presses were handled. The presenter
+(pages/_presenter.py) uses the same listener with its own keys (arrows, PageUp/PageDown, Escape).
 
 Every press is handled exactly once, in the order typed:
 
@@ -39,6 +40,7 @@ KEYS_CSS = """
 .pk-keys { font-family: var(--st-font); font-size: 0.8rem; color: var(--st-text-color); opacity: 0.6; }
 """
 KEYS_JS = f"const READY = {json.dumps(READY)};\n" + """
+// browser key -> the name sent; a page may pass its own map in the component's data.names
 const NAMES = { 1: "1", 2: "2", 3: "3", 4: "4", 5: "5", s: "s", S: "s", u: "u", U: "u", Enter: "enter" };
 const FIRST_WAIT_MS = 2000, MAX_WAIT_MS = 30000;  // re-send after a quiet spell, doubling while unacknowledged
 
@@ -79,7 +81,7 @@ function arm(box) {
 
 function onKey(box, e) {
   if (!live(box)) return;  // the listener is not on the page now
-  const key = NAMES[e.key];
+  const key = (box.names || NAMES)[e.key];
   const t = e.target, tag = t && t.tagName;
   if (!key || e.repeat || e.ctrlKey || e.metaKey || e.altKey) return;
   if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) return;
@@ -101,6 +103,7 @@ export default function (component) {
   }
   box.send = setStateValue;
   box.host = parentElement;
+  box.names = (data && data.names) || NAMES;
   const acked = (data && data.acked && data.acked[box.client]) || 0;
   box.queue = box.queue.filter((e) => e[0] > acked);
   arm(box);
@@ -140,8 +143,12 @@ def _presses(value) -> dict | None:
         return None
 
 
-def keyboard(desk: Desk, act: Callable[[str], None], *, key: str = "an_keys_js") -> None:
+def keyboard(desk: Desk, act: Callable[[str], None], *, key: str = "an_keys_js",
+             names: dict[str, str] | None = None) -> None:
     """Draw the key listener and ``act`` on every press not handled yet, once each, in the order typed.
+
+    ``names``: the keys listened to, as the browser's ``KeyboardEvent.key`` -> the name ``act`` gets (default:
+    the Annotate page's 1–5, S, U and Enter); the presenter listens to arrows, PageUp/PageDown and Escape.
 
     The presses are read from the session state and handled *before* the listener is drawn, so its ``data``
     acknowledges them in this very run; on a browser session's first run the listener's state is known only once
@@ -151,7 +158,8 @@ def keyboard(desk: Desk, act: Callable[[str], None], *, key: str = "an_keys_js")
         for k in ann.take_presses(desk.handled, _presses(st.session_state.get(key))):
             act(k)
         acked = dict(desk.handled)
-    value = key_listener()(key=key, data={"acked": acked}, default={"presses": None},
+    data: dict = {"acked": acked} if names is None else {"acked": acked, "names": names}
+    value = key_listener()(key=key, data=data, default={"presses": None},
                            on_presses_change=lambda: None, height="content")
     with desk.lock:
         for k in ann.take_presses(desk.handled, _presses(value)):

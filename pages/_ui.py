@@ -40,6 +40,7 @@ CUSTOM = "__custom__"
 UPLOAD = "__upload__"
 MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
 DATASET_KEY, UPLOAD_KEY = "pk_dataset", "pk_upload"
+PAGE_KEY = "_pk_page"  # the URL path of the page app.py runs (set by app.py each run)
 
 
 # ---------------------------------------------------------------- the app shell
@@ -307,4 +308,7 @@ def share_link(params: dict, *, label: str = "Share this view", show: bool = Tru
         return link
     st.caption(f"{label} (the link holds every setting of this view):")
     st.code(link, language=None, wrap_lines=True)  # st.code has a copy button
+    from pages._tour_button import add_to_tour  # here: that module uses this one
+
+    add_to_tour(clean)
     return link

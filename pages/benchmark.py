@@ -128,7 +128,10 @@ st.subheader("Queries of a relation")
 c1, c2 = st.columns(2)
 run_label = c1.selectbox("Run", list(loaded), key="bm_drill_run")
 run = loaded[run_label]
-rel = c2.selectbox("Relation", sorted(run.frame.relation.unique()), key="bm_drill_rel")
+relations = sorted(run.frame.relation.unique())
+if (linked := st.session_state.pop("bm_link_rel", None)) in relations:  # a shared link's drill-down
+    st.session_state.bm_drill_rel = linked
+rel = c2.selectbox("Relation", relations, key="bm_drill_rel")
 queries = rm.relation_queries(run.frame, rel, k=kk)
 picked = st.dataframe(views.styled(queries, ranks=["best rank"]), hide_index=True, key="bm_queries",
                       on_select="rerun", selection_mode="single-row")
@@ -153,4 +156,4 @@ for col, fmt in zip(cols, ("csv", "parquet")):
 with cols[2]:
     ui.download("Accuracy table (CSV)", lambda: runs.frame_bytes(table, "csv"), memo=("bm_table", done),
                 file_name="accuracy.csv", mime="text/csv", key="bm_table_csv")
-ui.share_link({"runs": ",".join(selected), "k": kk, "set": which})
+ui.share_link({"runs": ",".join(selected), "k": kk, "set": which, "relation": rel})

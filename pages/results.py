@@ -152,3 +152,4 @@ for col, fmt in zip(cols, ann.EXPORT_FORMATS):
         ui.download(f"{table} ({fmt.upper()})", lambda fmt=fmt: ann.frame_bytes(ann.export_frame(sid, table), fmt),
                     memo=("annotations", sid, ann.data_version(sid), table, fmt),
                     file_name=f"{sid}_{table}.{fmt}", key=f"rs_dl_{fmt}")
+ui.share_link({"session": sid})

@@ -12,7 +12,7 @@ from probekit import cli
 from probekit.cli.main import build_parser
 from probekit.errors import ProbekitError
 
-ACTION_COMMANDS = ("runs", "corpus", "annotations", "grid")
+ACTION_COMMANDS = ("runs", "corpus", "annotations", "grid", "tour")
 
 
 def _actions(command: str) -> dict[str, argparse.ArgumentParser]:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rewire": ("probekit.cli.rewire", "contrastive rewiring (Rewire-then-Probe) of an encoder"),
     "sweep": ("probekit.cli.rewire", "probe every checkpoint of rewiring runs: acc@k against training step"),
     "annotations": ("probekit.cli.annotations", "expert annotation sessions: create, list, stats, export"),
+    "tour": ("probekit.cli.tour", "tours of saved views for a talk: list, show, add, export, import, check"),
     "grid": ("probekit.cli.grid", "probing grids (models x datasets x probes x options x layers), local or Ray"),
     "corpus": ("probekit.cli.corpus", "corpora: index entity mentions once, find real contexts, template-free prompts"),
     "diskne": ("probekit.cli.diskne", "DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)"),

@@ -285,3 +285,17 @@ MIGRATIONS["templates"] = [
     CREATE INDEX prompt_perplexity_run ON prompt_perplexity (run_id)
     """,
 ]
+
+# tours (probekit.tours): a named, ordered list of saved views (a page and its share link's parameters) to present
+MIGRATIONS["tours"] = [
+    """
+    CREATE TABLE tours (
+        name VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL
+    );
+    CREATE TABLE tour_steps (
+        tour VARCHAR NOT NULL, position INTEGER NOT NULL CHECK (position >= 0), page VARCHAR NOT NULL,
+        params VARCHAR NOT NULL, title VARCHAR NOT NULL, note VARCHAR NOT NULL DEFAULT '',
+        PRIMARY KEY (tour, position)
+    )
+    """,
+]
