@@ -95,6 +95,11 @@ with ui.guard("Listing runs"):
 if listed is None or listed.empty:
     st.info("No rewiring runs yet: press Start training.")
     st.stop()
+for note in rewire.damage_notes(listed):  # left out, and said so
+    st.warning(ui.md(note), icon=":material/broken_image:")
+listed = listed[listed.model.notna()].reset_index(drop=True)
+if listed.empty:
+    st.stop()
 labels = {r.run_id: f"{r.label} · {r.steps} steps · {r.status} [{r.run_id[-4:]}]" for r in listed.itertuples()}
 # the run just started is listed only once its model is loaded (not yet at the rerun after Start): select it then
 if st.session_state.get("rw_follow") in labels:
