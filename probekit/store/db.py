@@ -6,7 +6,8 @@ open) can share one file, a :class:`Store` opens the file when a read or write s
 once nothing has used it for :data:`IDLE_CLOSE_S`; every caller works on its own cursor of the shared
 connection. A process that finds the file held waits (retrying); it gives up, with a message naming the
 problem, only when one process has held the file for :data:`LOCK_WAIT_S` without a break: while the holder
-changes (five processes rating in turn) the store is busy, not stuck, and a write waits for its turn. So that a busy app (a page polling every half second) cannot
+changes (five processes rating in turn) the store is busy, not stuck, and a write waits for its turn.
+So that a busy app (a page polling every half second) cannot
 keep the file for ever, a store that has held it for :data:`MAX_HOLD_S` closes it at the next moment
 nobody uses it and waits :data:`YIELD_S` before opening it again: a waiting process (retrying every
 :data:`RETRY_S` at most) gets its turn. Each component (runs, annotations, …) has its migrations in
