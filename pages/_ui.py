@@ -25,7 +25,7 @@ log = logging.getLogger("probekit.app")
 
 # the pieces live in their own modules; pages use them all through ``ui``
 from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert  # noqa: E402, F401
-from pages._display import FONT_PX, chart_text, legible, md, message  # noqa: E402, F401
+from pages._display import FONT_PX, chart_text, html_text, legible, md, message  # noqa: E402, F401
 from pages._kept import download, forget, keep, kept  # noqa: E402, F401
 from pages._options import NONE_LABELS, none_label, option_axes, option_state, probe_option_widgets  # noqa: E402, F401
 
@@ -80,7 +80,8 @@ def guard(what: str = "That"):
         st.error("Out of memory. Try a smaller dataset, fewer relations or a smaller batch size.")
     except Exception as e:  # noqa: BLE001 - last line of defence for the UI
         log.error("unexpected error\n%s", traceback.format_exc())
-        st.error(f"{what} failed unexpectedly ({type(e).__name__}: {str(e)[:300]}). Details are in the server log.")
+        st.error(message(f"{what} failed unexpectedly ({type(e).__name__}: {str(e)[:300]}). Details are in the "
+                         "server log."))
 
 
 class progress:  # noqa: N801 - used like a function: report = ui.progress("…"); report(done, total, stage)
@@ -155,10 +156,10 @@ def current_model() -> models.LoadedModel | None:
     try:
         return _load_model(model_id, selected_device())
     except ProbekitError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(message(str(e)), icon=":material/error:")
     except Exception as e:  # noqa: BLE001
         log.error("model load failed\n%s", traceback.format_exc())
-        st.error(f"Could not load model {model_id!r}: {type(e).__name__}: {str(e)[:300]}")
+        st.error(message(f"Could not load model {model_id!r}: {type(e).__name__}: {str(e)[:300]}"))
     return None
 
 
@@ -184,7 +185,7 @@ def current_dataset() -> Dataset | None:
             return _parse_upload(up.name, data)
         return load_spec(spec)
     except ProbekitError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(message(str(e)), icon=":material/error:")
     except UnicodeDecodeError:
         st.error("The uploaded file is not UTF-8 text.")
     return None

@@ -86,7 +86,7 @@ def live_curve(job) -> None:
 
 ui.job_panel("rw_job", stop="Stop", stop_key="rw_stop", extra=live_curve)
 if job is not None and job.finished and job.status == "failed":
-    st.error(job.error)
+    st.error(ui.message(job.error))
 
 st.subheader("Runs")
 listed = None
