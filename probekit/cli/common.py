@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from .. import config
 from ..errors import ProbekitError
@@ -269,7 +270,7 @@ def progress_bar(quiet: bool = False) -> Iterator[Progress | None]:
 
     state: dict = {"bar": None, "key": None}
     real = sys.stderr
-    proxy = _BarStderr(real)
+    proxy: Any = _BarStderr(real)  # stands in for sys.stderr (a TextIO) while the bar is live
 
     def report(done: int, total: int, stage: str = "") -> None:
         total, done = max(int(total), 1), max(int(done), 0)
@@ -295,7 +296,7 @@ def progress_bar(quiet: bool = False) -> Iterator[Progress | None]:
     sys.stderr = proxy
     handlers = [h for h in logging.root.handlers if isinstance(h, logging.StreamHandler) and h.stream is real]
     for h in handlers:  # handlers hold the stream they were made with
-        h.setStream(proxy)  # type: ignore[arg-type]
+        h.setStream(proxy)
     try:
         yield report
     finally:

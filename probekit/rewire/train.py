@@ -205,8 +205,9 @@ def load_log(run_id: str) -> pd.DataFrame:
 
 
 def list_runs() -> pd.DataFrame:
-    """Every rewiring run under ``cache/rewired``, newest first."""
-    rows = []
+    """Every rewiring run under ``cache/rewired``, newest first; a damaged one is listed as such (its ``damaged``
+    lines say what), never left out silently."""
+    rows: list[dict] = []
     for f in runs_dir().glob(f"*/{RUN_FILE}"):
         try:
             info = run_info(f.parent.name)

@@ -126,7 +126,7 @@ class Store:
         if self.path != ":memory:" and not os.path.exists(self.path):
             _create(self.path)
         deadline = time.monotonic() + self.lock_wait
-        delay, holder = 0.02, None
+        delay, holder = 0.02, ""
         while True:
             try:
                 return duckdb.connect(self.path)
