@@ -7,6 +7,7 @@ import traceback
 
 import streamlit as st
 
+from pages._display import message
 from probekit.annotations.organiser import COOKIE
 from probekit.errors import ProbekitError
 
@@ -47,7 +48,7 @@ def access(pages=()) -> str:
         try:
             who = ann.verify_token(token, session_id=qp.get("session") if "token" in qp else None)
         except ProbekitError as e:
-            st.error(str(e), icon=":material/link_off:")
+            st.error(message(str(e)), icon=":material/link_off:")
         except Exception as e:  # noqa: BLE001 - e.g. the database is busy: say so, show nothing
             log.error("token check failed\n%s", traceback.format_exc())
             st.error(f"Could not check this link ({type(e).__name__}); try again in a moment.")

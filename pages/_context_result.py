@@ -33,7 +33,7 @@ def draw(result) -> None:
     st.markdown(f"**{ui.md(result.target)}** ({'negative target' if result.negative else 'target'}), "
                 f"{result.variant}. {result.ucm_text()}")
     for notice in result.notices:  # one summary line per run, not one per input
-        st.warning(notice)
+        st.warning(ui.message(notice))
     st.dataframe(rows[["step", "added", "added_role", "rank_target", "rank_added", "rc_target", "rc_added",
                        "rc_cor", "rc_incor"]], hide_index=True, key="ctx_rc")
     with st.expander("Inputs input_0 … input_n"):

@@ -20,6 +20,15 @@ def md(text) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("/", "\\/")
 
 
+def html_text(text) -> str:
+    """``text`` from data for the inside of an HTML block (``st.markdown("<div>…</div>", unsafe_allow_html=True)``,
+    the highlighted contexts): HTML escaped, line breaks as ``<br>``. The block must start with ``<div`` and hold
+    no blank line: Markdown is not parsed inside an HTML block, so an ``![x](http://…)`` or a bare URL in a note
+    stays text; a blank line would end the block and let what follows render as Markdown (and fetch the image).
+    """
+    return html.escape(str(text), quote=False).replace("\r", "").replace("\n", "<br>")
+
+
 _MARKUP = re.compile(r"!\[|\]\(|<[A-Za-z/!]|https?:|www\.")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from probekit import config, models
+from probekit import config, memory, models
 from probekit.datasets import Dataset, available_datasets, freetext, load_spec, triples
 from probekit.errors import ProbekitError
 from probekit.memo import Memo
@@ -25,7 +25,7 @@ log = logging.getLogger("probekit.app")
 
 # the pieces live in their own modules; pages use them all through ``ui``
 from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert, remember_sign_in  # noqa: E402, F401
-from pages._display import FONT_PX, chart_text, legible, md, message  # noqa: E402, F401
+from pages._display import FONT_PX, chart_text, html_text, legible, md, message  # noqa: E402, F401
 from pages._kept import download, forget, keep, kept  # noqa: E402, F401
 from pages._options import (  # noqa: E402, F401
     NONE_LABELS,
@@ -88,7 +88,8 @@ def guard(what: str = "That"):
         st.error("Out of memory. Try a smaller dataset, fewer relations or a smaller batch size.")
     except Exception as e:  # noqa: BLE001 - last line of defence for the UI
         log.error("unexpected error\n%s", traceback.format_exc())
-        st.error(f"{what} failed unexpectedly ({type(e).__name__}: {str(e)[:300]}). Details are in the server log.")
+        st.error(message(f"{what} failed unexpectedly ({type(e).__name__}: {str(e)[:300]}). Details are in the "
+                         "server log."))
 
 
 class progress:  # noqa: N801 - used like a function: report = ui.progress("…"); report(done, total, stage)
@@ -163,10 +164,10 @@ def current_model() -> models.LoadedModel | None:
     try:
         return _load_model(model_id, selected_device())
     except ProbekitError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(message(str(e)), icon=":material/error:")
     except Exception as e:  # noqa: BLE001
         log.error("model load failed\n%s", traceback.format_exc())
-        st.error(f"Could not load model {model_id!r}: {type(e).__name__}: {str(e)[:300]}")
+        st.error(message(f"Could not load model {model_id!r}: {type(e).__name__}: {str(e)[:300]}"))
     return None
 
 
@@ -192,16 +193,21 @@ def current_dataset() -> Dataset | None:
             return _parse_upload(up.name, data)
         return load_spec(spec)
     except ProbekitError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(message(str(e)), icon=":material/error:")
     except UnicodeDecodeError:
         st.error("The uploaded file is not UTF-8 text.")
     return None
 
 
-_UPLOADS: Memo[str, tuple[int, Dataset]] = Memo(max_bytes=lambda: UPLOADS_MAX_BYTES, sizeof=lambda e: e[0])
-"""Parsed uploads shared by sessions (the same file uploaded twice is parsed once), least recently used
-first, bounded by the bytes of the uploaded files (:data:`UPLOADS_MAX_BYTES`): a server that sees many large
-uploads keeps only the recent ones; each session also keeps its own upload for as long as it lives."""
+UPLOADS_SHARED = 1
+"""Parsed uploads kept for sharing between sessions besides the ones sessions hold. A parsed triples file takes
+some 15-30 times its file size (a 34 MB file of a million rows, about 500 MB), so a bound on the files' bytes
+kept several parsed files alive: an upload replacing another grew the server by a whole parsed file each time."""
+_UPLOADS: Memo[str, tuple[int, Dataset]] = Memo(max_entries=lambda: UPLOADS_SHARED,
+                                                max_bytes=lambda: UPLOADS_MAX_BYTES, sizeof=lambda e: e[0])
+"""Parsed uploads shared by sessions (the same file uploaded again, or by another session, is parsed once): the
+most recent :data:`UPLOADS_SHARED`, within :data:`UPLOADS_MAX_BYTES` of files; each session also keeps its own
+upload for as long as it lives (and drops it when it uploads another)."""
 UPLOADS_MAX_BYTES = 2 * config.MAX_UPLOAD_MB * 2**20
 
 
@@ -229,10 +235,21 @@ def _parse_upload(name: str, data: bytes) -> Dataset:
     if mine is not None and mine[0] == key:
         return mine[1]
     hit = _UPLOADS.get(key)
+    if hit is None:  # a new file: drop the session's previous one and the shared one first, so that two parsed
+        st.session_state["_pk_upload"] = None  # files are never held at once (the peak was the old one + the new)
+        _UPLOADS.clear()
+        del mine
+        memory.release()
     ds = hit[1] if hit is not None else _parse(name, data)
     _UPLOADS.put(key, (len(data), ds))
     st.session_state["_pk_upload"] = (key, ds)  # released with the session
     return ds
+
+
+def memory_line() -> str:
+    """The server's memory for the sidebar: resident size and the parsed uploads it shares."""
+    return (f"Server memory: {memory.rss_bytes() / 2**20:,.0f} MB · {len(_UPLOADS)} parsed upload(s) shared "
+            f"({_UPLOADS.bytes / 2**20:,.0f} MB of files)")
 
 
 def dataset_label(spec: str) -> str:
@@ -283,6 +300,7 @@ def sidebar() -> None:
             st.file_uploader("Triples file", type=["csv", "jsonl", "json"], key=UPLOAD_KEY,
                              help="Columns subject, relation, object and optionally template ([X] … [Y]); or, "
                                   "template-free: prompt (a sentence with [MASK]), object[, subject, relation].")
+            st.caption(memory_line())
 
 
 # ---------------------------------------------------------------- share links

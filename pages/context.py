@@ -1,7 +1,5 @@
 """Context: rank-change curves for one triple with a document, and UCM over a dataset (Yao et al.)."""
 
-import html
-
 import streamlit as st
 
 from pages import _context_dataset as dataset_mode
@@ -100,9 +98,9 @@ with single:
                 seg = ctx.negative_target(seg, query.golds)
             pieces = ctx.document_pieces(seg, [*query.golds, target])
             marked = "".join(
-                html.escape(p["text"]) if p["role"] is None else
+                ui.html_text(p["text"]) if p["role"] is None else
                 f"<mark style='background:{ROLE_COLOURS[p['role']]}22;border-bottom:2px solid "
-                f"{ROLE_COLOURS[p['role']]}'>{html.escape(p['text'])}<sup><b>S{p['segment']}</b></sup></mark>"
+                f"{ROLE_COLOURS[p['role']]}'>{ui.html_text(p['text'])}<sup><b>S{p['segment']}</b></sup></mark>"
                 for p in pieces)
             # no blank line may end the HTML block: Markdown after it would render (an image named in the note)
             marked = marked.replace("\r", "").replace("\n", "<br>")

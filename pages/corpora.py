@@ -2,7 +2,6 @@
 cancel), see what it holds (documents, sentences, mentions, facts with a real context), and look up the real
 contexts of a fact."""
 
-import html
 
 import pandas as pd
 import plotly.express as px
@@ -55,9 +54,9 @@ with st.container(border=True):
                 found = cp.find_index(source, ents)
             except cp.CorpusChangedError as e:
                 stale = str(e)
-        c2.markdown(f"**{source.name}** ({source.kind}, {len(source.files)} file(s)) × **{len(ents):,}** names")
+        c2.markdown(f"**{ui.md(source.name)}** ({source.kind}, {len(source.files)} file(s)) × **{len(ents):,}** names")
         if stale:
-            c2.warning(stale, icon=":material/sync_problem:")
+            c2.warning(ui.message(stale), icon=":material/sync_problem:")
         elif found is not None:
             c2.success(f"Indexed as `{found.fingerprint}`", icon=":material/check_circle:")
         label = "Re-index" if stale else "Index"
@@ -130,7 +129,9 @@ with ui.guard("Opening the index"):
                                                                              c.target_spans])
             out, pos = [], 0
             for a, b, colour in spans:
-                out += [html.escape(c.text[pos:a]), f"<b style='color:{colour}'>{html.escape(c.text[a:b])}</b>"]
+                out += [ui.html_text(c.text[pos:a]), f"<b style='color:{colour}'>{ui.html_text(c.text[a:b])}</b>"]
                 pos = b
-            out.append(html.escape(c.text[pos:]))
-            st.markdown(f"`{c.file}:{c.key}` " + "".join(out), unsafe_allow_html=True)
+            out.append(ui.html_text(c.text[pos:]))
+            # one HTML block (ui.html_text): Markdown in the note never renders
+            st.markdown(f"<div><code>{ui.html_text(f'{c.file}:{c.key}')}</code> {''.join(out)}</div>",
+                        unsafe_allow_html=True)

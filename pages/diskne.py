@@ -96,7 +96,7 @@ def done_so_far(job) -> None:
 
 ui.job_panel("dk_job", stop="Stop", stop_key="dk_stop", extra=done_so_far)
 if job is not None and job.finished and job.status == "failed":
-    st.error(job.error)
+    st.error(ui.message(job.error))
 
 st.subheader("Results")
 listed = None

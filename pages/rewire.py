@@ -86,7 +86,7 @@ def live_curve(job) -> None:
 
 ui.job_panel("rw_job", stop="Stop", stop_key="rw_stop", extra=live_curve)
 if job is not None and job.finished and job.status == "failed":
-    st.error(job.error)
+    st.error(ui.message(job.error))
 
 st.subheader("Runs")
 listed = None
@@ -94,6 +94,11 @@ with ui.guard("Listing runs"):
     listed = rewire.list_runs()
 if listed is None or listed.empty:
     st.info("No rewiring runs yet: press Start training.")
+    st.stop()
+for note in rewire.damage_notes(listed):  # left out, and said so
+    st.warning(ui.md(note), icon=":material/broken_image:")
+listed = listed[listed.model.notna()].reset_index(drop=True)
+if listed.empty:
     st.stop()
 labels = {r.run_id: f"{r.label} · {r.steps} steps · {r.status} [{r.run_id[-4:]}]" for r in listed.itertuples()}
 # the run just started is listed only once its model is loaded (not yet at the rerun after Start): select it then

@@ -20,6 +20,9 @@ with ui.guard("Listing rewiring runs"):
 if listed is None or listed.empty:
     st.info("No rewiring runs yet: train one on the **Rewire** page (or `python -m probekit rewire`).")
     st.stop()
+for note in rewire.damage_notes(listed):  # left out, and said so
+    st.warning(ui.md(note), icon=":material/broken_image:")
+listed = listed[listed.model.notna()]
 listed = listed[listed.checkpoints > 0]
 labels = {r.run_id: f"{r.label} · {r.checkpoints} checkpoints [{r.run_id[-4:]}]" for r in listed.itertuples()}
 

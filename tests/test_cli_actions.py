@@ -166,3 +166,39 @@ def test_the_bar_restarts_for_a_new_total_and_shows_each_stage(capsys):
     with progress_bar(quiet=True) as report:
         assert report is None
     assert capsys.readouterr().err == ""
+
+
+BAR_THEN_ERRORS = """
+import logging, sys, time, warnings
+logging.basicConfig(format="%(levelname)s %(message)s")
+from probekit.cli.common import progress_bar
+try:
+    with progress_bar() as report:
+        report(1, 10, "stage")
+        report(2, 10, "stage")
+        warnings.warn("a warning while the bar is live")
+        logging.getLogger("probekit").warning("a log line while the bar is live")
+        print("warning: a line printed while the bar is live", file=sys.stderr)
+        report(3, 10, "stage")
+        raise ValueError("boom")
+except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+"""
+
+
+def test_lines_written_while_the_bar_is_live_start_lines_of_their_own():
+    """An error or warning written while the bar was drawn used to land on the end of the bar's line (a log file
+    of the command read ``stage: 20%|██ | 2/10 [...]error: boom``)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    res = subprocess.run([sys.executable, "-c", BAR_THEN_ERRORS], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    lines = res.stderr.split("\n")
+    for wanted in ("WARNING a log line while the bar is live", "warning: a line printed while the bar is live",
+                   "error: boom"):
+        assert wanted in lines, res.stderr
+    assert any(line.endswith("UserWarning: a warning while the bar is live") for line in lines), res.stderr
+    assert not any("%|" in line and ("warning" in line.lower() or "error" in line) for line in lines), res.stderr

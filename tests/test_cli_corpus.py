@@ -97,6 +97,32 @@ def test_changed_corpus_offers_reindex(capsys, setup):
     assert out.count(" ok ") == 1 and fp not in out
 
 
+def test_same_size_edit_with_the_time_restored_is_stale(capsys, setup):
+    """An edit that keeps a file's size and restores its timestamp, away from the bytes the quick fingerprint
+    samples, used to leave the index reading as current."""
+    docs, facts = setup
+    big = docs / "n4.txt"
+    filler = "Filler text without names. " * 8000  # ~216 KB: the middle is not in the sampled bytes
+    big.write_text(filler + "Zzzzzzz lowers fever. " + filler)
+    flags = ["--corpus", str(docs), "--dataset", "triples", "--data-dir", str(facts), "--quiet"]
+    code, out, _ = run(capsys, "corpus", "index", *flags, "--format", "json")
+    first = json.loads(out)
+    st = big.stat()
+    big.write_text(filler + "Aspirin lowers fever. " + filler)  # same size
+    os.utime(big, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (big.stat().st_size, big.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    code, out, err = run(capsys, "corpus", "search", first["fingerprint"], "--subject", "aspirin", "--object",
+                         "fever")
+    assert code == 2 and "changed since it was indexed (n4.txt content changed (same size and time))" in err
+    code, out, _ = run(capsys, "corpus", "list")
+    assert "stale: n4.txt content changed" in out
+    code, out, err = run(capsys, "corpus", "index", *flags, "--format", "json")
+    assert code == 0 and "re-indexing now" in err and json.loads(out)["mentions"] == first["mentions"] + 1
+    code, out, err = run(capsys, "corpus", "search", first["fingerprint"], "--subject", "aspirin", "--object",
+                         "fever")
+    assert code == 0, err
+
+
 def test_help_does_not_import_torch():
     code = ("import sys; from probekit.cli.main import build_parser; "
             "build_parser('corpus').parse_args(['corpus', 'list']); print('torch' in sys.modules)")

@@ -52,6 +52,19 @@ def test_perplexity_of_texts(capsys, tiny_mlm, tiny_mlm_dir):
     np.testing.assert_allclose(got, pseudo_perplexity(tiny_mlm.mlm, tiny_mlm.tokenizer, texts).perplexity, rtol=1e-6)
 
 
+def test_a_text_longer_than_the_input_limit_is_scored_on_its_head_with_a_warning(capsys, tiny_mlm_dir):
+    """A 10,000-token text used to be scored on its first 126 tokens without a word (the score then reads as the
+    whole text's): the cut is said on stderr and in the JSON."""
+    long_text = "metformin treats diabetes " * 3400
+    code, out, err = run(capsys, "perplexity", "--model", str(tiny_mlm_dir), "--text", long_text, "--text",
+                         "aspirin", "--format", "json")
+    res = json.loads(out)
+    assert code == 0 and [r["n_tokens"] for r in res["texts"]][0] == 126  # 128 with [CLS] and [SEP]
+    [note] = res["cut"]
+    assert note.startswith("text 0 has 10,2") and "only its first 128 were read and scored" in note
+    assert err.strip().splitlines() == [f"warning: {note}"]
+
+
 def test_perplexity_bad_input(capsys, tiny_mlm_dir, tiny_encoder_dir):
     one_error(*run(capsys, "perplexity", "--model", str(tiny_encoder_dir), "--text", "x")[::2], "has no MLM head")
     one_error(*run(capsys, "perplexity", "--model", str(tiny_mlm_dir))[::2], "give exactly one of --run")

@@ -100,3 +100,31 @@ def test_elicit_default_is_lines(monkeypatch, tmp_path):
     src = open_source("elicit")
     assert (src.kind, src.name) == ("lines", "elicit")
     assert [d.text for d in read_documents(src)] == ["a sentence", "another"]
+
+
+def _notes(n: int, stray: dict[int, str]) -> str:
+    return "id,text\n" + "".join(f"{i},{stray.get(i, f'note {i} is fine')}\n" for i in range(1, n + 1))
+
+
+def test_csv_stray_quote_is_refused_with_file_and_line_never_merged(tmp_path):
+    """A 1,000-row notes file with one stray quote used to index as 999 documents, silently (a quote left open
+    ran to the end of the file and swallowed the next row)."""
+    f = tmp_path / "notes.csv"
+    f.write_text(_notes(1000, {999: '"stray quote opens here'}))
+    with pytest.raises(DataFormatError, match=r"^notes\.csv, line 1000: malformed CSV .*quote is probably never"):
+        docs(open_source(f))
+    # a stray opening quote closed by a later quoted field: the closing quote is followed by text
+    f.write_text(_notes(1000, {10: '"stray', 20: '"quoted" word'}))
+    with pytest.raises(DataFormatError, match=r"^notes\.csv, line 11: malformed CSV"):
+        docs(open_source(f))
+    f.write_text(_notes(1000, {}))
+    assert len(docs(open_source(f))) == 1000
+
+
+def test_csv_extra_fields_are_refused_and_quoted_commas_kept(tmp_path):
+    f = tmp_path / "notes.csv"
+    f.write_text('id,text\n1,"fever, cough"\n2,fever, cough\n')
+    with pytest.raises(DataFormatError, match=r"^notes\.csv, line 3: 3 fields but the header has 2"):
+        docs(open_source(f))
+    f.write_text('id,text\n1,"fever, cough"\n')
+    assert docs(open_source(f)) == [("notes.csv", "1", "fever, cough")]

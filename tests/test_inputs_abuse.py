@@ -56,6 +56,27 @@ def test_uploads_are_bounded_by_bytes(monkeypatch):
     ui._UPLOADS.clear()
 
 
+def test_an_upload_replacing_another_leaves_one_parsed_file_alive(monkeypatch):
+    """Each distinct upload stayed parsed while the cache counted only the files' bytes (a parsed file is 15-30
+    times its file): one session uploading five files in turn kept five parsed datasets. The session's previous
+    upload and the shared one are dropped before the new file is parsed."""
+    import gc
+    import weakref
+
+    ui = pytest.importorskip("pages._ui")
+    ui._UPLOADS.clear()
+    monkeypatch.setattr(ui.st, "session_state", {})
+    alive = []
+    for i in range(5):
+        ds = ui._parse_upload(f"u{i}.csv", (HEADER + "".join(f"s{i}_{j},r,o{j}\n" for j in range(60))).encode())
+        alive.append(weakref.ref(ds))
+        del ds
+    gc.collect()
+    assert [r() is not None for r in alive] == [False] * 4 + [True]
+    assert len(ui._UPLOADS) == 1 and "parsed upload(s) shared" in ui.memory_line()
+    ui._UPLOADS.clear()
+
+
 def test_broken_checkpoint_metadata_is_one_clear_line(tmp_path, tiny_encoder_dir, capsys):
     """A damaged probekit_checkpoint.json used to be reported as "a bug in probekit" (rc 1)."""
     import shutil

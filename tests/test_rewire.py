@@ -323,3 +323,33 @@ def test_cli_rewire_list_and_sweep(tiny_encoder_dir, corpus, tmp_path, capsys):
     assert len(pd.read_csv(out)) == len(res["rows"])
     assert main(["rewire", "--corpus", "nope_corpus", "--model", str(tiny_encoder_dir)]) == 2
     assert "unknown corpus" in capsys.readouterr().err
+
+
+def test_damaged_checkpoints_and_runs_are_named_never_silently_left_out(tiny_encoder_dir, corpus, tmp_path, capsys):
+    """A checkpoint whose metadata was damaged used to vanish from ``rewire --list`` and ``sweep`` without a word."""
+    from probekit.cli import main
+    from probekit.models import CHECKPOINT_META
+
+    assert main(["rewire", "--model", str(tiny_encoder_dir), "--corpus", str(corpus), "--steps", "2",
+                 "--checkpoint-every", "1", "--batch-size", "4", "--device", "cpu", "--format", "json",
+                 "--quiet"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    (rewire.runs_dir() / run_id / "step-000001" / CHECKPOINT_META).write_text("{not json")
+    broken = rewire.runs_dir() / "rw-broken"
+    broken.mkdir()
+    (broken / rewire.RUN_FILE).write_text("{half a")
+    assert [c["step"] for c in rewire.run_info(run_id)["checkpoints"]] == [2]
+    assert rewire.run_info(run_id)["damaged"] == [f"step-000001 of run {run_id} is damaged (unreadable "
+                                                  f"{CHECKPOINT_META}); left out"]
+    assert main(["rewire", "--list"]) == 0
+    out, err = capsys.readouterr()
+    assert run_id in out and "rw-broken" not in out
+    assert f"warning: step-000001 of run {run_id} is damaged" in err
+    assert "warning: run rw-broken is damaged (run.json unreadable); left out" in err
+    triples = tmp_path / "facts.csv"
+    triples.write_text("subject,relation,object\naspirin,may_treat,pain\nmetformin,may_treat,diabetes\n")
+    assert main(["sweep", "--run", run_id, "--dataset", "triples", "--data-dir", str(triples), "--device", "cpu",
+                 "--format", "json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert [p["step"] for p in json.loads(out)["curves"]["full:macro:acc@1"]] == [0, 2]
+    assert f"warning: step-000001 of run {run_id} is damaged" in err

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from .. import config
 from ..errors import ProbekitError
@@ -189,21 +191,81 @@ def add_actions(p: argparse.ArgumentParser) -> argparse._SubParsersAction:
     return p.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=ActionParser)
 
 
+class _BarStderr:
+    """``sys.stderr`` while a bar is live: a line written by anything else (a warning, a log record, an error)
+    first ends the bar's line, so it starts a line of its own (on a terminal the bar is cleared and redrawn
+    below it; in a log file the bar's line is ended with a newline)."""
+
+    def __init__(self, real):
+        self.real, self.bar, self.dirty = real, None, False
+
+    def bar_write(self, text: str) -> None:  # the bar's own output
+        self.real.write(text)
+        self.dirty = not text.endswith("\n")
+
+    def write(self, text: str) -> int:
+        if text and self.dirty:
+            if self.isatty() and self.bar is not None:
+                self.bar.clear()
+            else:
+                self.real.write("\n")
+            self.dirty = False
+        n = self.real.write(text)
+        if text.endswith("\n") and self.bar is not None and self.isatty():
+            self.bar.refresh()
+        return n
+
+    def end_line(self) -> None:
+        if self.dirty and not self.isatty():
+            self.real.write("\n")
+        self.dirty = False
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.real, "isatty", lambda: False)())
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+class _BarFile:
+    """The file tqdm draws on: the real stderr, with the bar's writes noted (see :class:`_BarStderr`)."""
+
+    def __init__(self, owner: _BarStderr):
+        self.owner = owner
+        self.encoding = getattr(owner.real, "encoding", None) or "utf-8"
+
+    def write(self, text: str) -> None:
+        self.owner.bar_write(text)
+
+    def flush(self) -> None:
+        self.owner.real.flush()
+
+    def isatty(self) -> bool:
+        return self.owner.isatty()
+
+
 @contextmanager
 def progress_bar(quiet: bool = False) -> Iterator[Progress | None]:
     """The command line's one progress display: a ``progress(done, total, stage)`` drawing a tqdm bar on stderr,
     or None with ``--quiet``. Use it as ``with progress_bar(args.quiet) as report: work(progress=report)``.
 
     One bar for the whole command: a new total (or a count going back) restarts it in place; the stage text is
-    its description, redrawn as soon as the stage changes (its counters aside), the counts at tqdm's pace. The bar
-    is cleared when the block ends, normally or by an error, so an error line never lands on the bar's line and
-    stdout (``--format json``) never sees it."""
+    its description, redrawn as soon as the stage changes (its counters aside), the counts at tqdm's pace. While
+    the bar is live, anything else written to stderr (a warning, a log line, an error) first ends the bar's line
+    (:class:`_BarStderr`), and the bar is cleared (terminal) or its line ended (log file) when the block ends,
+    normally or by an error, so an error line never lands on the bar's line and stdout (``--format json``)
+    never sees it."""
     if quiet:
         yield None
         return
     from tqdm.auto import tqdm
 
     state: dict = {"bar": None, "key": None}
+    real = sys.stderr
+    proxy: Any = _BarStderr(real)  # stands in for sys.stderr (a TextIO) while the bar is live
 
     def report(done: int, total: int, stage: str = "") -> None:
         total, done = max(int(total), 1), max(int(done), 0)
@@ -211,8 +273,9 @@ def progress_bar(quiet: bool = False) -> Iterator[Progress | None]:
         key = _NUMBER.sub("#", stage)
         if bar is None:  # drawn at once, with its stage
             state["key"] = key
-            bar = state["bar"] = tqdm(total=total, initial=min(done, total), desc=stage[:100], file=sys.stderr,
-                                      leave=False, dynamic_ncols=True, mininterval=0.5)
+            bar = state["bar"] = proxy.bar = tqdm(total=total, initial=min(done, total), desc=stage[:100],
+                                                  file=_BarFile(proxy), leave=False, dynamic_ncols=True,
+                                                  mininterval=0.5)
             return
         if bar.total != total or done < bar.n:
             bar.reset(total=total)
@@ -225,11 +288,19 @@ def progress_bar(quiet: bool = False) -> Iterator[Progress | None]:
             bar.set_description_str(stage[:100], refresh=False)
             bar.update(min(done, total) - bar.n)
 
+    sys.stderr = proxy
+    handlers = [h for h in logging.root.handlers if isinstance(h, logging.StreamHandler) and h.stream is real]
+    for h in handlers:  # handlers hold the stream they were made with
+        h.setStream(proxy)
     try:
         yield report
     finally:
+        for h in handlers:
+            h.setStream(real)
+        sys.stderr = real
         if state["bar"] is not None:
             state["bar"].close()
+        proxy.end_line()
 
 
 _NUMBER = re.compile(r"\d[\d.,]*")

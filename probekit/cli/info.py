@@ -43,7 +43,7 @@ def _hub_cached(model_id: str) -> bool:
 
 
 def collect() -> dict:
-    from .. import models
+    from .. import memory, models
     from .data import dataset_rows
 
     paths = [{"name": name, "path": str(fn()), "from": var if os.environ.get(var) else
@@ -58,7 +58,8 @@ def collect() -> dict:
     return {"probekit": __version__, "python": sys.version.split()[0], "layout":
             "checkout" if config.in_checkout() else "installed", "package": str(config.PACKAGE_DIR),
             "device": _device(), "paths": paths, "versions": {p: _version(p) for p in PACKAGES},
-            "datasets": dataset_rows(), "models": model_rows, "offline": config.hf_offline()}
+            "datasets": dataset_rows(), "models": model_rows, "offline": config.hf_offline(),
+            "memory_mb": round(memory.rss_bytes() / 2**20, 1)}
 
 
 def _cmd_info(args) -> int:
@@ -70,6 +71,8 @@ def _cmd_info(args) -> int:
         return 0
     print(f"probekit {info['probekit']} ({info['layout']}: {info['package']}), python {info['python']}")
     print(f"device: {info['device']}" + ("; hub: offline" if info["offline"] else ""))
+    print(f"memory: {info['memory_mb']:,.0f} MB resident (this process; the app shows its own in the sidebar "
+          "under an upload)")
     print("paths:")
     for r in info["paths"]:
         print(f"  {r['name']:<9} {r['path']}  [{r['from']}]")

@@ -7,6 +7,8 @@ Pseudo-perplexity with a masked LM (each token masked in turn, batched), or perp
 
 from __future__ import annotations
 
+import sys
+
 from ..errors import ProbekitError, positive_int
 from .common import add_dataset_args, load_dataset_from_args, print_json, progress_bar
 
@@ -41,10 +43,12 @@ def _cmd_perplexity(args) -> int:
             res = causal_perplexity(scorer.model, scorer.tokenizer, args.text, batch_size=args.batch_size or 16)
         else:
             res = pseudo_perplexity(scorer.mlm, scorer.tokenizer, args.text, batch_size=args.batch_size or 64)
+        for note in res.cut_notes():
+            print(f"warning: {note}", file=sys.stderr)
         rows = [{"text": t, "n_tokens": int(n), "perplexity": float(p)}
                 for t, n, p in zip(args.text, res.n_tokens, res.perplexity)]
         if args.format == "json":
-            print_json({"scorer": name, "method": method, "texts": rows})
+            print_json({"scorer": name, "method": method, "texts": rows, "cut": res.cut_notes()})
         else:
             for r in rows:
                 print(f"{r['perplexity']:>12.2f}  {r['n_tokens']:>4} tokens  {r['text']}")

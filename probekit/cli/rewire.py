@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
-from probekit.rewire import CPU_BATCH_SIZE, SUBSETS, RewireSettings, list_runs, sweep, sweep_curve, train
+import sys
+
+from probekit.rewire import (
+    CPU_BATCH_SIZE,
+    SUBSETS,
+    RewireSettings,
+    damage_notes,
+    list_runs,
+    run_info,
+    sweep,
+    sweep_curve,
+    train,
+)
+
+
+def _warn(notes: list[str]) -> None:
+    """Damaged runs and checkpoints are left out of listings and sweeps: say so, on stderr."""
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
 
 
 def _cmd_rewire(args) -> int:
     from .common import print_json, print_listing, progress_bar
 
     if args.list:
-        print_listing(list_runs(), args.format, empty="no rewiring runs yet")
+        listed = list_runs()
+        _warn(damage_notes(listed))
+        print_listing(listed.drop(columns="damaged")[listed.model.notna()], args.format, empty="no rewiring runs yet")
         return 0
     settings = RewireSettings(model=args.model, corpus=args.corpus, mask_ratio=args.mask_ratio, tau=args.tau,
                               lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
@@ -37,6 +57,7 @@ def _cmd_sweep(args) -> int:
     from .common import load_dataset_from_args, print_json, progress_bar
 
     ds = load_dataset_from_args(args)
+    _warn([note for r in args.run for note in run_info(r)["damaged"]])
     with progress_bar(args.quiet) as report:
         frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k, preset=args.preset,
                       include_base=not args.no_base, device=args.device, progress=report)

@@ -140,10 +140,15 @@ def build_index(source: CorpusSource, entities: EntitySet, *, progress: Progress
     if not len(entities):
         raise ProbekitError("no entity names to index")
     files = source.file_records()
+    ctimes = {f["path"]: p.stat().st_ctime_ns for f, p in zip(files, source.files, strict=True)}
     fp = fingerprint(source, entities, files)
     final = root_dir() / fp
     if (final / "manifest.json").exists() and not force:
-        return CorpusIndex(final)
+        idx = CorpusIndex(final)
+        if not idx.changes():
+            return idx
+        idx.close()  # same size, time and sampled bytes, other content: rebuilt in place
+        force = True
     sweep_incomplete()
     tmp = root_dir() / f".tmp-{fp}-{os.getpid()}-{threading.get_ident()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -183,7 +188,8 @@ def build_index(source: CorpusSource, entities: EntitySet, *, progress: Progress
         report(total, total, "counting facts with a context")
         counts = _counts(tmp, entities)
         manifest = {"version": INDEX_VERSION, "fingerprint": fp, "corpus_key": corpus_key(source),
-                    "source": {**source.spec(), "files": files, "content_hashes": state.hashes},
+                    "source": {**source.spec(), "files": files, "content_hashes": state.hashes,
+                               "ctimes": ctimes},
                     "entities": {"label": entities.label, "hash": entities.hash, "count": len(entities),
                                  "dropped": entities.dropped},
                     "counts": counts,

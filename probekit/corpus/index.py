@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from .. import config
 from ..errors import ProbekitError
+from ..memo import Memo
 from . import match
 from .entities import EntitySet
 from .sources import CorpusSource
@@ -83,6 +84,48 @@ def _diff_files(old: list[dict], new: list[dict]) -> list[str]:
             out.append(f"{p} content changed")
         elif a["mtime_ns"] != b["mtime_ns"]:
             out.append(f"{p} modified (mtime)")
+    return out
+
+
+def content_hash(path: Path) -> str:
+    """The whole file's blake2b digest, as the build computes it while reading (memoised by size, times and inode,
+    so a check that must read a file does so once per change)."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    hit = _CONTENT.get(key)
+    if hit is None:
+        h = hashlib.blake2b(digest_size=16)
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+        hit = h.hexdigest()
+        _CONTENT.put(key, hit)
+    return hit
+
+
+_CONTENT: Memo[tuple, str] = Memo(max_entries=4096)
+
+
+def _content_changes(source: dict, root: Path, unchanged: list[str]) -> list[str]:
+    """Files whose size, mtime and sampled bytes match what was indexed but whose content does not.
+
+    An edit that keeps the size and restores the timestamp (``touch -r``) escapes the quick fingerprint, but not
+    the inode's change time, which no user tool can set back: a file whose ctime differs from the one recorded
+    at build time is hashed whole and compared with the hash the build took of what it read. A file whose
+    ctime is unchanged is not read at all (the cheap common case)."""
+    hashes, ctimes = source.get("content_hashes") or {}, source.get("ctimes") or {}
+    out = []
+    for rel in unchanged:
+        if rel not in hashes:
+            continue
+        p = root / rel if root.is_dir() else root
+        try:
+            if ctimes.get(rel) == p.stat().st_ctime_ns:
+                continue
+            if content_hash(p) != hashes[rel]:
+                out.append(f"{rel} content changed (same size and time)")
+        except OSError:
+            out.append(f"{rel} unreadable")
     return out
 
 
@@ -143,7 +186,8 @@ class CorpusIndex:
                 rel = str(p.relative_to(root))
                 if p.is_file() and not p.name.startswith(".") and rel not in known:
                     current.append(_record_for(p, rel))
-        return _diff_files(self.source_files(), current)
+        diff = _diff_files(self.source_files(), current)
+        return diff or _content_changes(self.manifest["source"], root, [f["path"] for f in current])
 
     def check(self) -> None:
         """Raise :class:`CorpusChangedError` when the corpus changed since it was indexed (or the index is from
@@ -268,7 +312,14 @@ def find_index(source: CorpusSource, entities: EntitySet) -> CorpusIndex | None:
     files = source.file_records()
     fp = fingerprint(source, entities, files)
     if _complete(root_dir() / fp):
-        return CorpusIndex(root_dir() / fp)
+        idx = CorpusIndex(root_dir() / fp)
+        edited = _content_changes(idx.manifest["source"], Path(idx.manifest["source"]["root"]),
+                                  [f["path"] for f in files])
+        if edited:
+            idx.close()
+            raise CorpusChangedError(f"corpus {source.name!r} changed since it was indexed ({'; '.join(edited[:3])})"
+                                     "; re-index it", stale=fp)
+        return idx
     key = corpus_key(source)
     root = root_dir()
     for p in sorted(root.iterdir()) if root.is_dir() else []:

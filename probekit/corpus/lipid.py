@@ -180,6 +180,7 @@ def build_template_free(index: CorpusIndex, *, entities: Sequence[str] | None = 
 def write_template_free(result: TemplateFree, path: str | Path, fmt: str | None = None) -> Path:
     """Write the prompts as JSONL or CSV (by ``fmt`` or the file suffix), atomically (temp file, rename)."""
     path = Path(path)
+    atomic.safe_target(path)  # a FIFO, device or folder is refused before anything else is said about it
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in ("jsonl", "csv"):
         raise ProbekitError(f"write template-free prompts as .jsonl or .csv, not {path.name!r}")

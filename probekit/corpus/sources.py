@@ -237,36 +237,43 @@ def _pick_column(header: list[str], wanted: str, name: str) -> int:
 
 
 def _read_csv(source: CorpusSource, path: Path, state: ReadState) -> Iterator[Document]:
+    """Rows of a CSV corpus. A quoted field may span lines (clinical notes do), but the reader is strict, as the
+    triples and free-text readers are: a quote left open to the end of the file, a closing quote followed by
+    more text, or a record with more fields than the header is refused with its file and the line where the
+    record starts, never merged into its neighbours silently."""
     name = source.rel(path)
     csv.field_size_limit(MAX_DOCUMENT_BYTES)
     lines = (line + "\n" for _, line in _binary_lines(path, name, state))
-    reader = csv.reader(lines)
+    reader = csv.reader(lines, strict=True)
     try:
         header = next(reader)
     except StopIteration:
         return
     except csv.Error as e:
-        raise DataFormatError(f"{name}, line 1: {e}") from None
+        raise DataFormatError(f"{name}, line 1: not a valid CSV header ({e})") from None
     text_i = _pick_column(header, source.text_column or "text", name)
     id_i = _pick_column(header, source.id_column, name) if source.id_column else None
     if id_i is None:
         id_i = next((i for i, h in enumerate(header) if h.lower() in ("row_id", "id")), None)
+    start = reader.line_num + 1  # the physical line where the next record starts
     while True:
         try:
             row = next(reader)
         except StopIteration:
             break
         except csv.Error as e:
-            raise DataFormatError(f"{name}, line {reader.line_num}: {e}") from None
-        if not row:
-            continue
-        if len(row) <= text_i:
-            raise DataFormatError(f"{name}, line {reader.line_num}: {len(row)} fields, the text column is "
+            raise DataFormatError(f"{name}, line {start}: malformed CSV ({e}); an opening quote is probably never "
+                                  "closed") from None
+        if row and len(row) > len(header):
+            raise DataFormatError(f"{name}, line {start}: {len(row)} fields but the header has {len(header)}; "
+                                  "quote values that contain commas")
+        if row and len(row) <= text_i:
+            raise DataFormatError(f"{name}, line {start}: {len(row)} fields, the text column is "
                                   f"number {text_i + 1}")
-        text = row[text_i]
-        if text.strip():
-            key = row[id_i] if id_i is not None and id_i < len(row) else str(reader.line_num)
-            yield Document(name, key, text)
+        if row and row[text_i].strip():
+            key = row[id_i] if id_i is not None and id_i < len(row) else str(start)
+            yield Document(name, key, row[text_i])
+        start = reader.line_num + 1
 
 
 _READERS = {"lines": _read_lines, "txt": _read_txt, "jsonl": _read_jsonl, "csv": _read_csv}

@@ -37,6 +37,8 @@ from .train import (
     RewireSettings,
     StepReport,
     checkpoints,
+    damage_notes,
+    damaged_checkpoints,
     delete_run,
     info_nce,
     list_runs,
@@ -49,7 +51,8 @@ from .train import (
 
 __all__ = [
     "CORPUS_FILES", "CPU_BATCH_SIZE", "HARD_IN_FULL", "LOG_FILE", "RUN_FILE", "RewireSettings", "SPAN_RULE",
-    "STALE_AFTER_S", "SUBSETS", "SWEEP_COLUMNS", "StepReport", "best_checkpoint", "checkpoints", "delete_run",
+    "STALE_AFTER_S", "SUBSETS", "SWEEP_COLUMNS", "StepReport", "best_checkpoint", "checkpoints", "damage_notes",
+    "damaged_checkpoints", "delete_run",
     "info_nce", "list_corpora", "list_runs", "load_log", "make_pairs", "read_sentences", "resolve_corpus", "run_info",
     "runs_dir", "save_corpus", "span_pair", "start_sweep", "start_train", "stored_sweeps", "sweep", "sweep_curve",
     "train",

@@ -155,6 +155,7 @@ def run_info(run_id: str) -> dict:
     if info.get("status") == "running" and time.time() - touched > STALE_AFTER_S and not _LIVE.get(run_id):
         info["status"] = "interrupted"
     info["checkpoints"] = checkpoints(run_id)
+    info["damaged"] = damaged_checkpoints(run_id)
     return info
 
 
@@ -169,6 +170,29 @@ def checkpoints(run_id: str) -> list[dict]:
     return sorted(out, key=lambda d: d["step"])
 
 
+def damaged_checkpoints(run_id: str) -> list[str]:
+    """One line per checkpoint folder of the run that cannot be used (its metadata missing or unreadable, or its
+    config or weights gone): these are left out of listings and sweeps, and this says so. Hidden folders are
+    checkpoints still being written, not damage."""
+    from ..models import CHECKPOINT_META
+
+    out = []
+    for folder in sorted((runs_dir() / run_id).glob("step-*")):
+        if not folder.is_dir():
+            continue
+        meta = folder / CHECKPOINT_META
+        try:
+            json.loads(meta.read_text())["step"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            why = "no metadata" if isinstance(e, FileNotFoundError) else f"unreadable {CHECKPOINT_META}"
+            out.append(f"{folder.name} of run {run_id} is damaged ({why}); left out")
+            continue
+        if not (folder / "config.json").is_file() or not any(folder.glob("*.safetensors")) \
+                and not any(folder.glob("*.bin")):
+            out.append(f"{folder.name} of run {run_id} is damaged (config or weights missing); left out")
+    return out
+
+
 def load_log(run_id: str) -> pd.DataFrame:
     """The loss curve: one row per step (step, loss, seconds)."""
     path = _run_folder(run_id) / LOG_FILE
@@ -181,22 +205,32 @@ def load_log(run_id: str) -> pd.DataFrame:
 
 
 def list_runs() -> pd.DataFrame:
-    """Every rewiring run under ``cache/rewired``, newest first."""
-    rows = []
+    """Every rewiring run under ``cache/rewired``, newest first; a damaged one is listed as such (its ``damaged``
+    lines say what), never left out silently."""
+    rows: list[dict] = []
     for f in runs_dir().glob(f"*/{RUN_FILE}"):
-        with contextlib.suppress(OSError, ValueError, ProbekitError):
+        try:
             info = run_info(f.parent.name)
             s = info["settings"]
-            rows.append({"run_id": info["run_id"], "label": info["label"], "status": info["status"],
-                         "model": s["model"], "corpus": s["corpus"], "seed": s["seed"], "layer": info["layer"],
-                         "batch_size": info["batch_size"], "steps": f"{info.get('steps_done', 0)}/{s['steps']}",
-                         "checkpoints": len(info["checkpoints"]), "last loss": info.get("last_loss"),
-                         "steps/s": info.get("steps_per_s"), "device": info.get("device"),
-                         "started": info.get("started_at")})
+        except (OSError, ValueError, KeyError, TypeError, ProbekitError) as e:  # listed as damaged, never hidden
+            rows.append({"run_id": f.parent.name, "label": "", "status": f"damaged ({RUN_FILE}: {type(e).__name__})",
+                         "damaged": [f"run {f.parent.name} is damaged ({RUN_FILE} unreadable); left out"]})
+            continue
+        rows.append({"run_id": info["run_id"], "label": info["label"], "status": info["status"],
+                     "model": s["model"], "corpus": s["corpus"], "seed": s["seed"], "layer": info["layer"],
+                     "batch_size": info["batch_size"], "steps": f"{info.get('steps_done', 0)}/{s['steps']}",
+                     "checkpoints": len(info["checkpoints"]), "last loss": info.get("last_loss"),
+                     "steps/s": info.get("steps_per_s"), "device": info.get("device"),
+                     "started": info.get("started_at"), "damaged": info["damaged"]})
     cols = ["run_id", "label", "status", "model", "corpus", "seed", "layer", "batch_size", "steps", "checkpoints",
-            "last loss", "steps/s", "device", "started"]
+            "last loss", "steps/s", "device", "started", "damaged"]
     frame = pd.DataFrame(rows, columns=cols)
     return frame.sort_values("started", ascending=False, ignore_index=True)
+
+
+def damage_notes(listed: pd.DataFrame) -> list[str]:
+    """The damaged runs and checkpoints of a :func:`list_runs` frame, one line each (for a warning)."""
+    return [note for notes in listed["damaged"] for note in (notes or [])]
 
 
 def delete_run(run_id: str) -> None:

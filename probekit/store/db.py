@@ -4,8 +4,10 @@ DuckDB lets one *process* hold a database file at a time (another process cannot
 read-only meanwhile). So that the app and a CLI call (``bench --save`` in a terminal while the app is
 open) can share one file, a :class:`Store` opens the file when a read or write starts and closes it
 once nothing has used it for :data:`IDLE_CLOSE_S`; every caller works on its own cursor of the shared
-connection. A process that finds the file held waits (retrying) up to :data:`LOCK_WAIT_S`, then
-fails with a message naming the problem. So that a busy app (a page polling every half second) cannot
+connection. A process that finds the file held waits (retrying); it gives up, with a message naming the
+problem, only when one process has held the file for :data:`LOCK_WAIT_S` without a break: while the holder
+changes (five processes rating in turn) the store is busy, not stuck, and a write waits for its turn.
+So that a busy app (a page polling every half second) cannot
 keep the file for ever, a store that has held it for :data:`MAX_HOLD_S` closes it at the next moment
 nobody uses it and waits :data:`YIELD_S` before opening it again: a waiting process (retrying every
 :data:`RETRY_S` at most) gets its turn. Each component (runs, annotations, …) has its migrations in
@@ -35,7 +37,7 @@ from .schema import CHILDREN, MIGRATIONS
 IDLE_CLOSE_S = float(os.environ.get("PROBEKIT_DB_IDLE_CLOSE_S", "1.0"))
 """Seconds without any reader or writer after which the file is closed (so another process can use it)."""
 LOCK_WAIT_S = float(os.environ.get("PROBEKIT_DB_LOCK_WAIT_S", "20"))
-"""Seconds to keep retrying while another process holds the file."""
+"""Seconds to keep retrying while the same other process holds the file (the wait starts again when it changes)."""
 MAX_HOLD_S = float(os.environ.get("PROBEKIT_DB_MAX_HOLD_S", "2.0"))
 """Seconds of continuous holding after which the file is given up at the next idle moment."""
 YIELD_S = 0.15
@@ -124,12 +126,16 @@ class Store:
         if self.path != ":memory:" and not os.path.exists(self.path):
             _create(self.path)
         deadline = time.monotonic() + self.lock_wait
-        delay = 0.02
+        delay, holder = 0.02, ""
         while True:
             try:
                 return duckdb.connect(self.path)
             except duckdb.IOException as e:
                 first = str(e).splitlines()[0]
+                now_holder = _holder(first)
+                if now_holder and now_holder != holder:
+                    # another process has had its turn since: the store is busy, not stuck; wait on
+                    holder, deadline = now_holder, time.monotonic() + self.lock_wait
                 if "lock" not in first.lower() or time.monotonic() >= deadline:
                     hint = ("Another probekit process (the app, or a CLI call) holds it" + _holder(first)
                             + "; wait for it to finish, stop it, or set PROBEKIT_DB to another file."

@@ -61,6 +61,19 @@ class Scores:
 
     nll: np.ndarray
     n_tokens: np.ndarray
+    text_tokens: np.ndarray | None = None
+    """Each text's whole length in tokens (special tokens included), before the cut at ``max_length``."""
+    max_length: int | None = None
+
+    def cut_notes(self) -> list[str]:
+        """One line per text longer than ``max_length``: only its first tokens were scored (no sliding window:
+        a pseudo-perplexity is a sum over each token masked in its context, and a window would change what the
+        score means), so say so rather than report a whole text's score from its first sentence."""
+        if self.text_tokens is None or self.max_length is None:
+            return []
+        return [f"text {i} has {int(n):,} tokens; only its first {self.max_length} were read and scored (the "
+                "scorer's input limit); split it to score the rest"
+                for i, n in enumerate(self.text_tokens) if n > self.max_length]
 
     @property
     def perplexity(self) -> np.ndarray:
@@ -81,6 +94,12 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
 def _encode(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
     enc = tokenizer(texts, add_special_tokens=True, truncation=True, max_length=max_length)
     return enc["input_ids"]
+
+
+def _text_tokens(tokenizer, texts: list[str]) -> np.ndarray:
+    """Each text's whole length in tokens (with special tokens), to tell which texts were cut."""
+    ids = tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    return np.array([len(x) for x in ids], dtype=np.int64)
 
 
 def _scored_positions(ids: list[int], special: set[int], mask_id: int | None) -> list[int]:
@@ -250,7 +269,8 @@ def pseudo_perplexity(mlm, tokenizer, texts: Sequence[str], *, batch_size: int =
             nll.index_add_(0, text, -logp.double().cpu())  # summed per text
             if progress:
                 progress(min(start + batch_size, len(copies)), len(copies), "pseudo-perplexity")
-    return Scores(nll=nll.numpy(), n_tokens=n_tok.numpy().astype(np.int64))
+    return Scores(nll=nll.numpy(), n_tokens=n_tok.numpy().astype(np.int64),
+                  text_tokens=_text_tokens(tokenizer, texts), max_length=max_length)
 
 
 def pseudo_perplexity_naive(mlm, tokenizer, texts: Sequence[str], *, max_length: int = MAX_LENGTH) -> Scores:
@@ -309,7 +329,7 @@ def causal_perplexity(lm, tokenizer, texts: Sequence[str], *, batch_size: int = 
             n_tok[start:start + len(chunk)] = scored.sum(1).cpu().numpy()
             if progress:
                 progress(min(start + batch_size, len(ids)), len(ids), "perplexity")
-    return Scores(nll=nll, n_tokens=n_tok)
+    return Scores(nll=nll, n_tokens=n_tok, text_tokens=_text_tokens(tokenizer, texts), max_length=max_length)
 
 
 @dataclass
