@@ -46,7 +46,7 @@ def _option_widget(where, option, default, key: str):
     if kind in (int, float):
         start = {} if preset else {"value": None if default is None else kind(default)}
         low = kind(option.minimum if option.minimum is not None else 0)
-        return where.number_input(label, min_value=low, step=kind(1), key=key, help=help_,
+        return where.number_input(label, min_value=low, step=kind(1), key=key, persist_state="session", help=help_,
                                   placeholder=option_text(option.name, None), **start)
     start = {} if preset else {"value": "" if default is None else str(default)}
     value = where.text_input(label, key=key, help=help_, placeholder=none_label(option.name), **start)
