@@ -5,7 +5,6 @@ import importlib.util
 
 import plotly.express as px
 import streamlit as st
-import yaml
 
 from pages import _ui as ui
 from probekit import grid, models
@@ -43,13 +42,10 @@ with st.container(border=True):
                    "    options: {pooling: [cls, mean]}\nlayers: [2, 4, 6]\nk: 10\n")
         text = st.text_area("Grid (YAML)", example, height=220, key="gr_yaml",
                             help=f"Fields: {', '.join(grid.spec.FIELDS)}. Probes: {', '.join(PROBES)}.")
-        spec_dict = None
-        with ui.guard("The grid"):
-            spec_dict = yaml.safe_load(text)
+        spec_dict = {}
     spec = None
-    if spec_dict is not None:
-        with ui.guard("The grid"):
-            spec = grid.GridSpec.from_dict(spec_dict)
+    with ui.guard("The grid"):
+        spec = grid.GridSpec.from_yaml(text) if how == "YAML" else grid.GridSpec.from_dict(spec_dict)
     c1, c2, c3 = st.columns([2, 1, 2])
     backend = c1.radio("Backend", ["local", "ray"], horizontal=True, key="gr_backend",
                        captions=["this process, one cell at a time",
