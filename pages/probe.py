@@ -62,7 +62,7 @@ with right:
 with left:
     if source == TYPED:  # a form: Enter in the query box runs the probe
         with st.form("pk_form", border=False):
-            st.text_input("Cloze query", key="pk_text", max_chars=1000,
+            st.text_input("Cloze query", key="pk_text",
                           help="Write [MASK] where the answer goes, or a template with [X] and [Y].")
             st.text_input("Subject for [X] (templates only)", key="pk_subject")
             st.text_input("Gold answers to locate (optional, separated by ';')", key="pk_golds")

@@ -155,3 +155,18 @@ def test_data_renders_as_text(tiny_mlm_dir):
     assert "<img" not in html and "<a " not in html
     assert any("![x](http://e) might treat" in as_text(h) for h in rendered(at))
     assert "![y](http://e)" in list(_golds(at)["gold answer"])
+
+
+def test_a_long_paste_stays_in_the_box_and_says_it_is_too_long(tiny_mlm_dir):
+    """A query box with a character limit drops a longer paste whole (the box empties, then "the query is
+    empty"): the box takes what was pasted and the probe says how long it is and the limit, as a link does."""
+    from probekit.types import MAX_QUERY_CHARS
+
+    at = open_app(model=str(tiny_mlm_dir))
+    at.segmented_control(key="pk_source").set_value(TYPED).run()
+    assert not at.text_input(key="pk_text").proto.max_chars  # no limit in the box itself
+    pasted = "Metformin might treat [MASK]. " + "x" * 1500
+    _typed(at, pasted)
+    assert at.text_input(key="pk_text").value == pasted
+    assert [e.value for e in at.error] == [
+        f"the query is too long ({len(pasted.strip()):,} characters; at most {MAX_QUERY_CHARS:,})"]
