@@ -67,6 +67,7 @@ def explain(e) -> None:
     label = e.default if e.default in e.views else labels[0]
     if len(labels) > 1:
         label = st.segmented_control(e.choose or "View", labels, default=label, key="pk_explain_view",
+                                     persist_state="session",
                                      help=e.help or None) or label
     st.dataframe(pd.DataFrame(e.views[label]), hide_index=True, key="pk_explain")
     if e.caption:

@@ -29,11 +29,12 @@ with st.container(border=True):
     c1.markdown(f"**{ui.md(ui.model_label())}** on **{ui.md(ds.name)}** ({len(ds):,} queries, "
                 f"{len(ds.relations)} relations)")
     extra = c1.text_input("Also benchmark (model ids or folders, comma-separated)", key="bm_extra",
+                          persist_state="session",
                           placeholder="bert-base-uncased, dmis-lab/biobert-v1.1")
-    probe = get_probe(c2.selectbox("Probe", probes_for(model), key="bm_probe"))
-    vocab = c2.radio("Candidates", VOCABS, key="bm_vocab", horizontal=True,
+    probe = get_probe(c2.selectbox("Probe", probes_for(model), key="bm_probe", persist_state="session"))
+    vocab = c2.radio("Candidates", VOCABS, key="bm_vocab", persist_state="session", horizontal=True,
                      help="heads+tails of the dataset (MedLAMA's reference), all tails, or each relation's tails")
-    k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k"))
+    k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k", persist_state="session"))
     opts = ui.probe_option_widgets(probe, key="bm", container=c3)
     ids = [m.strip() for m in extra.split(",") if m.strip()]
     inputs = {"models": (model.id, *ids), "dataset": (ds.name, ds.version, len(ds)), "probe": probe.name,
@@ -69,7 +70,7 @@ info = listed.set_index("run_id")
 names = views.run_names(listed, sweeps)
 st.session_state.bm_sel = views.keep_known(st.session_state.get("bm_sel"), names) or views.default_runs(listed,
                                                                                                         sweeps)
-selected = st.multiselect("Runs to show", list(names), key="bm_sel", format_func=names.get,
+selected = st.multiselect("Runs to show", list(names), key="bm_sel", persist_state="session", format_func=names.get,
                           help="Checkpoint-sweep points are listed after the other runs, as 'sweep … › step N'.")
 with st.expander(f"All stored runs ({len(listed)}; accuracy in %)"):
     accs = [c for c in listed.columns if "acc@" in c]
@@ -98,10 +99,10 @@ st.caption("Macro = mean over relations, micro = over queries. " + " ".join(view
 
 c1, c2 = st.columns(2)
 st.session_state.setdefault("bm_show_k", 10)
-kk = c1.segmented_control("acc@", [1, 5, 10], key="bm_show_k") or 10
+kk = c1.segmented_control("acc@", [1, 5, 10], key="bm_show_k", persist_state="session") or 10
 if st.session_state.get("bm_show_set") not in present:
     st.session_state.bm_show_set = present[0]
-which = c2.segmented_control("Queries", present, key="bm_show_set") or present[0]
+which = c2.segmented_control("Queries", present, key="bm_show_set", persist_state="session") or present[0]
 per = rm.relation_accuracy(frames, k=kk, which=which, hard_set=hard_set).assign(
     acc=lambda d: d.acc * 100, relation=lambda d: d.relation.map(ui.chart_text), run=lambda d: d.run.map(ui.chart_text))
 fig = px.bar(per, x="relation", y="acc", color="run", barmode="group", hover_data=["n"],
@@ -118,9 +119,9 @@ st.plotly_chart(ui.legible(fig, height=340, legend=False, percent_axis="y"), key
 # ---- drill down: one relation's queries
 st.subheader("Queries of a relation")
 c1, c2 = st.columns(2)
-run_label = c1.selectbox("Run", list(loaded), key="bm_drill_run")
+run_label = c1.selectbox("Run", list(loaded), key="bm_drill_run", persist_state="session")
 run = loaded[run_label]
-rel = c2.selectbox("Relation", sorted(run.frame.relation.unique()), key="bm_drill_rel")
+rel = c2.selectbox("Relation", sorted(run.frame.relation.unique()), key="bm_drill_rel", persist_state="session")
 queries = rm.relation_queries(run.frame, rel, k=kk)
 picked = st.dataframe(views.styled(queries, ranks=["best rank"]), hide_index=True, key="bm_queries",
                       on_select="rerun", selection_mode="single-row")

@@ -45,13 +45,14 @@ if "pk_source" not in st.session_state:
 if bad := st.session_state.pop("pk_ignored", None):
     st.caption(f"The link's {', '.join(bad)} could not be read; the defaults are used there.")
 
-source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source") or DATASET
+source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source", persist_state="session") or DATASET
 left, right = st.columns([3, 2])
 with right:
-    probe = get_probe(st.selectbox("Probe", names, key="pk_probe", help="mask_average needs a model with an MLM head"))
-    vocab = st.radio("Candidates", VOCABS, key="pk_vocab", horizontal=True,
+    probe = get_probe(st.selectbox("Probe", names, key="pk_probe",
+                                   persist_state="session", help="mask_average needs a model with an MLM head"))
+    vocab = st.radio("Candidates", VOCABS, key="pk_vocab", persist_state="session", horizontal=True,
                      help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this relation")
-    k = st.slider("k", 1, views.MAX_K, 10, key="pk_k")
+    k = st.slider("k", 1, views.MAX_K, 10, key="pk_k", persist_state="session")
     with st.expander("Probe options", icon=":material/tune:") as box:
         opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,
                                        nested=True)
@@ -62,21 +63,23 @@ with right:
 with left:
     if source == TYPED:  # a form: Enter in the query box runs the probe
         with st.form("pk_form", border=False):
-            st.text_input("Cloze query", key="pk_text",
+            st.text_input("Cloze query", key="pk_text", persist_state="session",
                           help="Write [MASK] where the answer goes, or a template with [X] and [Y].")
-            st.text_input("Subject for [X] (templates only)", key="pk_subject")
-            st.text_input("Gold answers to locate (optional, separated by ';')", key="pk_golds")
+            st.text_input("Subject for [X] (templates only)", key="pk_subject", persist_state="session")
+            st.text_input("Gold answers to locate (optional, separated by ';')", key="pk_golds",
+                          persist_state="session")
             clicked = st.form_submit_button("Probe", type="primary", icon=":material/play_arrow:", key="pk_submit")
         text, subject = st.session_state.pk_text, st.session_state.pk_subject
         golds = tuple(g.strip() for g in st.session_state.pk_golds.split(";") if g.strip())
         view = views.ProbeView(source=views.TEXT, text=text, subject=subject, golds=golds)
     else:
-        relation = st.selectbox("Relation", ds.relations, key="pk_rel")
+        relation = st.selectbox("Relation", ds.relations, key="pk_rel", persist_state="session")
         qs = ds.queries_for(relation)
         by_id = {q.id: q for q in qs}
         if st.session_state.get("pk_qid") not in by_id:
             st.session_state.pk_qid = qs[0].id
-        st.selectbox("Query", list(by_id), key="pk_qid", format_func=lambda i: f"{by_id[i].subject}  ({i})")
+        st.selectbox("Query", list(by_id), key="pk_qid",
+                     persist_state="session", format_func=lambda i: f"{by_id[i].subject}  ({i})")
         clicked = st.button("Probe", type="primary", icon=":material/play_arrow:", key="pk_run")
         view = views.ProbeView(relation=relation, query=st.session_state.pk_qid)
 

@@ -22,14 +22,15 @@ if listed is None or listed.empty:
 names = {r.run_id: f"{r.label} · k={r.k} [{r.run_id[-6:]}]" for r in listed.itertuples()}
 st.session_state.tpl_sel = [r for r in st.session_state.get("tpl_sel", []) if r in names]
 selected = st.multiselect("Runs: one per model and kind (template-based / template-free)", list(names),
-                          key="tpl_sel", format_func=names.get)
+                          key="tpl_sel", persist_state="session", format_func=names.get)
 if not selected:
     st.info("Pick the runs to compare: each model's run on a template-based dataset and on a template-free one.")
     st.stop()
 c1, c2, c3 = st.columns(3)
-k = c1.segmented_control("Rank models by acc@", [1, 5, 10], default=1, key="tpl_k") or 1
-top_n = c2.number_input("Top-n objects", 1, 50, 5, key="tpl_n")
-threshold = c3.slider("Flag objects answered to at least", 0.05, 1.0, 0.1, 0.05, key="tpl_thr", format="%.2f")
+k = c1.segmented_control("Rank models by acc@", [1, 5, 10], default=1, key="tpl_k", persist_state="session") or 1
+top_n = c2.number_input("Top-n objects", 1, 50, 5, key="tpl_n", persist_state="session")
+threshold = c3.slider("Flag objects answered to at least", 0.05, 1.0, 0.1, 0.05, key="tpl_thr",
+                      persist_state="session", format="%.2f")
 cmp = None
 with ui.guard("Comparing runs"):
     cmp = compare.compare_runs(selected, k=k, top_n=int(top_n), flag_threshold=threshold)
@@ -74,7 +75,8 @@ else:
     fig.update_layout(height=420, margin=dict(l=0, r=0, t=20, b=0))
     st.plotly_chart(fig, key="tpl_ppl_chart")
     st.dataframe(cmp.perplexity_fit, hide_index=True, key="tpl_ppl_fit")
-model = ui.current_model() if st.toggle("Score prompts with the sidebar model", key="tpl_score_on") else None
+model = ui.current_model() if st.toggle("Score prompts with the sidebar model", key="tpl_score_on",
+                                        persist_state="session") else None
 if model is not None:
     if not model.has_mlm:
         st.warning(f"{ui.md(ui.model_label())} has no MLM head: pick a masked LM in the sidebar for "
@@ -91,7 +93,7 @@ if model is not None:
 st.subheader("Prediction frequency")
 for flag in cmp.flags:
     st.warning(ui.md(flag), icon=":material/flag:")
-label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run")
+label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run", persist_state="session")
 freq = cmp.frequency[label].head(15).melt(id_vars="object", value_vars=["share", "gold_share"], var_name="what",
                                           value_name="prompts (share)")
 freq["object"] = freq["object"].map(ui.chart_text)

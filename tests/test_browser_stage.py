@@ -97,3 +97,29 @@ def test_uploaded_free_text_file_keeps_every_option_valid(page, app_url, tmp_pat
               (page.locator(key("bm_cancel")), 0), timeout=budget.ms())
     no_error(page)
     assert page.get_by_text(re.compile(r"upload:free\.csv")).count() > 0
+
+
+@pytest.mark.timeout(600)
+def test_inputs_survive_a_visit_to_another_page(page, app_url):  # noqa: F811
+    """Leaving a page keeps its inputs: a typed Probe query, its k and its result are there after Benchmark and
+    back (Streamlit drops a widget's value once a run no longer draws it, unless the widget persists it)."""
+    from playwright.sync_api import expect
+
+    budget = Budget(500)
+    page.goto(app_url, timeout=budget.ms())
+    typed = page.locator(key("pk_source")).get_by_role("radio", name="Type a query")
+    wait_idle(page, title(page, "Probe"), typed, timeout=budget.ms())
+    typed.click()
+    box = page.get_by_role("textbox", name="Cloze query")
+    wait_idle(page, box, timeout=budget.ms())
+    box.fill("Aspirin might prevent [MASK].")
+    box.press("Enter")
+    wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"), timeout=budget.ms())
+    page.get_by_role("link", name="Benchmark").first.click()
+    wait_idle(page, title(page, "Benchmark"), timeout=budget.ms())
+    page.get_by_role("link", name="Probe").first.click()
+    wait_idle(page, title(page, "Probe"), box, timeout=budget.ms())
+    expect(box).to_have_value("Aspirin might prevent [MASK].")
+    wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"), timeout=budget.ms())
+    assert page.get_by_text("settings changed").count() == 0
+    no_error(page)
