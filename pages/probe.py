@@ -34,6 +34,9 @@ def restore(params) -> None:
              "pk_qid": view.query if view.query in {q.id for q in ds.queries} else None}
     if view.query and state["pk_qid"] and not state["pk_rel"]:
         state["pk_rel"] = ds.query(view.query).relation
+    if view.query and not state["pk_qid"]:  # never another query in silence
+        state["pk_autorun"] = False
+        st.session_state.pk_unknown = view.query
     state.update(ui.option_state(get_probe(name), view.options, key="pk_opt"))
     st.session_state.update({k: v for k, v in state.items() if v is not None})
     if ignored:
@@ -42,6 +45,8 @@ def restore(params) -> None:
 
 if "pk_source" not in st.session_state:
     restore(st.query_params)
+if unknown := st.session_state.pop("pk_unknown", None):
+    st.warning(f"The link's query {unknown!r} is not in {ds.name}: pick a query below.", icon=":material/warning:")
 if bad := st.session_state.pop("pk_ignored", None):
     st.caption(f"The link's {', '.join(bad)} could not be read; the defaults are used there.")
 

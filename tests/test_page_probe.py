@@ -170,3 +170,12 @@ def test_a_long_paste_stays_in_the_box_and_says_it_is_too_long(tiny_mlm_dir):
     assert at.text_input(key="pk_text").value == pasted
     assert [e.value for e in at.error] == [
         f"the query is too long ({len(pasted.strip()):,} characters; at most {MAX_QUERY_CHARS:,})"]
+
+
+
+def test_a_link_to_an_unknown_query_says_so_and_probes_nothing(tiny_mlm_dir):
+    """A share link whose query id is not in the dataset never shows another query's result in silence."""
+    at = open_app(model=str(tiny_mlm_dir), query_params={"relation": "may_treat", "query": "may_treat:9999"})
+    assert not at.exception
+    assert any("may_treat:9999" in w.value and "not in" in w.value for w in at.warning)
+    assert not any("entity" in d.value.columns for d in at.dataframe)  # no result of another query
