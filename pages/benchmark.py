@@ -96,6 +96,7 @@ table = views.percent(table, pct)
 st.dataframe(views.styled(table, numbers=pct), hide_index=True, key="bm_table")
 present = views.subsets_of(run.hard_set for run in loaded.values())
 st.caption("Macro = mean over relations, micro = over queries. " + " ".join(views.subset_note(s) for s in present))
+_bench.subject_note(loaded)
 
 c1, c2 = st.columns(2)
 st.session_state.setdefault("bm_show_k", 10)
