@@ -13,7 +13,9 @@ DATASET, TYPED = "From the dataset", "Type a query"
 SOURCES = {views.DATASET: DATASET, views.TEXT: TYPED}
 
 ui.title("Probe")
-with st.expander("About probekit", expanded="pk_result" not in st.session_state, icon=":material/info:"):
+# open on a first visit only: a link with a query, or a result, needs the room for the answer
+first_visit = "pk_result" not in st.session_state and not (st.query_params.get("query") or st.query_params.get("text"))
+with st.expander("About probekit", expanded=first_visit, icon=":material/info:"):
     st.markdown(shown.ABOUT)
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
@@ -52,19 +54,20 @@ if bad := st.session_state.pop("pk_ignored", None):
 
 source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source", persist_state="session") or DATASET
 left, right = st.columns([3, 2])
-with right:
+with right:  # short, so the answer starts above the fold of a 1024x768 projector
     probe = get_probe(st.selectbox("Probe", names, key="pk_probe",
                                    persist_state="session", help="mask_average needs a model with an MLM head"))
-    vocab = st.radio("Candidates", VOCABS, key="pk_vocab", persist_state="session", horizontal=True,
-                     help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this relation")
-    k = st.slider("k", 1, views.MAX_K, 10, key="pk_k", persist_state="session")
-    with st.expander("Probe options", icon=":material/tune:") as box:
+    with st.expander("Candidates, k and probe options", icon=":material/tune:") as box:
+        vocab = st.radio("Candidates", VOCABS, key="pk_vocab", persist_state="session", horizontal=True,
+                         help="heads+tails of the dataset (MedLAMA's reference), all tails, or tails of this relation")
+        k = st.slider("k", 1, views.MAX_K, 10, key="pk_k", persist_state="session")
         opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,
                                        nested=True)
-    if opts.get("exclude_subject"):
-        st.caption("The query's own subject (in a typed query: any candidate its text names) is left out of the "
-                   "candidates: untuned encoders return it as answer #1 (e.g. 'Nephrolithiasis → Nephrolithiasis'). "
-                   "Stored benchmark runs keep it, as the papers do.")
+        if opts.get("exclude_subject"):
+            st.caption("The query's own subject (in a typed query: any candidate its text names) is left out of "
+                       "the candidates: untuned encoders return it as answer #1 (e.g. 'Nephrolithiasis → "
+                       "Nephrolithiasis'). Stored benchmark runs keep it, as the papers do.")
+    st.caption(f"{ui.md(vocab)} · k={k}" + (" · own subject left out" if opts.get("exclude_subject") else ""))
 with left:
     if source == TYPED:  # a form: Enter in the query box runs the probe
         with st.form("pk_form", border=False):

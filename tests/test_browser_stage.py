@@ -8,7 +8,9 @@ The waits are test_browser's (app state, one budget per test); any console error
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 from test_browser import (  # noqa: F401  (skips when no Chromium is installed; fixtures used by name)
@@ -75,7 +77,7 @@ def test_uploaded_free_text_file_keeps_every_option_valid(page, app_url, tmp_pat
     pick(page, "pk_dataset", "Upload", page.locator(key("pk_upload")), budget)
     dropzone.set_input_files(str(upload))
     wait_idle(page, page.locator(key("pk_qid")), PROBE_RUN(page), timeout=budget.ms())
-    page.get_by_text("Probe options").click()
+    page.get_by_text("Candidates, k and probe options").click()
     wait_idle(page, page.locator(f"{key('pk_opt_retrieval_batch_size')} input"), timeout=budget.ms())
     spec = {o.name: o for o in get_probe("retrieval").options}
     for name in ("batch_size", "max_length"):
@@ -123,3 +125,20 @@ def test_inputs_survive_a_visit_to_another_page(page, app_url):  # noqa: F811
     wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"), timeout=budget.ms())
     assert page.get_by_text("settings changed").count() == 0
     no_error(page)
+
+
+@pytest.mark.timeout(600)
+def test_the_answer_is_above_the_fold_at_1024x768(page, app_url, tmp_path):  # noqa: F811
+    """On a projector (1024×768) a shared link's answer shows without scrolling: the result's caption and the
+    top of its table lie inside the first screen (the About box stays closed for a link with a query, and the
+    probe settings fold away), and so does the progress bar's place (drawn where the result then appears)."""
+    budget = Budget(400)
+    page.goto(f"{app_url}/?model=default&dataset=demo&relation=may_treat&query=may_treat:0003", timeout=budget.ms())
+    wait_idle(page, title(page, "Probe"), *PROBE_RESULT(page), timeout=budget.ms())
+    no_error(page)
+    assert page.evaluate("window.scrollY") == 0
+    caption = page.get_by_text(re.compile(r"[\d,]+ candidates")).first.bounding_box()
+    table = page.locator(TABLE).first.bounding_box()
+    assert caption and caption["y"] + caption["height"] <= PROJECTOR["height"], caption
+    assert table and table["y"] + 120 <= PROJECTOR["height"], table  # the top rows of the answer, not just a border
+    page.screenshot(path=str(Path(os.environ.get("PROBEKIT_SCREENSHOTS") or tmp_path) / "probe_1024.png"))
