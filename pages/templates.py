@@ -2,11 +2,14 @@
 dataset -> the two model rankings (slope chart, Kendall's tau, Spearman's rho), mean perplexity against accuracy
 (Figure 2) and how often each object is a model's top answer (prediction frequency, flags)."""
 
+import dataclasses
+
 import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
+from probekit import models
 from probekit.bench import runs
 from probekit.templates import compare, stored
 
@@ -37,6 +40,11 @@ with ui.guard("Comparing runs"):
 if cmp is None:
     st.stop()
 acc = f"acc@{k}"
+# models by their picker names (a rewired checkpoint is "MiniLM-L6 rewired on pubmed_0, step 150", not its folder)
+named = dict(models.available_models())
+cmp = dataclasses.replace(cmp, runs=cmp.runs.assign(model=cmp.runs.model.map(lambda m: named.get(m, m))),
+                          rankings=None if cmp.rankings is None else cmp.rankings.assign(
+                              model=cmp.rankings.model.map(lambda m: named.get(m, m))))
 st.dataframe(cmp.runs.drop(columns=["label"]), hide_index=True, key="tpl_runs", column_config={
     c: st.column_config.NumberColumn(format="%.4f") for c in (acc, "top object share", f"top-{top_n} share",
                                                               "distinct share", "mean perplexity")})
