@@ -195,7 +195,7 @@ class GridSpec:
         if path.suffix.lower() == ".json":
             try:
                 data = json.loads(text)
-            except ValueError as e:  # one line naming the file, line and column
+            except json.JSONDecodeError as e:  # one line naming the file, line and column
                 raise ProbekitError(f"{path}: not a valid grid file (line {e.lineno}, column {e.colno}: "
                                     f"{e.msg})") from None
             return cls.from_dict(data)
