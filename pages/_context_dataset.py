@@ -37,7 +37,8 @@ def settings(ds):
     """The dataset-mode widgets; returns (start keyword arguments, the context source or None)."""
     kinds = {"corpus": "Real contexts from a corpus (the paper's experiment)", "kb": ctx.KB_LABEL}
     files = {ctx.short_name(f): f for f in ctx.corpus_files()}
-    kind = st.radio("Contexts", list(kinds), format_func=kinds.get, key="ctx_d_kind", horizontal=True,
+    kind = st.radio("Contexts", list(kinds), format_func=kinds.get, key="ctx_d_kind",
+                    persist_state="session", horizontal=True,
                     index=0 if files else 1)
     source, described = "kb", ("kb",)
     if kind == "corpus" and not files:
@@ -45,10 +46,11 @@ def settings(ds):
         source = None
     elif kind == "corpus":
         c1, c2, c3 = st.columns([3, 1, 1])
-        chosen = c1.multiselect("Corpora", list(files), default=list(files)[:1], key="ctx_d_corpora")
-        window = c2.number_input("Lines either side", 0, 20, 0, key="ctx_d_window",
+        chosen = c1.multiselect("Corpora", list(files), default=list(files)[:1], key="ctx_d_corpora",
+                                persist_state="session")
+        window = c2.number_input("Lines either side", 0, 20, 0, key="ctx_d_window", persist_state="session",
                                  help="0: a context is one line holding S and O_t; N: the N lines around an O_t line")
-        most = c3.number_input("Contexts per triple", 1, 50, 5, key="ctx_d_most")
+        most = c3.number_input("Contexts per triple", 1, 50, 5, key="ctx_d_most", persist_state="session")
         st.caption("Every gold answer of a query is a target O_t; its contexts are lines mentioning both S and O_t. "
                    "The shipped corpora are single short sentences (10 × 10k lower-cased PubMed lines and a "
                    "Wikipedia set), so few triples find a context: coverage is low (all ten PubMed files: 178 of "
@@ -62,13 +64,16 @@ def settings(ds):
                    "middle, other golds (O_cor) and as many sampled same-relation tails (O_incor) around it, "
                    "shuffled (seeded). Not retrieved text: a fallback when no corpus holds the facts.")
     c1, c2, c3 = st.columns(3)
-    rels = c1.multiselect("Relations", ds.relations, key="ctx_d_rels", placeholder="all relations")
-    limit = c2.number_input("Queries per relation (seeded sample; 0 = all)", 0, 1000, 20, key="ctx_d_limit")
+    rels = c1.multiselect("Relations", ds.relations, key="ctx_d_rels",
+                          persist_state="session", placeholder="all relations")
+    limit = c2.number_input("Queries per relation (seeded sample; 0 = all)", 0, 1000, 20, key="ctx_d_limit",
+                            persist_state="session")
     variant = c3.selectbox("Variant", ctx.DATASET_VARIANTS if kind == "corpus" else ctx.KNOWLEDGE_VARIANTS,
-                           key="ctx_d_variant")
+                           key="ctx_d_variant", persist_state="session")
     c3.caption(ctx.VARIANT_HELP[variant])
-    negative = c1.checkbox("Also negative target", True, key="ctx_d_neg", help=ctx.VARIANT_HELP["negative-target"])
-    save = c2.checkbox("Store the run", True, key="ctx_d_save")
+    negative = c1.checkbox("Also negative target", True, key="ctx_d_neg",
+                           persist_state="session", help=ctx.VARIANT_HELP["negative-target"])
+    save = c2.checkbox("Store the run", True, key="ctx_d_save", persist_state="session")
     kw = dict(relations=rels or None, limit=int(limit) or None, negative=negative, variant=variant, save=save)
     return kw, source, described
 
@@ -132,12 +137,13 @@ def stored() -> None:
         return
     st.subheader("Stored runs")
     ids = st.multiselect("Compare runs", list(runs.run_id), default=list(runs.run_id[:3]), key="ctx_d_runs",
+                         persist_state="session",
                          format_func=lambda r: f"{runs.set_index('run_id').label[r]} ({r})")
     if ids:
         table = context_runs.ucm_table(ids)
         table["run"] = table.label + " · " + table.run_id.str[-6:]
         st.plotly_chart(ucm_bars(table[table.relation == "UCM_m"], "run", facet="mode"), key="ctx_d_cmp")
         st.dataframe(runs[runs.run_id.isin(ids)], hide_index=True, key="ctx_d_list")
-        exp = st.selectbox("Export the steps of", ids, key="ctx_d_export")
+        exp = st.selectbox("Export the steps of", ids, key="ctx_d_export", persist_state="session")
         ui.download("Download CSV", lambda: context_runs.steps_frame(exp).to_csv(index=False).encode(),
                     memo=("context", exp, "csv"), file_name=f"{exp}.csv", mime="text/csv", key="ctx_d_download")

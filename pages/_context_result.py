@@ -13,7 +13,7 @@ ROLE_COLOURS = {"target": "#1565c0", "cor": "#2e7d32", "incor": "#c62828"}
 def draw(result) -> None:
     run = result.runs[0]
     if len(result.runs) > 1:
-        run = result.runs[st.selectbox("Permutation", range(len(result.runs)), key="ctx_perm")]
+        run = result.runs[st.selectbox("Permutation", range(len(result.runs)), key="ctx_perm", persist_state="session")]
     rows = pd.DataFrame(run.rows)
     rows["input"] = [r["input"] for r in run.results]
     fig = go.Figure()

@@ -46,7 +46,7 @@ def _option_widget(where, option, default, key: str):
     if kind in (int, float):
         start = {} if preset else {"value": None if default is None else kind(default)}
         low = kind(option.minimum if option.minimum is not None else 0)
-        return where.number_input(label, min_value=low, step=kind(1), key=key, help=help_,
+        return where.number_input(label, min_value=low, step=kind(1), key=key, persist_state="session", help=help_,
                                   placeholder=option_text(option.name, None), **start)
     start = {} if preset else {"value": "" if default is None else str(default)}
     value = where.text_input(label, key=key, help=help_, placeholder=none_label(option.name), **start)
@@ -115,7 +115,7 @@ def vocab_picker(probe, *, key: str, container=None, help: str | None = None, ha
         st.session_state[seen] = probe.name
     if st.session_state.get(key) not in choices:
         st.session_state[key] = probe.vocab(has_relation=has_relation)
-    return where.radio("Candidates", choices, key=key, horizontal=True, help=help)
+    return where.radio("Candidates", choices, key=key, horizontal=True, help=help, persist_state="session")
 
 
 def option_axes(probe, *, key: str) -> dict:

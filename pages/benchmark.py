@@ -29,13 +29,14 @@ with st.container(border=True):
     c1.markdown(f"**{ui.md(ui.model_label())}** on **{ui.md(ds.name)}** ({len(ds):,} queries, "
                 f"{len(ds.relations)} relations)")
     extra = c1.text_input("Also benchmark (model ids or folders, comma-separated)", key="bm_extra",
+                          persist_state="session",
                           placeholder="bert-base-uncased, dmis-lab/biobert-v1.1")
-    probe = get_probe(c2.selectbox("Probe", probes_for(model), key="bm_probe"))
+    probe = get_probe(c2.selectbox("Probe", probes_for(model), key="bm_probe", persist_state="session"))
     vocab = ui.vocab_picker(probe, key="bm_vocab", container=c2,
                             help="heads+tails of the dataset (MedLAMA's reference), all tails, each relation's "
                                  "tails, or a vocabulary built with `probekit vocab build`; each probe opens on its "
                                  "own (likelihood: each relation's answers)")
-    k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k"))
+    k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k", persist_state="session"))
     opts = ui.probe_option_widgets(probe, key="bm", container=c3)
     ids = [m.strip() for m in extra.split(",") if m.strip()]
     inputs = {"models": (model.id, *ids), "dataset": (ds.name, ds.version, len(ds)), "probe": probe.name,
@@ -71,7 +72,7 @@ info = listed.set_index("run_id")
 names = views.run_names(listed, sweeps)
 st.session_state.bm_sel = views.keep_known(st.session_state.get("bm_sel"), names) or views.default_runs(listed,
                                                                                                         sweeps)
-selected = st.multiselect("Runs to show", list(names), key="bm_sel", format_func=names.get,
+selected = st.multiselect("Runs to show", list(names), key="bm_sel", persist_state="session", format_func=names.get,
                           help="Checkpoint-sweep points are listed after the other runs, as 'sweep … › step N'.")
 with st.expander(f"All stored runs ({len(listed)}; accuracy in %)"):
     accs = [c for c in listed.columns if "acc@" in c]
@@ -103,13 +104,14 @@ present = views.subsets_of(run.hard_set for run in loaded.values())
 st.caption(f"Every run here by one rule: {counting_label(counting)}. Macro = mean over relations, micro = over "
            "the items counted. \u2013 = not defined (a method with one answer per query has no acc@5/10). "
            + " ".join(views.subset_note(s) for s in present))
+_bench.subject_note(loaded)
 
 c1, c2 = st.columns(2)
 st.session_state.setdefault("bm_show_k", 10)
-kk = c1.segmented_control("acc@", [1, 5, 10], key="bm_show_k") or 10
+kk = c1.segmented_control("acc@", [1, 5, 10], key="bm_show_k", persist_state="session") or 10
 if st.session_state.get("bm_show_set") not in present:
     st.session_state.bm_show_set = present[0]
-which = c2.segmented_control("Queries", present, key="bm_show_set") or present[0]
+which = c2.segmented_control("Queries", present, key="bm_show_set", persist_state="session") or present[0]
 per = rm.relation_accuracy(frames, k=kk, which=which, hard_set=hard_set, counting=counting, depths=depths).assign(
     acc=lambda d: d.acc * 100, relation=lambda d: d.relation.map(ui.chart_text), run=lambda d: d.run.map(ui.chart_text))
 fig = px.bar(per, x="relation", y="acc", color="run", barmode="group", hover_data=["n"],
@@ -126,12 +128,12 @@ st.plotly_chart(ui.legible(fig, height=340, legend=False, percent_axis="y"), key
 # ---- drill down: one relation's queries
 st.subheader("Queries of a relation")
 c1, c2 = st.columns(2)
-run_label = c1.selectbox("Run", list(loaded), key="bm_drill_run")
+run_label = c1.selectbox("Run", list(loaded), key="bm_drill_run", persist_state="session")
 run = loaded[run_label]
 relations = sorted(run.frame.relation.unique())
 if (linked := st.session_state.pop("bm_link_rel", None)) in relations:  # a shared link's drill-down
     st.session_state.bm_drill_rel = linked
-rel = c2.selectbox("Relation", relations, key="bm_drill_rel")
+rel = c2.selectbox("Relation", relations, key="bm_drill_rel", persist_state="session")
 queries = rm.relation_queries(run.frame, rel, k=kk)
 picked = st.dataframe(views.styled(queries, ranks=["best rank"]), hide_index=True, key="bm_queries",
                       on_select="rerun", selection_mode="single-row")

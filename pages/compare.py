@@ -31,7 +31,8 @@ if listed is None or len(listed) < 2:
 names = views.run_names(listed, sweeps)
 st.session_state.cmp_sel = views.keep_known(st.session_state.get("cmp_sel"), names) or views.default_runs(
     listed, sweeps, n=2)
-selected = st.multiselect("Runs (the first is the baseline)", list(names), key="cmp_sel", format_func=names.get,
+selected = st.multiselect("Runs (the first is the baseline)", list(names), key="cmp_sel",
+                          persist_state="session", format_func=names.get,
                           max_selections=8, help="Checkpoint-sweep points are listed last, as 'sweep … › step N'.")
 if len(selected) < 2:
     st.info("Pick at least two runs.")
@@ -48,14 +49,14 @@ labels = list(frames)
 present = views.subsets_of(run.hard_set for run in loaded.values())
 c1, c2, c3 = st.columns(3)
 st.session_state.setdefault("cmp_k", 10)
-k = c1.segmented_control("acc@", [1, 5, 10], key="cmp_k") or 10
+k = c1.segmented_control("acc@", [1, 5, 10], key="cmp_k", persist_state="session") or 10
 st.session_state.setdefault("cmp_counting", DEFAULT_COUNTING)
 counting = c3.segmented_control("Counting", list(COUNTINGS), key="cmp_counting",
                                 help="; ".join(f"{k_}: {v}" for k_, v in COUNTINGS.items())) or DEFAULT_COUNTING
 depths = {label: run.meta.get("answers_per_query") for label, run in loaded.items()}
 if st.session_state.get("cmp_set") not in present:
     st.session_state.cmp_set = present[0]
-which = c2.segmented_control("Queries", present, key="cmp_set") or present[0]
+which = c2.segmented_control("Queries", present, key="cmp_set", persist_state="session") or present[0]
 lacking = [lab for lab in labels if which not in rm.run_subsets(lab in hard_set)]
 st.caption(views.subset_note(which) + (f" Runs without {which} queries are empty: {ui.md(', '.join(lacking))}."
                                          if lacking else ""))
@@ -82,8 +83,8 @@ c1, c2 = st.columns(2)
 for key, default in (("cmp_a", 0), ("cmp_b", 1)):  # a run dropped from the selection is no longer offered
     if st.session_state.get(key) not in labels:
         st.session_state[key] = labels[default]
-a = c1.selectbox("Run A", labels, key="cmp_a")
-b = c2.selectbox("Run B", labels, key="cmp_b")
+a = c1.selectbox("Run A", labels, key="cmp_a", persist_state="session")
+b = c2.selectbox("Run B", labels, key="cmp_b", persist_state="session")
 pair = (a in hard_set, b in hard_set)
 only_a = rm.hit_miss(frames[a], frames[b], k=k, which=which, hard_set=pair)
 only_b = rm.hit_miss(frames[b], frames[a], k=k, which=which, hard_set=pair[::-1])

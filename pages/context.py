@@ -46,7 +46,7 @@ if "ctx_ignored" not in st.session_state:
 if bad := st.session_state.ctx_ignored:
     st.caption(f"The link's {ui.md(', '.join(bad))} could not be used; the defaults are used there.")
     st.session_state.ctx_ignored = []
-probe = st.sidebar.selectbox("Context probe", probes_for(model), key="ctx_probe",
+probe = st.sidebar.selectbox("Context probe", probes_for(model), key="ctx_probe", persist_state="session",
                              help="retrieval for encoders, mask_average for MLMs (one forward per candidate length)")
 with st.expander("What O_t, O_cor, O_incor, UCM and the variants mean"):
     st.markdown("\n".join(f"- **{t}**: {line}" for t, line in ctx.TERMS.items()))
@@ -55,39 +55,44 @@ single, dataset = st.tabs(["Single triple", "Dataset (UCM)"])
 
 with single:
     left, right = st.columns([2, 1])
-    rel = left.selectbox("Relation", ds.relations, key="ctx_rel")
+    rel = left.selectbox("Relation", ds.relations, key="ctx_rel", persist_state="session")
     qs = ds.queries_for(rel)
     by_id = {q.id: q for q in qs}
     if st.session_state.get("ctx_qid") not in by_id:
         st.session_state.ctx_qid = max(qs, key=lambda q: len(q.golds)).id
-    left.selectbox("Query (S, R)", list(by_id), key="ctx_qid", format_func=lambda i: f"{by_id[i].subject}  ({i})")
+    left.selectbox("Query (S, R)", list(by_id), key="ctx_qid",
+                   persist_state="session", format_func=lambda i: f"{by_id[i].subject}  ({i})")
     query = by_id[st.session_state.ctx_qid]
-    target = right.selectbox("Target O_t", query.golds, key="ctx_target")
-    variant = right.selectbox("Variant", ctx.VARIANTS, key="ctx_variant", help=ctx.VARIANT_HELP["real"])
+    target = right.selectbox("Target O_t", query.golds, key="ctx_target", persist_state="session")
+    variant = right.selectbox("Variant", ctx.VARIANTS, key="ctx_variant",
+                              persist_state="session", help=ctx.VARIANT_HELP["real"])
     right.caption(ctx.VARIANT_HELP[variant])
-    perms = right.number_input("Permutations", 1, 10, 3, key="ctx_perms", disabled=variant != "knowledge-random")
-    seed = right.number_input("Seed", 0, 10**6, 0, key="ctx_seed")
+    perms = right.number_input("Permutations", 1, 10, 3, key="ctx_perms",
+                               persist_state="session", disabled=variant != "knowledge-random")
+    seed = right.number_input("Seed", 0, 10**6, 0, key="ctx_seed", persist_state="session")
     st.caption(f"Prompt: **{ui.md(query.text(model.mask_token))}** — golds: {ui.md(', '.join(query.golds))}")
 
-    source = st.segmented_control("Document", SOURCES, key="ctx_src", default="Paste")
+    source = st.segmented_control("Document", SOURCES, key="ctx_src", persist_state="session", default="Paste")
     document, corpus = "", None
     if source == "Upload":
         up = st.file_uploader("Text file", type=["txt", "md"], key="ctx_upload")
         document = up.getvalue().decode("utf-8", errors="replace") if up else ""
     elif source == "Search a corpus":
         files = {p.name: p for p in ctx.corpus_files()}
-        corpus = st.selectbox("Corpus", list(files) or ["(no corpus found)"], key="ctx_corpus")
+        corpus = st.selectbox("Corpus", list(files) or ["(no corpus found)"], key="ctx_corpus", persist_state="session")
         if st.button("Find sentences with S and O_t", key="ctx_search") and corpus in files:
             with ui.guard("Search"):
                 st.session_state.ctx_hits = ctx.search_sentences(query.subject, target, files=[files[corpus]])
         hits = st.session_state.get("ctx_hits", [])
         if hits:
-            chosen = st.multiselect("Sentences to use", hits, default=hits[:3], key="ctx_chosen")
+            chosen = st.multiselect("Sentences to use", hits, default=hits[:3], key="ctx_chosen",
+                                    persist_state="session")
             document = " ".join(chosen)
         elif "ctx_hits" in st.session_state:
             st.info("No sentence in this corpus mentions both the subject and the target.")
     else:
-        document = st.text_area("Document (e.g. a clinical note mentioning S and O_t)", key="ctx_doc", height=150)
+        document = st.text_area("Document (e.g. a clinical note mentioning S and O_t)", key="ctx_doc",
+                                persist_state="session", height=150)
 
     pool = ds.candidates("relation", rel).names
     seg = None

@@ -22,19 +22,21 @@ running = job is not None and not job.finished
 
 with st.container(border=True):
     c1, c2 = st.columns(2)
-    choice = c1.radio("Corpus", list(SOURCES), format_func=SOURCES.get, key="cp_source")
-    kind = c1.selectbox("Kind", ["auto", *cp.KINDS], key="cp_kind",
+    choice = c1.radio("Corpus", list(SOURCES), format_func=SOURCES.get, key="cp_source", persist_state="session")
+    kind = c1.selectbox("Kind", ["auto", *cp.KINDS], key="cp_kind", persist_state="session",
                         help="lines: a document per line; txt: a folder of .txt files, one document each; "
                              "jsonl: {id, text}; csv: a text column (MIMIC-III NOTEEVENTS: TEXT)")
-    column = c1.text_input("Text column (CSV / JSONL)", "", key="cp_column", placeholder="text")
-    names_from = c2.radio("Entity names", ["dataset", "upload"], key="cp_names",
+    column = c1.text_input("Text column (CSV / JSONL)", "", key="cp_column",
+                           persist_state="session", placeholder="text")
+    names_from = c2.radio("Entity names", ["dataset", "upload"], key="cp_names", persist_state="session",
                           format_func={"dataset": "The sidebar dataset's heads and tails",
                                        "upload": "Upload a list (one name a line, or CSV name[,type])"}.get)
     source = ents = None
     with ui.guard("Reading the corpus"):
         path = None
         if choice == "path":
-            path = c1.text_input("Path", key="cp_path", placeholder="/data/mimic/NOTEEVENTS.csv") or None
+            path = c1.text_input("Path", key="cp_path",
+                                 persist_state="session", placeholder="/data/mimic/NOTEEVENTS.csv") or None
         elif choice == "upload" and (up := c1.file_uploader("Corpus file", type=["txt", "jsonl", "csv"],
                                                             key="cp_upload")) is not None:
             path = str(cp.save_upload(up.name, up.getvalue()))
@@ -83,6 +85,7 @@ if complete.empty:
 default = found.fingerprint if found is not None else complete.fingerprint.iloc[0]
 options = list(complete.fingerprint)
 sel = st.selectbox("Index", options, index=options.index(default) if default in options else 0, key="cp_sel",
+                   persist_state="session",
                    format_func=lambda f: f"{f} · {complete.set_index('fingerprint').corpus[f]} × "
                                          f"{complete.set_index('fingerprint').entities[f]}")
 
@@ -116,10 +119,12 @@ with ui.guard("Opening the index"):
 
     st.subheader("Real contexts of a fact")
     c1, c2, c3, c4 = st.columns([3, 3, 2, 1])
-    subject = c1.text_input("Subject S", key="cp_s")
-    target = c2.text_input("Target O_t", key="cp_o")
-    unit = c3.selectbox("Unit", cp.UNITS, key="cp_unit", help="the paper's unit is the document")
-    window = int(c4.number_input("Window", 0, 50, 1, key="cp_window", disabled=unit != "window"))
+    subject = c1.text_input("Subject S", key="cp_s", persist_state="session")
+    target = c2.text_input("Target O_t", key="cp_o", persist_state="session")
+    unit = c3.selectbox("Unit", cp.UNITS, key="cp_unit",
+                        persist_state="session", help="the paper's unit is the document")
+    window = int(c4.number_input("Window", 0, 50, 1, key="cp_window",
+                                 persist_state="session", disabled=unit != "window"))
     if subject and target:
         found_ctx = cp.contexts_for(idx, subject, target, unit=unit, window=window, limit=20)
         st.caption(f"{len(found_ctx)} context(s) (at most 20)")

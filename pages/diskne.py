@@ -21,7 +21,7 @@ job = st.session_state.get("dk_job")
 running = job is not None and not job.finished
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
-    source = c1.selectbox("Set", ["licensed", *build.sources()], index=1, key="dk_source",
+    source = c1.selectbox("Set", ["licensed", *build.sources()], index=1, key="dk_source", persist_state="session",
                           format_func={"licensed": "licensed DisKnE set (a file you built)",
                                        "demo": "smoke set from the demo data (not DisKnE)",
                                        "medlama": "smoke set from MedLAMA (not DisKnE)"}.get)
@@ -42,10 +42,11 @@ with st.container(border=True):
     default = ui.selected_model_id()
     if default not in options:
         options[default] = default
-    chosen = c1.multiselect("Models", list(options), default=[default], format_func=options.get, key="dk_models")
+    chosen = c1.multiselect("Models", list(options), default=[default], format_func=options.get, key="dk_models",
+                            persist_state="session")
     cats = c2.multiselect("Categories", ds.categories, default=ds.categories, format_func=data.category_label,
-                          key="dk_cats")
-    seeds = c2.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="dk_seeds",
+                          key="dk_cats", persist_state="session")
+    seeds = c2.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="dk_seeds", persist_state="session",
                            help="the paper averages over three runs")
     c2.caption(f"{len(ds.positives)} positives · " + " · ".join(
         f"{data.category_label(c)}: {len(ds.eligible(c))} diseases" for c in ds.categories))
@@ -55,22 +56,25 @@ with st.container(border=True):
                                "at the 2nd non-improving epoch keeping the last weights, 256 tokens, their "
                                "splits.py filter); probekit: AdamW, constant lr, best epoch restored, 128 tokens")
     rec = recipes.RECIPES[recipe]
-    lr = c3.number_input("Learning rate", 1e-7, 1e-2, 2e-5, format="%.1e", key="dk_lr")
-    epochs = int(c3.number_input("Max epochs", 1, 50, 8, key="dk_epochs", help="early stopping on validation loss"))
+    lr = c3.number_input("Learning rate", 1e-7, 1e-2, 2e-5, format="%.1e", key="dk_lr", persist_state="session")
+    epochs = int(c3.number_input("Max epochs", 1, 50, 8, key="dk_epochs", persist_state="session",
+                                 help="early stopping on validation loss"))
     with st.expander("More settings"):
         e1, e2, e3 = st.columns(3)
-        batch = int(e1.number_input("Batch size", 1, 256, 8, key="dk_batch"))
+        batch = int(e1.number_input("Batch size", 1, 256, 8, key="dk_batch", persist_state="session"))
         patience = int(e1.number_input("Patience (epochs)", 1, 10, int(rec["patience"]), key=f"dk_patience_{recipe}"))
         filters = list(splits.TRAIN_FILTERS)
         train_filter = e1.radio("Training-set filter", filters, index=filters.index(str(rec["train_filter"])),
                                 key=f"dk_filter_{recipe}", horizontal=True,
                                 help="repository: DisKnE's splits.py (X's names in the premise); strict: also bans "
                                      "every negative disease of X, by whole words")
-        n_neg = int(e2.number_input("Negatives per disease", 1, 50, 10, key="dk_neg"))
-        max_train = int(e2.number_input("Cap training examples (0 = none)", 0, 100_000, 0, key="dk_cap"))
-        hypothesis = e3.radio("Hypothesis", ["canonical", "full"], key="dk_hyp", horizontal=True,
+        n_neg = int(e2.number_input("Negatives per disease", 1, 50, 10, key="dk_neg", persist_state="session"))
+        max_train = int(e2.number_input("Cap training examples (0 = none)", 0, 100_000, 0, key="dk_cap",
+                                        persist_state="session"))
+        hypothesis = e3.radio("Hypothesis", ["canonical", "full"], key="dk_hyp", persist_state="session",
+                              horizontal=True,
                               help="canonical: the disease name only (§3.4); full: the original sentence")
-        hyp_only = e3.checkbox("Hypothesis-only baseline", key="dk_hyp_only")
+        hyp_only = e3.checkbox("Hypothesis-only baseline", key="dk_hyp_only", persist_state="session")
     n_targets = len(splits.targets(ds, cats)) if cats else 0
     st.caption(f"{len(chosen) * len(seeds) * n_targets} fine-tunings ({n_targets} diseases × {len(seeds)} seeds × "
                f"{len(chosen)} models). On CPU one takes seconds (tiny models) to many minutes (BERT-base): see "
@@ -112,7 +116,8 @@ if job is not None and job.status == "done" and st.session_state.get("dk_shown")
     st.session_state.dk_sel = [r for r in job.result if r in labels]
 if not st.session_state.get("dk_sel") or not set(st.session_state.dk_sel) <= set(labels):
     st.session_state.dk_sel = [listed.run_id[0]]
-sel = st.multiselect("Runs (pick several to compare models)", list(labels), format_func=labels.get, key="dk_sel")
+sel = st.multiselect("Runs (pick several to compare models)", list(labels), format_func=labels.get, key="dk_sel",
+                     persist_state="session")
 cells = runs.load_cells(sel)
 summary, diseases = results.summary(cells), results.per_disease(cells)
 if summary.empty:

@@ -5,7 +5,6 @@ import importlib.util
 
 import plotly.express as px
 import streamlit as st
-import yaml
 
 from pages import _ui as ui
 from probekit import grid, models
@@ -20,43 +19,46 @@ running = job is not None and not job.finished
 has_ray = importlib.util.find_spec("ray") is not None
 
 with st.container(border=True):
-    how = st.segmented_control("Declare the grid", ["Pick", "YAML"], default="Pick", key="gr_how") or "Pick"
+    how = st.segmented_control("Declare the grid", ["Pick", "YAML"], default="Pick", key="gr_how",
+                               persist_state="session") or "Pick"
     if how == "Pick":
         model_names = dict(models.available_models())
         c1, c2 = st.columns(2)
         chosen_models = c1.multiselect("Models", list(model_names), default=["default"], key="gr_models",
+                                       persist_state="session",
                                        format_func=model_names.get)
         data_names = dict(available_datasets())
         chosen_data = c2.multiselect("Datasets", list(data_names), default=["demo"], key="gr_datasets",
+                                     persist_state="session",
                                      format_func=data_names.get)
         chosen_probes = st.multiselect("Probes", list(PROBES), default=["retrieval"], key="gr_probes",
+                                       persist_state="session",
                                        help="every chosen model runs every chosen probe; each probe's options "
                                             "below are grid axes")
         probes = [{"name": name, "options": ui.option_axes(PROBES[name], key="gr_opt")} for name in chosen_probes]
         c1, c2 = st.columns(2)
-        layers = c1.text_input("Layers", "", key="gr_layers", placeholder="e.g. 2 4 6 (empty: last)")
-        vocab = c2.selectbox("Candidates", available_vocabs(), key="gr_vocab")
-        spec_dict = {"name": st.text_input("Grid name", "grid", key="gr_name"), "models": chosen_models,
+        layers = c1.text_input("Layers", "", key="gr_layers", persist_state="session",
+                               placeholder="e.g. 2 4 6 (empty: last)")
+        vocab = c2.selectbox("Candidates", available_vocabs(), key="gr_vocab", persist_state="session")
+        spec_dict = {"name": st.text_input("Grid name", "grid", key="gr_name", persist_state="session"),
+                     "models": chosen_models,
                      "datasets": chosen_data, "vocab": vocab, "probes": probes,
                      "layers": layers.replace(",", " ").split()}
     else:
         example = ("name: minilm-layers\nmodels: [default]\ndatasets: [demo]\nprobes:\n  - name: retrieval\n"
                    "    options: {pooling: [cls, mean]}\nlayers: [2, 4, 6]\nk: 10\n")
-        text = st.text_area("Grid (YAML)", example, height=220, key="gr_yaml",
+        text = st.text_area("Grid (YAML)", example, height=220, key="gr_yaml", persist_state="session",
                             help=f"Fields: {', '.join(grid.spec.FIELDS)}. Probes: {', '.join(PROBES)}.")
-        spec_dict = None
-        with ui.guard("The grid"):
-            spec_dict = yaml.safe_load(text)
+        spec_dict = {}
     spec = None
-    if spec_dict is not None:
-        with ui.guard("The grid"):
-            spec = grid.GridSpec.from_dict(spec_dict)
+    with ui.guard("The grid"):
+        spec = grid.GridSpec.from_yaml(text) if how == "YAML" else grid.GridSpec.from_dict(spec_dict)
     c1, c2, c3 = st.columns([2, 1, 2])
-    backend = c1.radio("Backend", ["local", "ray"], horizontal=True, key="gr_backend",
+    backend = c1.radio("Backend", ["local", "ray"], horizontal=True, key="gr_backend", persist_state="session",
                        captions=["this process, one cell at a time",
                                  "Ray workers" if has_ray else "not installed: pip install -r requirements-ray.txt"])
-    workers = c2.number_input("Workers", 1, 64, 2, key="gr_workers", disabled=backend != "ray")
-    address = c3.text_input("Ray address", "", key="gr_address", disabled=backend != "ray",
+    workers = c2.number_input("Workers", 1, 64, 2, key="gr_workers", persist_state="session", disabled=backend != "ray")
+    address = c3.text_input("Ray address", "", key="gr_address", persist_state="session", disabled=backend != "ray",
                             placeholder="empty: a local Ray on this machine (or RAY_ADDRESS)")
     if spec is not None:
         n_cells = len(spec.cells())
@@ -85,7 +87,7 @@ if st.session_state.get("gr_follow") in names:  # the grid just started (not yet
     st.session_state.gr_sel = st.session_state.pop("gr_follow")
 if st.session_state.get("gr_sel") not in names:
     st.session_state.gr_sel = listed.grid_id[0]
-sel = st.selectbox("Grid", list(names), key="gr_sel", format_func=names.get)
+sel = st.selectbox("Grid", list(names), key="gr_sel", persist_state="session", format_func=names.get)
 cells = grid.cells_frame(sel)
 counts = cells.status.value_counts().to_dict()
 st.markdown(" · ".join(f"**{counts.get(s, 0)}** {s}" for s in ("done", "failed", "pending")))

@@ -34,11 +34,11 @@ with st.container(border=True):
     st.markdown(f"**{ui.md(ui.model_label())}** ({model.num_layers} layers) on **{ui.md(ds.name)}** ({len(ds):,} "
                 "queries); candidates and queries are encoded once for all layers.")
     c1, c2, c3 = st.columns(3)
-    pooling = c1.selectbox("Pooling", [None, "cls", "mean"], key="ly_pooling",
+    pooling = c1.selectbox("Pooling", [None, "cls", "mean"], key="ly_pooling", persist_state="session",
                            format_func=lambda v: views.option_text("pooling", v))
-    similarity = c2.selectbox("Similarity", list(SIMILARITIES), key="ly_similarity")
-    vocab = c3.radio("Candidates", VOCABS, key="ly_vocab", horizontal=True)
-    lo, hi = c1.slider("Layers", 0, model.num_layers, key="ly_range",
+    similarity = c2.selectbox("Similarity", list(SIMILARITIES), key="ly_similarity", persist_state="session")
+    vocab = c3.radio("Candidates", VOCABS, key="ly_vocab", persist_state="session", horizontal=True)
+    lo, hi = c1.slider("Layers", 0, model.num_layers, key="ly_range", persist_state="session",
                        help="0 = the embedding output")
     choice = {"layers": list(range(lo, hi + 1)), "pooling": pooling, "similarity": similarity, "vocab": vocab}
     inputs = {"model": (model.id, model.revision), "dataset": (ds.name, ds.version, len(ds)), **choice}
@@ -72,7 +72,7 @@ if matching and st.session_state.get("_ly_inputs") != inputs:  # settings change
 st.session_state._ly_inputs = inputs
 if st.session_state.get("ly_sel") not in names:
     st.session_state.ly_sel = matching or listed.run_id[0]
-sel = st.selectbox("Sweep", list(names), key="ly_sel", format_func=names.get)
+sel = st.selectbox("Sweep", list(names), key="ly_sel", persist_state="session", format_func=names.get)
 result = layers.load_layer_run(sel)
 if sel != matching:
     st.warning("This stored sweep was made with other settings than those above (its own are in the caption "
@@ -80,10 +80,10 @@ if sel != matching:
 present = result.subsets
 c1, c2 = st.columns(2)
 st.session_state.setdefault("ly_k", 1)
-k = c1.segmented_control("acc@", [1, 5, 10], key="ly_k") or 1
+k = c1.segmented_control("acc@", [1, 5, 10], key="ly_k", persist_state="session") or 1
 if st.session_state.get("ly_set") not in present:
     st.session_state.ly_set = present[0]
-which = c2.segmented_control("Queries", present, key="ly_set") or present[0]
+which = c2.segmented_control("Queries", present, key="ly_set", persist_state="session") or present[0]
 st.caption(views.subset_note(which))
 acc = result.accuracy(k=k, subset=which) * 100
 best = result.best_layers(k=k, subset=which)

@@ -13,7 +13,9 @@ DATASET, TYPED = "From the dataset", "Type a query"
 SOURCES = {views.DATASET: DATASET, views.TEXT: TYPED}
 
 ui.title("Probe")
-with st.expander("About probekit", expanded="pk_result" not in st.session_state, icon=":material/info:"):
+# open on a first visit only: a link with a query, or a result, needs the room for the answer
+first_visit = "pk_result" not in st.session_state and not (st.query_params.get("query") or st.query_params.get("text"))
+with st.expander("About probekit", expanded=first_visit, icon=":material/info:"):
     st.markdown(shown.ABOUT)
 model, ds = ui.current_model(), ui.current_dataset()
 if model is None or ds is None:
@@ -34,6 +36,9 @@ def restore(params) -> None:
              "pk_qid": view.query if view.query in {q.id for q in ds.queries} else None}
     if view.query and state["pk_qid"] and not state["pk_rel"]:
         state["pk_rel"] = ds.query(view.query).relation
+    if view.query and not state["pk_qid"]:  # never another query in silence
+        state["pk_autorun"] = False
+        st.session_state.pk_unknown = view.query
     state.update(ui.option_state(get_probe(name), view.options, key="pk_opt"))
     st.session_state.update({k: v for k, v in state.items() if v is not None})
     if ignored:
@@ -42,43 +47,49 @@ def restore(params) -> None:
 
 if "pk_source" not in st.session_state:
     restore(st.query_params)
+if unknown := st.session_state.pop("pk_unknown", None):
+    st.warning(f"The link's query {unknown!r} is not in {ds.name}: pick a query below.", icon=":material/warning:")
 if bad := st.session_state.pop("pk_ignored", None):
     st.caption(f"The link's {', '.join(bad)} could not be read; the defaults are used there.")
 
-source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source") or DATASET
+source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source", persist_state="session") or DATASET
 left, right = st.columns([3, 2])
-with right:
-    probe = get_probe(st.selectbox("Probe", names, key="pk_probe", help="mask_average needs a model with an MLM head"))
-    vocab = ui.vocab_picker(probe, key="pk_vocab", has_relation=source != TYPED,
-                            help="heads+tails of the dataset (MedLAMA's reference), all tails, tails of this "
-                                 "relation, or a vocabulary built with `probekit vocab build`; each probe opens on its "
-                                 "own (likelihood: the relation's answers)")
-    k = st.slider("k", 1, views.MAX_K, 10, key="pk_k")
-    with st.expander("Probe options", icon=":material/tune:") as box:
+with right:  # short, so the answer starts above the fold of a 1024x768 projector
+    probe = get_probe(st.selectbox("Probe", names, key="pk_probe",
+                                   persist_state="session", help="mask_average needs a model with an MLM head"))
+    with st.expander("Candidates, k and probe options", icon=":material/tune:") as box:
+        vocab = ui.vocab_picker(probe, key="pk_vocab", has_relation=source != TYPED,
+                                help="heads+tails of the dataset (MedLAMA's reference), all tails, tails of this "
+                                     "relation, or a vocabulary built with `probekit vocab build`; each probe opens "
+                                     "on its own (likelihood: the relation's answers)")
+        k = st.slider("k", 1, views.MAX_K, 10, key="pk_k", persist_state="session")
         opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,
                                        nested=True)
-    if opts.get("exclude_subject"):
-        st.caption("The query's own subject (in a typed query: any candidate its text names) is left out of the "
-                   "candidates: untuned encoders return it as answer #1 (e.g. 'Nephrolithiasis → Nephrolithiasis'). "
-                   "Stored benchmark runs keep it, as the papers do.")
+        if opts.get("exclude_subject"):
+            st.caption("The query's own subject (in a typed query: any candidate its text names) is left out of "
+                       "the candidates: untuned encoders return it as answer #1 (e.g. 'Nephrolithiasis → "
+                       "Nephrolithiasis'). Stored benchmark runs keep it, as the papers do.")
+    st.caption(f"{ui.md(vocab)} · k={k}" + (" · own subject left out" if opts.get("exclude_subject") else ""))
 with left:
     if source == TYPED:  # a form: Enter in the query box runs the probe
         with st.form("pk_form", border=False):
-            st.text_input("Cloze query", key="pk_text", max_chars=1000,
+            st.text_input("Cloze query", key="pk_text", persist_state="session",
                           help="Write [MASK] where the answer goes, or a template with [X] and [Y].")
-            st.text_input("Subject for [X] (templates only)", key="pk_subject")
-            st.text_input("Gold answers to locate (optional, separated by ';')", key="pk_golds")
+            st.text_input("Subject for [X] (templates only)", key="pk_subject", persist_state="session")
+            st.text_input("Gold answers to locate (optional, separated by ';')", key="pk_golds",
+                          persist_state="session")
             clicked = st.form_submit_button("Probe", type="primary", icon=":material/play_arrow:", key="pk_submit")
         text, subject = st.session_state.pk_text, st.session_state.pk_subject
         golds = tuple(g.strip() for g in st.session_state.pk_golds.split(";") if g.strip())
         view = views.ProbeView(source=views.TEXT, text=text, subject=subject, golds=golds)
     else:
-        relation = st.selectbox("Relation", ds.relations, key="pk_rel")
+        relation = st.selectbox("Relation", ds.relations, key="pk_rel", persist_state="session")
         qs = ds.queries_for(relation)
         by_id = {q.id: q for q in qs}
         if st.session_state.get("pk_qid") not in by_id:
             st.session_state.pk_qid = qs[0].id
-        st.selectbox("Query", list(by_id), key="pk_qid", format_func=lambda i: f"{by_id[i].subject}  ({i})")
+        st.selectbox("Query", list(by_id), key="pk_qid",
+                     persist_state="session", format_func=lambda i: f"{by_id[i].subject}  ({i})")
         clicked = st.button("Probe", type="primary", icon=":material/play_arrow:", key="pk_run")
         view = views.ProbeView(relation=relation, query=st.session_state.pk_qid)
 

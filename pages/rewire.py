@@ -43,7 +43,7 @@ with st.container(border=True):
     names = {**{n: n for n in corpora}, UPLOAD: "Upload a text file (one sentence a line)…"}
     c1, c2, c3, c4 = st.columns(4)
     c1.markdown(f"**{ui.md(ui.model_label())}** ({model.num_layers} layers, {model.device})")
-    corpus = c1.selectbox("Corpus", list(names), format_func=names.get, key="rw_corpus",
+    corpus = c1.selectbox("Corpus", list(names), format_func=names.get, key="rw_corpus", persist_state="session",
                           help="The MedLAMA elicit corpora (PROBEKIT_CORPORA_DIR): 10 × 10k PubMed and 10k Wikipedia "
                                "sentences" + ("" if corpora else ". None found here: upload one."))
     if corpus == UPLOAD:
@@ -52,16 +52,20 @@ with st.container(border=True):
         if up is not None:
             with ui.guard("Reading the corpus"):
                 corpus = str(rewire.save_corpus(up.name, up.getvalue()))
-    steps = int(c2.number_input("Steps", 1, 100_000, 500, key="rw_steps"))
-    every = int(c2.number_input("Checkpoint every", 1, 100_000, 50, key="rw_every"))
-    batch = int(c2.number_input("Batch size (pairs)", 2, 4096, 192 if cuda else CPU_BATCH_SIZE, key="rw_batch"))
-    lr = c3.number_input("Learning rate", 1e-7, 1e-2, 2e-5, format="%.1e", key="rw_lr")
-    tau = c3.number_input("Temperature τ", 0.001, 10.0, 0.04, format="%.3f", key="rw_tau")
-    ratio = c3.slider("Mask ratio", 0.05, 1.0, 0.5, 0.05, key="rw_ratio", help="span length k ~ U(1, 1+⌊ratio·n⌋)")
-    layer = c4.selectbox("Layer", ["last", *range(1, model.num_layers + 1)], key="rw_layer",
+    steps = int(c2.number_input("Steps", 1, 100_000, 500, key="rw_steps", persist_state="session"))
+    every = int(c2.number_input("Checkpoint every", 1, 100_000, 50, key="rw_every", persist_state="session"))
+    batch = int(c2.number_input("Batch size (pairs)", 2, 4096, 192 if cuda else CPU_BATCH_SIZE, key="rw_batch",
+                                persist_state="session"))
+    lr = c3.number_input("Learning rate", 1e-7, 1e-2, 2e-5, format="%.1e", key="rw_lr", persist_state="session")
+    tau = c3.number_input("Temperature τ", 0.001, 10.0, 0.04, format="%.3f", key="rw_tau",
+                         persist_state="session")
+    ratio = c3.slider("Mask ratio", 0.05, 1.0, 0.5, 0.05, key="rw_ratio",
+                      persist_state="session", help="span length k ~ U(1, 1+⌊ratio·n⌋)")
+    layer = c4.selectbox("Layer", ["last", *range(1, model.num_layers + 1)], key="rw_layer", persist_state="session",
                          help="train (and later probe) hidden_states[L]")
-    pooling = c4.selectbox("Pooling", ["cls", "mean"], key="rw_pooling", help="[CLS] is the paper's")
-    seed = int(c4.number_input("Seed", 0, 2**31 - 1, 0, key="rw_seed"))
+    pooling = c4.selectbox("Pooling", ["cls", "mean"], key="rw_pooling",
+                           persist_state="session", help="[CLS] is the paper's")
+    seed = int(c4.number_input("Seed", 0, 2**31 - 1, 0, key="rw_seed", persist_state="session"))
     if not cuda:
         st.caption(f":material/info: On CPU the batch defaults to {CPU_BATCH_SIZE} pairs (the paper's 192 is "
                    "sized for a GPU); training is deterministic for a fixed seed. The app's own model is not "
@@ -106,7 +110,7 @@ if st.session_state.get("rw_follow") in labels:
     st.session_state.rw_sel = st.session_state.pop("rw_follow")
 if st.session_state.get("rw_sel") not in labels:
     st.session_state.rw_sel = listed.run_id[0]
-sel = st.selectbox("Run", list(labels), format_func=labels.get, key="rw_sel")
+sel = st.selectbox("Run", list(labels), format_func=labels.get, key="rw_sel", persist_state="session")
 info = rewire.run_info(sel)
 if not (running and sel == job.run_id):
     log = rewire.load_log(sel)

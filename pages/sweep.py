@@ -52,15 +52,16 @@ with st.container(border=True):
                 "and layer it was trained with; step 0 is the base model. Points are stored runs: a repeat reads "
                 "them back.")
     chosen = st.multiselect("Rewiring runs (several: mean ± 1 std)", list(labels), format_func=labels.get,
-                            key="sw_runs")
+                            key="sw_runs", persist_state="session")
     c0, c1, c2, c3 = st.columns(4)
-    preset = c0.selectbox("Preset", [None, *PRESETS], key="sw_preset",
+    preset = c0.selectbox("Preset", [None, *PRESETS], key="sw_preset", persist_state="session",
                           format_func=lambda p: p or "none (the run's pooling)",
                           help="medlama-reference: [CLS] and L2 on raw vectors, as MedLAMA's probing code; it "
                                "replaces the similarity. Use it to compare with the paper's Fig. 4.")
-    similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity", disabled=bool(preset))
-    vocab = c2.radio("Candidates", VOCABS, key="sw_vocab", horizontal=True)
-    base = c3.checkbox("Include the base model (step 0)", value=True, key="sw_base")
+    similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity",
+                              persist_state="session", disabled=bool(preset))
+    vocab = c2.radio("Candidates", VOCABS, key="sw_vocab", persist_state="session", horizontal=True)
+    base = c3.checkbox("Include the base model (step 0)", value=True, key="sw_base", persist_state="session")
     # the result on screen is the one computed from exactly these settings (no stale chart)
     inputs = {"runs": tuple(chosen), "dataset": (ds.name, ds.version, len(ds)), "preset": preset,
               "similarity": None if preset else similarity, "vocab": vocab, "base": base}
@@ -88,11 +89,11 @@ if frame is None:
     st.stop()
 
 c1, c2 = st.columns(2)
-k = c1.segmented_control("acc@", [1, 5, 10], default=10, key="sw_k") or 10
+k = c1.segmented_control("acc@", [1, 5, 10], default=10, key="sw_k", persist_state="session") or 10
 present = [s for s in rewire.SUBSETS if s in set(frame["subset"])]
 if st.session_state.get("sw_subset") not in present:
     st.session_state.sw_subset = present[0]
-subset = c2.segmented_control("Queries", present, key="sw_subset") or present[0]
+subset = c2.segmented_control("Queries", present, key="sw_subset", persist_state="session") or present[0]
 st.caption(f"**{subset}**: {rewire.SUBSETS[subset]}.")
 n_runs = frame["rewire_run"].nunique()
 best = rewire.best_checkpoint(frame, k=k, subset=subset)

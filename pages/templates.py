@@ -2,11 +2,14 @@
 dataset -> the two model rankings (slope chart, Kendall's tau, Spearman's rho), mean perplexity against accuracy
 (Figure 2) and how often each object is a model's top answer (prediction frequency, flags)."""
 
+import dataclasses
+
 import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
+from probekit import models
 from probekit.bench import runs
 from probekit.templates import compare, stored
 
@@ -22,19 +25,20 @@ if listed is None or listed.empty:
 names = {r.run_id: f"{r.label} · k={r.k} [{r.run_id[-6:]}]" for r in listed.itertuples()}
 st.session_state.tpl_sel = [r for r in st.session_state.get("tpl_sel", []) if r in names]
 selected = st.multiselect("Runs: one per model and kind (template-based / template-free)", list(names),
-                          key="tpl_sel", format_func=names.get)
+                          key="tpl_sel", persist_state="session", format_func=names.get)
 if not selected:
     st.info("Pick the runs to compare: each model's run on a template-based dataset and on a template-free one.")
     st.stop()
 c1, c2, c3 = st.columns(3)
-k = c1.segmented_control("Rank models by acc@", [1, 5, 10], default=1, key="tpl_k") or 1
+k = c1.segmented_control("Rank models by acc@", [1, 5, 10], default=1, key="tpl_k", persist_state="session") or 1
 aggregates = list(stored.PERPLEXITY_AGGREGATES)
 aggregate = c1.radio("Perplexity per run", aggregates, key="tpl_agg", horizontal=True,
                      help=" · ".join(f"{n}: {stored.PERPLEXITY_AGGREGATES[n][1]}" for n in aggregates))
-top_n = c2.number_input("Top-n objects", 1, 50, 5, key="tpl_n")
+top_n = c2.number_input("Top-n objects", 1, 50, 5, key="tpl_n", persist_state="session")
 freq_k = int(c2.number_input("Prediction frequency: top k", 1, 100, 10, key="tpl_freq_k",
                              help="the paper counts each model's top-10 predictions (fewer when a run stored fewer)"))
-threshold = c3.slider("Flag objects in the top k of at least", 0.05, 1.0, 0.1, 0.05, key="tpl_thr", format="%.2f")
+threshold = c3.slider("Flag objects in the top k of at least", 0.05, 1.0, 0.1, 0.05, key="tpl_thr",
+                      persist_state="session", format="%.2f")
 cmp = None
 with ui.guard("Comparing runs"):
     cmp = compare.compare_runs(selected, k=k, top_n=int(top_n), flag_threshold=threshold, frequency_k=freq_k,
@@ -42,6 +46,11 @@ with ui.guard("Comparing runs"):
 if cmp is None:
     st.stop()
 acc = f"acc@{k}"
+# models by their picker names (a rewired checkpoint is "MiniLM-L6 rewired on pubmed_0, step 150", not its folder)
+named = dict(models.available_models())
+cmp = dataclasses.replace(cmp, runs=cmp.runs.assign(model=cmp.runs.model.map(lambda m: named.get(m, m))),
+                          rankings=None if cmp.rankings is None else cmp.rankings.assign(
+                              model=cmp.rankings.model.map(lambda m: named.get(m, m))))
 st.dataframe(cmp.runs.drop(columns=["label"]), hide_index=True, key="tpl_runs", column_config={
     c: st.column_config.NumberColumn(format="%.4f") for c in (acc, "top object share", f"top-{top_n} share",
                                                               "distinct share", "mean perplexity",
@@ -84,7 +93,8 @@ else:
     st.caption(f"x: {stored.PERPLEXITY_AGGREGATES[cmp.perplexity_aggregate][1]}. Pearson's r below uses it; the "
                "other aggregate can change r (switch above).")
     st.dataframe(cmp.perplexity_fit, hide_index=True, key="tpl_ppl_fit")
-model = ui.current_model() if st.toggle("Score prompts with the sidebar model", key="tpl_score_on") else None
+model = ui.current_model() if st.toggle("Score prompts with the sidebar model", key="tpl_score_on",
+                                        persist_state="session") else None
 if model is not None:
     if not model.has_mlm:
         st.warning(f"{ui.md(ui.model_label())} has no MLM head: pick a masked LM in the sidebar for "
@@ -101,7 +111,7 @@ if model is not None:
 st.subheader("Prediction frequency")
 for flag in cmp.flags:
     st.warning(ui.md(flag), icon=":material/flag:")
-label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run")
+label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run", persist_state="session")
 freq = cmp.frequency[label].head(15).melt(id_vars="object", value_vars=["share", "gold_share"], var_name="what",
                                           value_name="prompts (share)")
 freq["object"] = freq["object"].map(ui.chart_text)

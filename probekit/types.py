@@ -167,6 +167,11 @@ class Ranking:
         }
 
 
+MAX_QUERY_CHARS = 1000
+"""A typed query's length at most. Checked here, not by the query box: a box with a limit drops a longer paste
+whole, leaving it empty with no word why."""
+
+
 def parse_free_query(text: str, *, subject: str = "", relation: str = "free", golds=()) -> Query:
     """A typed query: text with ``[MASK]``, or a template with ``[Y]`` (and ``[X]`` filled by ``subject``).
 
@@ -176,8 +181,8 @@ def parse_free_query(text: str, *, subject: str = "", relation: str = "free", go
     text = " ".join(str(text or "").split())
     if not text:
         raise ProbekitError("the query is empty: type e.g. 'Metformin might treat [MASK].'")
-    if len(text) > 1000:
-        raise ProbekitError(f"the query is too long ({len(text)} characters; at most 1000)")
+    if len(text) > MAX_QUERY_CHARS:
+        raise ProbekitError(f"the query is too long ({len(text):,} characters; at most {MAX_QUERY_CHARS:,})")
     tpl = text.replace(MASK, OBJECT).replace("<mask>", OBJECT)
     if tpl.count(OBJECT) != 1:
         raise ProbekitError("the query needs exactly one [MASK] (or [Y]) where the answer goes, "

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("playwright", reason="playwright is not installed")
 from test_annotations import rankings  # noqa: E402
-from test_browser import Budget, launch, serve  # noqa: E402  (skips when no Chromium is installed)
+from test_browser import Budget, launch, no_console_errors, serve  # noqa: E402, F401  (skips when no Chromium is installed)
 
 from pages._rating_keys import READY  # noqa: E402
 from probekit import annotations as ann  # noqa: E402

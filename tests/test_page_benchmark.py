@@ -201,3 +201,13 @@ def test_sweep_points_are_grouped_and_never_the_default(tiny_encoder_dir, monkey
     picker = at.multiselect(key="bm_sel")
     assert picker.options[-1].startswith("sweep rw-demo [ab12] · demo › step 3")
     assert not any(o.startswith("sweep") for o in picker.options[:-1])
+
+
+def test_the_subject_choice_shows_where_the_accuracy_is(tiny_encoder_dir):
+    """A stored run keeps each query's own subject among the candidates (which an untuned encoder ranks first,
+    so acc@1 reads 0): the page says so next to the numbers, naming the runs, and how to get the other figure."""
+    at = open_app("benchmark", model=str(tiny_encoder_dir))
+    at.button(key="bm_start").click().run()
+    assert _finish(at).status == "done"
+    notes = [c.value for c in at.caption if "Subject kept" in c.value]
+    assert len(notes) == 1 and "Exclude subject" in notes[0]

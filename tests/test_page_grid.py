@@ -79,3 +79,17 @@ def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir
     lay = spec["layout"]
     assert lay["font"]["size"] >= 12 and lay["yaxis"]["automargin"] and lay["xaxis"]["rangemode"] == "tozero"
     assert immediate(downloads(at)["Cells (CSV)"])
+
+
+def test_malformed_yaml_is_one_line_naming_line_and_column(caplog):
+    """Bad input gets one clear line, never the unexpected-error path (and no traceback in the server log): the
+    YAML error's line and column, 1-based as an editor counts."""
+    at = open_app("grid")
+    at.segmented_control(key="gr_how").set_value("YAML").run()
+    with caplog.at_level("ERROR", logger="probekit.app"):
+        at.text_area(key="gr_yaml").set_value("name: g\nmodels: [default\ndatasets: [demo]\n").run()
+    assert not at.exception
+    shown = [e.value for e in at.error]
+    assert len(shown) == 1 and "line 3, column 9" in shown[0] and "failed unexpectedly" not in shown[0], shown
+    assert not [r for r in caplog.records if r.name == "probekit.app"]
+    assert at.button(key="gr_run").disabled

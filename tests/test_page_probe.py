@@ -142,7 +142,7 @@ def test_one_option_vocabulary(tiny_mlm_dir):
     at = open_app(model=str(tiny_mlm_dir))
     pooling = at.selectbox(key="pk_opt_pooling")
     assert pooling.value is None and "model's default" in pooling.options
-    options = next(e for e in at.expander if e.label == "Probe options")  # the options sit in one expander
+    options = next(e for e in at.expander if e.label == "Candidates, k and probe options")  # one expander
     assert {w.key for w in options.selectbox} >= {"pk_opt_pooling", "pk_opt_similarity", "pk_opt_preset"}
     assert at.number_input(key="pk_opt_layer").proto.placeholder == "last layer"
 
@@ -155,3 +155,27 @@ def test_data_renders_as_text(tiny_mlm_dir):
     assert "<img" not in html and "<a " not in html
     assert any("![x](http://e) might treat" in as_text(h) for h in rendered(at))
     assert "![y](http://e)" in list(_golds(at)["gold answer"])
+
+
+def test_a_long_paste_stays_in_the_box_and_says_it_is_too_long(tiny_mlm_dir):
+    """A query box with a character limit drops a longer paste whole (the box empties, then "the query is
+    empty"): the box takes what was pasted and the probe says how long it is and the limit, as a link does."""
+    from probekit.types import MAX_QUERY_CHARS
+
+    at = open_app(model=str(tiny_mlm_dir))
+    at.segmented_control(key="pk_source").set_value(TYPED).run()
+    assert not at.text_input(key="pk_text").proto.max_chars  # no limit in the box itself
+    pasted = "Metformin might treat [MASK]. " + "x" * 1500
+    _typed(at, pasted)
+    assert at.text_input(key="pk_text").value == pasted
+    assert [e.value for e in at.error] == [
+        f"the query is too long ({len(pasted.strip()):,} characters; at most {MAX_QUERY_CHARS:,})"]
+
+
+
+def test_a_link_to_an_unknown_query_says_so_and_probes_nothing(tiny_mlm_dir):
+    """A share link whose query id is not in the dataset never shows another query's result in silence."""
+    at = open_app(model=str(tiny_mlm_dir), query_params={"relation": "may_treat", "query": "may_treat:9999"})
+    assert not at.exception
+    assert any("may_treat:9999" in w.value and "not in" in w.value for w in at.warning)
+    assert not any("entity" in d.value.columns for d in at.dataframe)  # no result of another query

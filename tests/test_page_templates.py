@@ -92,3 +92,16 @@ def test_score_with_the_sidebar_model(tiny_mlm_dir, tiny_encoder_dir):
     assert errors(at) == []
     assert len(stored.load_scores([rid])) == len(ds)
     assert len(at.get("plotly_chart")) == 2  # now with the scatter (no rankings: one kind only)
+
+
+def test_a_rewired_checkpoint_shows_by_its_name(tiny_mlm_dir, stored_runs, monkeypatch):
+    """A rewired checkpoint is named as in every model picker ("… rewired on pubmed_0, step 3"), never by its
+    folder, in the runs table and the ranking chart."""
+    name = "tiny rewired on pubmed_0, step 3"
+    monkeypatch.setattr(models, "list_checkpoints", lambda: [{"path": str(tiny_mlm_dir), "label": name}])
+    at = open_app("templates", model=str(tiny_mlm_dir), state={"tpl_sel": stored_runs})
+    assert errors(at) == []
+    shown = _frame(at, "kind")
+    assert name in set(shown.model) and str(tiny_mlm_dir) not in set(shown.model)
+    slope = at.get("plotly_chart")[0].proto.spec
+    assert name in slope and str(tiny_mlm_dir) not in slope

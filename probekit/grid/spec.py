@@ -192,15 +192,38 @@ class GridSpec:
         if not path.is_file():
             raise ProbekitError(f"{path}: grid file not found")
         text = path.read_text(encoding="utf-8-sig")
-        try:
-            if path.suffix.lower() == ".json":
+        if path.suffix.lower() == ".json":
+            try:
                 data = json.loads(text)
-            else:
-                import yaml
+            except json.JSONDecodeError as e:  # one line naming the file, line and column
+                raise ProbekitError(f"{path}: not a valid grid file (line {e.lineno}, column {e.colno}: "
+                                    f"{e.msg})") from None
+            return cls.from_dict(data)
+        return cls.from_yaml(text, label=str(path))
 
-                data = yaml.safe_load(text)
-        except Exception as e:  # noqa: BLE001 - yaml/json parse errors: one line naming the file
-            raise ProbekitError(f"{path}: not a valid grid file ({str(e).splitlines()[0]})") from None
+    @classmethod
+    def from_yaml(cls, text: str, *, label: str = "the grid") -> GridSpec:
+        r"""A grid from YAML text (the Grid page's box); a YAML error is one line naming its line and column
+        (1-based, as an editor counts), never a traceback.
+
+        >>> GridSpec.from_yaml("name: g\nmodels: [default\ndatasets: [demo]\n")
+        Traceback (most recent call last):
+        ...
+        probekit.errors.ProbekitError: the grid is not valid YAML: line 3, column 9: expected ',' or ']', but got ':'
+        """
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark or e.context_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+            what = e.problem or e.context or "not YAML"
+            raise ProbekitError(f"{label} is not valid YAML: {where}{what}") from None
+        except yaml.YAMLError as e:
+            raise ProbekitError(f"{label} is not valid YAML: {str(e).splitlines()[0]}") from None
+        if data is None:
+            raise ProbekitError(f"{label} is empty: declare at least models, datasets and probes")
         return cls.from_dict(data)
 
     def to_dict(self) -> dict:

@@ -149,8 +149,8 @@ PROBE = RetrievalProbe(
         Option("similarity", "cosine", SIMILARITIES, "cosine (default), l2 (reference code), dot"),
         Option("layer", None, (), "hidden_states[L]; None (or -1) = last layer", type=int),
         Option("batch_size", 128, (), "encoding batch size", advanced=True, minimum=1),
-        Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept; longer queries are cut at the end",
-               advanced=True, minimum=1),
+        Option("max_length", QUERY_MAX_LENGTH, (), "query tokens kept (with [CLS] and [SEP]); longer queries "
+               "are cut at the end", advanced=True, minimum=2),
         Option("fast", False, (False, True), "int8 weights on CPU: about 3x faster encoding, scores differ "
                "slightly (acc@10 -0.2 points on MedLAMA); CUDA always uses autocast"),
         Option("preset", None, (None, *PRESETS), "a paper's recipe; its values replace pooling, similarity and "

@@ -1,0 +1,144 @@
+"""Playwright tests of what a demo on a projector (1024×768) needs, each against a real ``streamlit run``: an uploaded
+dataset keeps every probe option valid, a shared link opened by its URL loads with no console error, the answer and
+the progress show without scrolling, and a watched job's progress costs the job nothing.
+
+The waits are test_browser's (app state, one budget per test); any console error fails a test
+(test_browser.no_console_errors).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from test_browser import (  # noqa: F401  (skips when no Chromium is installed; fixtures used by name)
+    ERROR,
+    EXCEPTION,
+    PROBE_RESULT,
+    PROBE_RUN,
+    TABLE,
+    TIMEOUT_MS,
+    Budget,
+    app_url,
+    browser,
+    key,
+    no_console_errors,
+    title,
+    wait_idle,
+)
+
+pytestmark = pytest.mark.browser
+PROJECTOR = {"width": 1024, "height": 768}
+FREE_TEXT = ("prompt,object,subject,relation\n"
+             "Metformin is used to treat [MASK].,diabetes,metformin,may_treat\n"
+             "Insulin is used to treat [MASK].,diabetes,insulin,may_treat\n"
+             "Aspirin can prevent [MASK].,stroke,aspirin,may_prevent\n"
+             "Statins can prevent [MASK].,myocardial infarction,statins,may_prevent\n")
+
+
+@pytest.fixture
+def page(browser):  # noqa: F811
+    ctx = browser.new_context(viewport=PROJECTOR)
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    yield pg
+    ctx.close()
+
+
+def pick(page, widget_key: str, option: str, then, budget: Budget) -> None:
+    """Choose ``option`` in the selectbox ``widget_key`` as a user does (click, type, Enter) and wait for ``then``."""
+    box = page.locator(f"{key(widget_key)} input").first
+    box.click()
+    page.keyboard.type(option)
+    page.keyboard.press("Enter")
+    wait_idle(page, then, timeout=budget.ms())
+
+
+def no_error(page) -> None:
+    assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
+    assert page.locator(ERROR).count() == 0, page.locator(ERROR).first.inner_text()
+
+
+@pytest.mark.timeout(600)
+def test_uploaded_free_text_file_keeps_every_option_valid(page, app_url, tmp_path):  # noqa: F811
+    """The rule: an option widget holds a value its option accepts (its default when nothing else was chosen),
+    whatever the dataset: after the page stopped for want of an uploaded file and then showed again, the number
+    boxes read their defaults (not their minimum), the probe answers, and Benchmark runs on the uploaded set."""
+    from probekit.probes import get_probe
+
+    budget = Budget(540)
+    upload = tmp_path / "free.csv"
+    upload.write_text(FREE_TEXT)
+    page.goto(app_url, timeout=budget.ms())
+    wait_idle(page, title(page, "Probe"), PROBE_RUN(page), timeout=budget.ms())
+    dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    pick(page, "pk_dataset", "Upload", page.locator(key("pk_upload")), budget)
+    dropzone.set_input_files(str(upload))
+    wait_idle(page, page.locator(key("pk_qid")), PROBE_RUN(page), timeout=budget.ms())
+    page.get_by_text("Candidates, k and probe options").click()
+    wait_idle(page, page.locator(f"{key('pk_opt_retrieval_batch_size')} input"), timeout=budget.ms())
+    spec = {o.name: o for o in get_probe("retrieval").options}
+    for name in ("batch_size", "max_length"):
+        shown = page.locator(f"{key(f'pk_opt_retrieval_{name}')} input").first.input_value()
+        assert shown == str(spec[name].default), f"{name} shows {shown}, not its default {spec[name].default}"
+    PROBE_RUN(page).first.click()
+    wait_idle(page, *PROBE_RESULT(page), timeout=budget.ms())
+    no_error(page)
+    assert "batch_size" not in page.url and "max_length" not in page.url  # defaults stay out of the link
+    # Benchmark on the uploaded set (same session: the sidebar's link)
+    page.get_by_role("link", name="Benchmark").first.click()
+    start = page.locator(f"{key('bm_start')} button")
+    wait_idle(page, title(page, "Benchmark"), start, timeout=budget.ms())
+    for name in ("batch_size", "max_length"):
+        shown = page.locator(f"{key(f'bm_retrieval_{name}')} input").first.input_value()
+        assert shown == str(spec[name].default), f"Benchmark: {name} shows {shown}"
+    start.click()
+    wait_idle(page, page.locator(TABLE), page.locator(f"{key('bm_rel_chart')} .js-plotly-plot"),
+              (page.locator(key("bm_cancel")), 0), timeout=budget.ms())
+    no_error(page)
+    assert page.get_by_text(re.compile(r"upload:free\.csv")).count() > 0
+
+
+@pytest.mark.timeout(600)
+def test_inputs_survive_a_visit_to_another_page(page, app_url):  # noqa: F811
+    """Leaving a page keeps its inputs: a typed Probe query, its k and its result are there after Benchmark and
+    back (Streamlit drops a widget's value once a run no longer draws it, unless the widget persists it)."""
+    from playwright.sync_api import expect
+
+    budget = Budget(500)
+    page.goto(app_url, timeout=budget.ms())
+    typed = page.locator(key("pk_source")).get_by_role("radio", name="Type a query")
+    wait_idle(page, title(page, "Probe"), typed, timeout=budget.ms())
+    typed.click()
+    box = page.get_by_role("textbox", name="Cloze query")
+    wait_idle(page, box, timeout=budget.ms())
+    box.fill("Aspirin might prevent [MASK].")
+    box.press("Enter")
+    wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"), timeout=budget.ms())
+    page.get_by_role("link", name="Benchmark").first.click()
+    wait_idle(page, title(page, "Benchmark"), timeout=budget.ms())
+    page.get_by_role("link", name="Probe").first.click()
+    wait_idle(page, title(page, "Probe"), box, timeout=budget.ms())
+    expect(box).to_have_value("Aspirin might prevent [MASK].")
+    wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"), timeout=budget.ms())
+    assert page.get_by_text("settings changed").count() == 0
+    no_error(page)
+
+
+@pytest.mark.timeout(600)
+def test_the_answer_is_above_the_fold_at_1024x768(page, app_url, tmp_path):  # noqa: F811
+    """On a projector (1024×768) a shared link's answer shows without scrolling: the result's caption and the
+    top of its table lie inside the first screen (the About box stays closed for a link with a query, and the
+    probe settings fold away), and so does the progress bar's place (drawn where the result then appears)."""
+    budget = Budget(400)
+    page.goto(f"{app_url}/?model=default&dataset=demo&relation=may_treat&query=may_treat:0003", timeout=budget.ms())
+    wait_idle(page, title(page, "Probe"), *PROBE_RESULT(page), timeout=budget.ms())
+    no_error(page)
+    assert page.evaluate("window.scrollY") == 0
+    caption = page.get_by_text(re.compile(r"[\d,]+ candidates")).first.bounding_box()
+    table = page.locator(TABLE).first.bounding_box()
+    assert caption and caption["y"] + caption["height"] <= PROJECTOR["height"], caption
+    assert table and table["y"] + 120 <= PROJECTOR["height"], table  # the top rows of the answer, not just a border
+    page.screenshot(path=str(Path(os.environ.get("PROBEKIT_SCREENSHOTS") or tmp_path) / "probe_1024.png"))
