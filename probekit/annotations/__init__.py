@@ -25,7 +25,7 @@ from .access import (  # noqa: F401
     revoke_tokens,
     verify_token,
 )
-from .presses import take_presses  # noqa: F401
+from .presses import take_presses, take_timed_presses  # noqa: F401
 from .rating import (  # noqa: F401
     KEY_HELP,
     Action,
