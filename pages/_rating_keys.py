@@ -8,10 +8,11 @@ Every press is handled exactly once, in the order typed:
 - the browser keeps each press until the server acknowledges it and sends all unacknowledged presses with every
   new one, and again after a quiet spell (2 s, then doubling up to 30 s) while any is unacknowledged: a state
   update lost on the way (one sent while the connection is down is dropped) is sent again;
-- it also posts them to the press endpoint (``pages/_press_route.py``), which stores them at once, outside the
-  rerun cycle (a tab closed while the page lags loses nothing; leaving with presses unacknowledged asks first
-  and flushes them with a beacon); a press acknowledged there but not yet shown by the page is nudged into a
-  rerun by the same quiet-spell timer;
+- where the server has the press endpoint (``pages/_press_route.py``) the presses go there first, and are stored
+  at once, outside the rerun cycle (a tab closed while the page lags loses nothing; leaving with presses
+  unacknowledged asks first and flushes them with a beacon); its acknowledgement then asks for one rerun to show
+  them, and no second one until a run has drawn the listener (presses typed faster than the page reruns do
+  not interrupt run after run); an endpoint that fails sends them as state instead;
 - the server handles a press only if its number is greater than the last one handled from that window
   (:func:`probekit.annotations.take_presses`), so a press sent twice is stored once; it handles them *before* it
   draws the listener, so the acknowledgement the listener gets in its ``data`` is never one run late;
@@ -69,6 +70,22 @@ function acknowledge(box, acked) {
   show(box);
 }
 
+// Ask the page to rerun, carrying the unacknowledged presses as component state (the second path, and the only
+// one where the server has no press endpoint). One at a time: the next waits until a run has drawn the listener
+// again, so presses typed faster than the page reruns never interrupt run after run.
+function nudge(box) {
+  box.sent += 1;
+  box.pending = true;
+  box.send("presses", { client: box.client, queue: box.queue.slice(), sent: box.sent });
+  arm(box);
+  show(box);
+}
+
+// The page should show what the server acknowledged: one rerun, unless one is on its way.
+function refresh(box) {
+  if (box.shownUpTo < box.acked && !box.pending) nudge(box);
+}
+
 // The presses, straight to the server's press endpoint: stored there at once, whether or not the page ever
 // reruns (a tab closed while the page lags loses nothing). A keepalive request outlives the page that sent it;
 // on the way out a beacon carries whatever is still unacknowledged.
@@ -81,17 +98,23 @@ function post(box, beacon) {
   }
   fetch(box.url, { method: "POST", body, keepalive: true, credentials: "same-origin",
                    headers: { "Content-Type": "text/plain" } })
-    .then((r) => (r.ok ? r.json() : null))
-    .then((j) => acknowledge(box, j && j.acked))
-    .catch(() => {});  // the Streamlit path and the re-send timer still carry the press
+    .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
+    .then((j) => {
+      acknowledge(box, j && j.acked);
+      refresh(box);
+    })
+    .catch(() => nudge(box));  // the endpoint failed: the presses go as component state
 }
 
+// A new press: to the endpoint where there is one (its acknowledgement then asks for one rerun), else as state.
 function send(box) {
-  post(box, false);
-  box.sent += 1;
-  box.send("presses", { client: box.client, queue: box.queue.slice(), sent: box.sent });
-  arm(box);
-  show(box);
+  if (box.url && box.desk) {
+    post(box, false);
+    arm(box);
+    show(box);
+  } else {
+    nudge(box);
+  }
 }
 
 // Whether the server or the page owes this window something: presses not acknowledged, or acknowledged (by the
@@ -101,8 +124,8 @@ function owed(box) {
 }
 
 // (Re)start the quiet-spell timer: every send and every acknowledgement that arrives restart it, so it fires
-// only when the server has said nothing for the whole wait while something is owed; it then sends the state
-// again (a fresh ``sent`` count, so it is a change that asks for a rerun).
+// only when the server has said nothing for the whole wait while something is owed; it then sends again, to the
+// endpoint and as state (a fresh ``sent`` count, so it is a change that asks for a rerun).
 function arm(box) {
   clearTimeout(box.timer);
   box.timer = null;
@@ -115,7 +138,8 @@ function arm(box) {
     if (!owed(box) || !live(box)) return;
     box.wait = Math.min(2 * box.wait, MAX_WAIT_MS);
     box.resent += 1;
-    send(box);
+    post(box, false);
+    nudge(box);  // also as state, and a rerun: whichever path works
   }, box.wait);
 }
 
@@ -158,9 +182,9 @@ export default function (component) {
   if (!box) {
     box = window.__probekitKeys = {
       client: Math.random().toString(36).slice(2, 10) + Date.now().toString(36),
-      seq: 0, sent: 0, queue: [], acked: 0, wait: FIRST_WAIT_MS, timer: null, resent: 0, send: null, host: null,
-      url: null, desk: null, pressedAt: performance.now(), shownAt: performance.now(), shownUpTo: 0,
-      focus: null, revealTimer: null, revealUntil: 0,
+      seq: 0, sent: 0, pending: false, queue: [], acked: 0, wait: FIRST_WAIT_MS, timer: null, resent: 0,
+      send: null, host: null, url: null, desk: null, pressedAt: performance.now(), shownAt: performance.now(),
+      shownUpTo: 0, focus: null, revealTimer: null, revealUntil: 0,
     };
     document.addEventListener("keydown", (e) => onKey(box, e), true);
     // Closing or leaving the page with presses unacknowledged: flush them, and ask the expert to wait.
@@ -181,7 +205,9 @@ export default function (component) {
     box.shownUpTo = acked;
     box.shownAt = performance.now();
   }
+  box.pending = false;  // a run has drawn the listener: the next rerun may be asked for
   acknowledge(box, acked);
+  refresh(box);
   box.focus = (data && data.focus) || null;
   box.revealUntil = performance.now() + REVEAL_MS;
   reveal(box);
