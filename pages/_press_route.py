@@ -77,7 +77,7 @@ def _install() -> str | None:
         from starlette.routing import Route
     except ImportError:
         return None
-    apps = [o for o in gc.get_objects() if isinstance(o, Starlette)]
+    apps = [o for o in gc.get_objects() if type(o) is Starlette]  # type(): no isinstance hooks of other libraries
     if len(apps) != 1:
         if apps:
             log.warning("press endpoint not added: %d web applications in this process", len(apps))
