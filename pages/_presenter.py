@@ -98,7 +98,7 @@ def stage(tour: tours.Tour, outcomes: list, where: str, leave) -> None:
     desk: Desk = st.session_state.setdefault("tp_desk", Desk())
     leaving: list[bool] = []
 
-    def act(key: str) -> None:
+    def act(key: str, _ms: int | None = None) -> None:
         i = st.session_state[where]
         if key == "next":
             st.session_state[where] = min(i + 1, n - 1)
@@ -109,7 +109,7 @@ def stage(tour: tours.Tour, outcomes: list, where: str, leave) -> None:
 
     c1, c2 = st.columns([5, 2], vertical_alignment="center")
     with c2:
-        keyboard(desk, act, key="tp_keys", names=KEYS)
+        keyboard(desk, act, key="tp_keys", names=KEYS, endpoint=False)
     if leaving:
         st.switch_page(leave, query_params={"tour": tour.name})
     i = st.session_state[where]

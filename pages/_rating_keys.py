@@ -1,14 +1,18 @@
 """The Annotate page's keyboard: a small ``st.components.v2`` listener that numbers every key press of its browser
 window and sends the presses not yet acknowledged as component *state* (st.button's ``shortcut`` triggers lost
 presses typed faster than a rerun: measured in a browser, of 5, 3, S typed at once only two arrived; a queue of
-state keeps all, in order), and the :class:`Desk` that remembers which presses were handled. The presenter
-(pages/_presenter.py) uses the same listener with its own keys (arrows, PageUp/PageDown, Escape).
+state keeps all, in order), and the :class:`Desk` that remembers which presses were handled.
 
 Every press is handled exactly once, in the order typed:
 
 - the browser keeps each press until the server acknowledges it and sends all unacknowledged presses with every
   new one, and again after a quiet spell (2 s, then doubling up to 30 s) while any is unacknowledged: a state
   update lost on the way (one sent while the connection is down is dropped) is sent again;
+- where the server has the press endpoint (``pages/_press_route.py``) the presses go there first, and are stored
+  at once, outside the rerun cycle (a tab closed while the page lags loses nothing; leaving with presses
+  unacknowledged asks first and flushes them with a beacon); its acknowledgement then asks for one rerun to show
+  them, and no second one until a run has drawn the listener (presses typed faster than the page reruns do
+  not interrupt run after run); an endpoint that fails sends them as state instead;
 - the server handles a press only if its number is greater than the last one handled from that window
   (:func:`probekit.annotations.take_presses`), so a press sent twice is stored once; it handles them *before* it
   draws the listener, so the acknowledgement the listener gets in its ``data`` is never one run late;
@@ -24,6 +28,7 @@ Every press is handled exactly once, in the order typed:
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from pages._press_route import press_endpoint
 from probekit import annotations as ann
 
 READY = "Keyboard on"  # the listener's status once it listens (the browser tests wait for it before typing)
@@ -43,6 +49,7 @@ KEYS_JS = f"const READY = {json.dumps(READY)};\n" + """
 // browser key -> the name sent; a page may pass its own map in the component's data.names
 const NAMES = { 1: "1", 2: "2", 3: "3", 4: "4", 5: "5", s: "s", S: "s", u: "u", U: "u", Enter: "enter" };
 const FIRST_WAIT_MS = 2000, MAX_WAIT_MS = 30000;  // re-send after a quiet spell, doubling while unacknowledged
+const REVEAL_MS = 30000;  // how long a newly marked answer is looked for on the page (a loaded machine draws late)
 
 function live(box) {
   return !!(box.host && box.host.isConnected);
@@ -55,30 +62,90 @@ function show(box) {
   status.textContent = READY + (n ? ` · sending ${n} key${n > 1 ? "s" : ""}…` : "");
 }
 
-function send(box) {
-  box.send("presses", { client: box.client, queue: box.queue.slice() });
+// Drop what the server acknowledged (its last handled number from this window), from either path.
+function acknowledge(box, acked) {
+  if (typeof acked !== "number" || acked <= box.acked) return;
+  box.acked = acked;
+  box.queue = box.queue.filter((e) => e[0] > acked);
   arm(box);
   show(box);
 }
 
+// Ask the page to rerun, carrying the unacknowledged presses as component state (the second path, and the only
+// one where the server has no press endpoint). One at a time: the next waits until a run has drawn the listener
+// again, so presses typed faster than the page reruns never interrupt run after run.
+function nudge(box) {
+  box.sent += 1;
+  box.pending = true;
+  box.send("presses", { client: box.client, queue: box.queue.slice(), sent: box.sent });
+  arm(box);
+  show(box);
+}
+
+// The page should show what the server acknowledged: one rerun, unless one is on its way.
+function refresh(box) {
+  if (box.shownUpTo < box.acked && !box.pending) nudge(box);
+}
+
+// The presses, straight to the server's press endpoint: stored there at once, whether or not the page ever
+// reruns (a tab closed while the page lags loses nothing). A keepalive request outlives the page that sent it;
+// on the way out a beacon carries whatever is still unacknowledged.
+function post(box, beacon) {
+  if (!box.url || !box.desk || !box.queue.length) return;
+  const body = JSON.stringify({ desk: box.desk, client: box.client, queue: box.queue.slice() });
+  if (beacon) {
+    navigator.sendBeacon(box.url, new Blob([body], { type: "text/plain" }));
+    return;
+  }
+  fetch(box.url, { method: "POST", body, keepalive: true, credentials: "same-origin",
+                   headers: { "Content-Type": "text/plain" } })
+    .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
+    .then((j) => {
+      acknowledge(box, j && j.acked);
+      refresh(box);
+    })
+    .catch(() => nudge(box));  // the endpoint failed: the presses go as component state
+}
+
+// A new press: to the endpoint where there is one (its acknowledgement then asks for one rerun), else as state.
+function send(box) {
+  if (box.url && box.desk) {
+    post(box, false);
+    arm(box);
+    show(box);
+  } else {
+    nudge(box);
+  }
+}
+
+// Whether the server or the page owes this window something: presses not acknowledged, or acknowledged (by the
+// press endpoint) but not yet shown by a rerun of the page.
+function owed(box) {
+  return box.queue.length > 0 || box.shownUpTo < box.acked;
+}
+
 // (Re)start the quiet-spell timer: every send and every acknowledgement that arrives restart it, so it fires
-// only when the server has said nothing for the whole wait while presses are unacknowledged.
+// only when the server has said nothing for the whole wait while something is owed; it then sends again, to the
+// endpoint and as state (a fresh ``sent`` count, so it is a change that asks for a rerun).
 function arm(box) {
   clearTimeout(box.timer);
   box.timer = null;
-  if (!box.queue.length) {
+  if (!owed(box)) {
     box.wait = FIRST_WAIT_MS;
     return;
   }
   box.timer = setTimeout(() => {
     box.timer = null;
-    if (!box.queue.length || !live(box)) return;
+    if (!owed(box) || !live(box)) return;
     box.wait = Math.min(2 * box.wait, MAX_WAIT_MS);
     box.resent += 1;
-    send(box);
+    post(box, false);
+    nudge(box);  // also as state, and a rerun: whichever path works
   }, box.wait);
 }
 
+// Time on an answer: from when it became the one to rate in this window (the page showing the state after the
+// previous press, or that press itself when typed before the page caught up) to this press; never 0.
 function onKey(box, e) {
   if (!live(box)) return;  // the listener is not on the page now
   const key = (box.names || NAMES)[e.key];
@@ -86,9 +153,28 @@ function onKey(box, e) {
   if (!key || e.repeat || e.ctrlKey || e.metaKey || e.altKey) return;
   if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) return;
   e.preventDefault();
+  const now = performance.now();
+  const start = box.shownUpTo >= box.seq ? Math.max(box.pressedAt, box.shownAt) : box.pressedAt;
   box.seq += 1;
-  box.queue.push([box.seq, key]);
+  box.pressedAt = now;
+  box.queue.push([box.seq, key, Math.max(1, Math.round(10 * (now - start)) / 10)]);
   send(box);
+}
+
+// Keep the marked answer on screen (a projector's 720 px show six rows): once the page has drawn it, scroll
+// it to the middle when any of it is out of view or under the page's header.
+function reveal(box) {
+  clearTimeout(box.revealTimer);
+  if (!box.focus || !live(box) || performance.now() > box.revealUntil) return;
+  const el = document.querySelector(".st-key-" + CSS.escape(box.focus));
+  if (!el) {
+    box.revealTimer = setTimeout(() => reveal(box), 100);
+    return;
+  }
+  const header = document.querySelector('[data-testid="stHeader"]');
+  const top = header ? Math.max(0, header.getBoundingClientRect().bottom) : 0;
+  const r = el.getBoundingClientRect();
+  if (r.top < top || r.bottom > window.innerHeight) el.scrollIntoView({ block: "center" });
 }
 
 export default function (component) {
@@ -97,15 +183,36 @@ export default function (component) {
   if (!box) {
     box = window.__probekitKeys = {
       client: Math.random().toString(36).slice(2, 10) + Date.now().toString(36),
-      seq: 0, queue: [], wait: FIRST_WAIT_MS, timer: null, resent: 0, send: null, host: null,
+      seq: 0, sent: 0, pending: false, queue: [], acked: 0, wait: FIRST_WAIT_MS, timer: null, resent: 0,
+      send: null, host: null, url: null, desk: null, pressedAt: performance.now(), shownAt: performance.now(),
+      shownUpTo: 0, focus: null, revealTimer: null, revealUntil: 0,
     };
     document.addEventListener("keydown", (e) => onKey(box, e), true);
+    // Closing or leaving the page with presses unacknowledged: flush them, and ask the expert to wait.
+    window.addEventListener("pagehide", () => post(box, true));
+    window.addEventListener("beforeunload", (e) => {
+      if (!box.queue.length) return;
+      post(box, true);
+      e.preventDefault();
+      e.returnValue = "";
+    });
   }
   box.send = setStateValue;
   box.host = parentElement;
+  box.url = (data && data.url) || null;
+  box.desk = (data && data.desk) || null;
   box.names = (data && data.names) || NAMES;
   const acked = (data && data.acked && data.acked[box.client]) || 0;
-  box.queue = box.queue.filter((e) => e[0] > acked);
+  if (acked > box.shownUpTo) {  // the page now shows what those presses did
+    box.shownUpTo = acked;
+    box.shownAt = performance.now();
+  }
+  box.pending = false;  // a run has drawn the listener: the next rerun may be asked for
+  acknowledge(box, acked);
+  refresh(box);
+  box.focus = (data && data.focus) || null;
+  box.revealUntil = performance.now() + REVEAL_MS;
+  reveal(box);
   arm(box);
   show(box);
   return () => {};  // nothing to undo: the listener stays, and checks that its element is on the page
@@ -119,20 +226,39 @@ def key_listener():
     return st.components.v2.component("probekit.rating_keys", html=KEYS_HTML, css=KEYS_CSS, js=KEYS_JS)
 
 
-@dataclass
+@dataclass(eq=False)
 class Desk:
     """This browser session's place in the work: the last key press handled per browser window (also the
-    acknowledgement sent back), current query per (session, expert), a message to show, the timer. One object
+    acknowledgement sent back), current query per (session, expert), a message to show, when the page last
+    finished drawing (a click's time is counted from there), and what to do with a press (``act``). One object
     kept in session state and only ever mutated in place, under its lock. Why: Streamlit starts a new run
     before an interrupted one has finished, and a value the old run *assigns* to ``st.session_state`` can be
     dropped when the new run compacts the state (seen in two browsers at once: an Enter handled, its new query
-    lost, the next ten ratings refused); nor may two runs handle the same key press (one answer rated twice)."""
+    lost, the next ten ratings refused); nor may two runs handle the same key press (one answer rated twice).
+    Presses also come in through the press endpoint (``pages/_press_route.py``), outside any run: ``id`` is the
+    secret by which the browser names this desk there."""
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     handled: dict[str, int] = field(default_factory=dict)
     query: dict = field(default_factory=dict)
     flash: str | None = None
-    t0: float = field(default_factory=time.time)
+    shown: float = field(default_factory=time.time)
+    act: Callable[[str, int | None], None] | None = None
+    id: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+
+    def take(self, state) -> int:
+        """Act on the presses of ``state`` (the listener's message) not handled yet, once each, in the order
+        typed; returns the acknowledgement for its window (the last number handled from it, 0 if none)."""
+        with self.lock:
+            for key, ms in ann.take_timed_presses(self.handled, state):
+                if self.act is not None:
+                    self.act(key, ms)
+            client = state.get("client") if isinstance(state, dict) else None
+            return self.handled.get(client, 0) if isinstance(client, str) else 0
+
+    def clicked_ms(self) -> int:
+        """A click's time on its answer: from the end of the run that drew the page to now (at least 1 ms)."""
+        return max(1, int(1000 * (time.time() - self.shown)))
 
 
 def _presses(value) -> dict | None:
@@ -143,24 +269,29 @@ def _presses(value) -> dict | None:
         return None
 
 
-def keyboard(desk: Desk, act: Callable[[str], None], *, key: str = "an_keys_js",
-             names: dict[str, str] | None = None) -> None:
-    """Draw the key listener and ``act`` on every press not handled yet, once each, in the order typed.
-
-    ``names``: the keys listened to, as the browser's ``KeyboardEvent.key`` -> the name ``act`` gets (default:
-    the Annotate page's 1–5, S, U and Enter); the presenter listens to arrows, PageUp/PageDown and Escape.
+def keyboard(desk: Desk, act: Callable[[str, int | None], None], *, key: str = "an_keys_js",
+             focus: Callable[[], str | None] = lambda: None, names: dict[str, str] | None = None,
+             endpoint: bool = True) -> None:
+    """Draw the key listener and ``act(key, milliseconds)`` on every press not handled yet, once each, in the
+    order typed (the milliseconds the expert spent on it, as the browser measured them, or None).
 
     The presses are read from the session state and handled *before* the listener is drawn, so its ``data``
     acknowledges them in this very run; on a browser session's first run the listener's state is known only once
     it is drawn, so whatever it returns is handled too (nothing twice: :func:`probekit.annotations.take_presses`).
+    The listener also posts every press to the press endpoint (``pages/_press_route.py``), which hands it to
+    this desk at once, between runs: both paths go through :meth:`Desk.take`, so each press is handled once.
+    ``focus()``, asked once the presses are handled: the element key of the answer to rate now, which the browser
+    keeps on screen. ``names``: the keys listened to, as the browser's ``KeyboardEvent.key`` -> the name ``act``
+    gets (default: the Annotate page's 1–5, S, U and Enter; the presenter's arrows, PageUp/PageDown and Escape).
+    ``endpoint``: also post presses to the press endpoint (off for a page whose ``act`` must run inside its own
+    script run, as the presenter's does: its presses travel as component state alone).
     """
+    desk.act = act
+    url = press_endpoint(desk) if endpoint else None
+    desk.take(_presses(st.session_state.get(key)))
     with desk.lock:
-        for k in ann.take_presses(desk.handled, _presses(st.session_state.get(key))):
-            act(k)
         acked = dict(desk.handled)
-    data: dict = {"acked": acked} if names is None else {"acked": acked, "names": names}
-    value = key_listener()(key=key, data=data, default={"presses": None},
-                           on_presses_change=lambda: None, height="content")
-    with desk.lock:
-        for k in ann.take_presses(desk.handled, _presses(value)):
-            act(k)
+    data = {"acked": acked, "url": url, "desk": desk.id, "focus": focus(), **({"names": names} if names else {})}
+    value = key_listener()(key=key, data=data, default={"presses": None}, on_presses_change=lambda: None,
+                           height="content")
+    desk.take(_presses(value))

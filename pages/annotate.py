@@ -46,11 +46,12 @@ QKEY = (sid, who)
 DESK: Desk = st.session_state.setdefault("an_desk", Desk())
 
 
-def act(key: str | None = None, action: ann.Action | None = None) -> None:
-    """One key press (``key``) or click (``action``), then a fresh timer for the next answer; serialised per
-    browser session. Which key does what is :func:`probekit.annotations.key_action`'s to decide."""
+def act(key: str | None = None, action: ann.Action | None = None, ms: int | None = None) -> None:
+    """One key press (``key``, with the milliseconds the browser measured on it) or click (``action``, timed from
+    the end of the run that drew the page); serialised per browser session. Which key does what is
+    :func:`probekit.annotations.key_action`'s to decide."""
     with DESK.lock:
-        elapsed = int(1000 * (time.time() - DESK.t0))
+        elapsed = ms if ms is not None else DESK.clicked_ms()
         qi = DESK.query.get(QKEY)
         try:
             if key is not None:
@@ -62,7 +63,15 @@ def act(key: str | None = None, action: ann.Action | None = None) -> None:
         except Exception as e:  # noqa: BLE001 - never a traceback in the page
             log.error("annotation action failed\n%s", traceback.format_exc())
             DESK.flash = f"That did not work ({type(e).__name__}); the server log has details."
-        DESK.t0 = time.time()
+
+
+def marked_row() -> str | None:
+    """The element key of the answer to rate now (the keys' row once every answer is done; None when all are)."""
+    qi = DESK.query.get(QKEY)
+    if qi is None:
+        return None
+    marked = next((a["position"] for a in ann.query_view(sid, who, qi)["answers"] if a["status"] is None), None)
+    return "an_keys" if marked is None else f"an_row_{marked}"
 
 
 main, side = st.columns([3, 1], gap="large")
@@ -79,7 +88,8 @@ with main:
         if QKEY not in DESK.query:
             with ui.guard("Finding your next query"):
                 DESK.query[QKEY] = ann.next_query(sid, who)
-    keyboard(DESK, act)  # every press once, in the order typed, even when two runs overlap
+    keyboard(DESK, lambda k, ms: act(k, ms=ms), focus=marked_row)  # every press once, in order, even when
+    # two runs overlap; the browser keeps the marked answer's row on screen
     with DESK.lock:
         flash, DESK.flash = DESK.flash, None
     progress = ann.progress(sid, who)
@@ -93,13 +103,14 @@ with main:
     if qi is None:
         st.success("All done, thank you! Your ratings are saved; U undoes the last one.")
         st.button("Undo · U", key="an_undo", on_click=act, args=("u",))
+        DESK.shown = time.time()
         st.stop()
     view = ann.query_view(sid, who, qi)
+    focus = next((a for a in view["answers"] if a["status"] is None), None)
     st.subheader(ui.md(view["query"]).replace(ui.md("[MASK]"), r"\_\_\_\_\_"), anchor=False)
     st.caption(f"Query {qi + 1} of {meta['n_queries']} · relation {ui.md(view['relation'])} · subject "
                f"{ui.md(view['subject'])}"
                + ("" if meta["blind"] else f" · gold: {'; '.join(map(ui.md, view['golds'])) or '–'}"))
-    focus = next((a for a in view["answers"] if a["status"] is None), None)
     for a in view["answers"]:
         row = st.container(horizontal=True, vertical_alignment="center", key=f"an_row_{a['position']}")
         mark = "▶" if focus is a else ("✓" if a["status"] == "rate" else ("–" if a["status"] == "skip" else "·"))
@@ -121,3 +132,4 @@ with main:
     keys.button("Skip · S", key="an_skip", on_click=act, args=("s",))
     keys.button("Undo · U", key="an_undo", on_click=act, args=("u",))
     keys.button("Next query · Enter", key="an_next", type="primary", on_click=act, args=("enter",))
+    DESK.shown = time.time()  # the page is drawn: a click is timed from here

@@ -21,10 +21,11 @@ def page() -> None:
     sid, who = expert.session_id, expert.annotator
     desk: Desk = st.session_state.setdefault("desk", Desk())
 
-    def act(key: str) -> None:
+    def act(key: str, ms: int | None) -> None:
         with desk.lock:
             try:
-                desk.query[sid], desk.flash = ann.press(sid, who, key, query_index=desk.query.get(sid))
+                desk.query[sid], desk.flash = ann.press(sid, who, key, query_index=desk.query.get(sid),
+                                                        elapsed_ms=ms)
             except ProbekitError as e:
                 desk.flash = str(e)
 

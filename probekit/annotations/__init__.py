@@ -31,7 +31,7 @@ from .organiser import (  # noqa: F401
     organiser_token_required,
     where_is_the_token,
 )
-from .presses import take_presses  # noqa: F401
+from .presses import take_presses, take_timed_presses  # noqa: F401
 from .rating import (  # noqa: F401
     KEY_HELP,
     Action,

@@ -1,0 +1,90 @@
+"""The press endpoint: ``POST /probekit/presses`` takes an expert's key presses straight from the browser and
+hands them to that browser session's :class:`pages._rating_keys.Desk`, outside Streamlit's rerun cycle.
+
+Why: a press sent as component state is stored only when the rerun it asks for runs. When the tab closes while
+the page lags, Streamlit stops the session's pending run (``request_script_stop`` on disconnect) and the press,
+which had reached the server, is never handled: with five experts on a loaded machine, 5 of 150 ratings were
+lost that way. The listener therefore also posts every press here (a ``keepalive`` request, and a beacon when
+the page goes away); it is stored at once, and the next rerun only draws it.
+
+The body is the listener's state plus the desk's id, ``{"desk": id, "client": window, "queue": [[n, key, ms],
+…]}``. The desk id is a random secret that only its own browser session was given (in the listener's data), so
+the id alone says whose presses these are; an unknown id is answered 404 and changes nothing. The reply is the
+acknowledgement, ``{"acked": last number handled from that window}``.
+
+Streamlit (1.67) gives a script no way to add a route to the server that ``streamlit run`` starts (``st.App``
+does, for an app launched as an ASGI app instead). So the route is added once per server process to the running
+Starlette application's router, in front of its catch-all page route; where there is no such application (AppTest,
+or a Streamlit without Starlette) there is no endpoint, and presses travel as component state alone.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import threading
+import weakref
+
+import streamlit as st
+
+log = logging.getLogger("probekit.app")
+PATH = "probekit/presses"
+MAX_BODY = 64 * 1024  # bytes: a window's unacknowledged presses, thousands of them
+_DESKS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # desk id -> Desk (lives in session state)
+_LOCK = threading.Lock()
+
+
+def press_endpoint(desk) -> str | None:
+    """Register ``desk`` (its presses may now arrive at the endpoint) and return the endpoint's URL path, or None
+    when the server has none."""
+    with _LOCK:
+        _DESKS[desk.id] = desk
+    return _install()
+
+
+async def _receive(request):
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return JSONResponse({"error": "too large"}, status_code=413)
+    try:
+        state = json.loads(body)
+    except ValueError:
+        return JSONResponse({"error": "not JSON"}, status_code=400)
+    desk_id = state.get("desk") if isinstance(state, dict) else None
+    with _LOCK:
+        desk = _DESKS.get(desk_id) if isinstance(desk_id, str) else None
+    if desk is None:
+        return JSONResponse({"error": "unknown desk"}, status_code=404)
+    try:
+        acked = await run_in_threadpool(desk.take, state)  # database writes: off the server's event loop
+    except Exception:  # noqa: BLE001 - one line in the log; the browser sends the press again
+        log.exception("a key press from the press endpoint failed")
+        return JSONResponse({"error": "failed"}, status_code=500)
+    return JSONResponse({"acked": acked})
+
+
+@st.cache_resource(show_spinner=False)
+def _install() -> str | None:
+    """Add the route to this process's Starlette application once; its URL path, or None without one."""
+    try:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+    except ImportError:
+        return None
+    apps = [o for o in gc.get_objects() if type(o) is Starlette]  # type(): no isinstance hooks of other libraries
+    if len(apps) != 1:
+        if apps:
+            log.warning("press endpoint not added: %d web applications in this process", len(apps))
+        return None
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    path = f"/{base}/{PATH}" if base else f"/{PATH}"
+    routes = apps[0].router.routes
+    if not any(getattr(r, "path", None) == path for r in routes):
+        routes.insert(0, Route(path, _receive, methods=["POST"]))
+    return path
