@@ -41,6 +41,13 @@ STEP_KINDS: Registry = Registry("step page")
 """page (URL path) -> :class:`StepKind`: the pages a tour step can show."""
 
 
+
+def _pick(value, allowed) -> str:
+    """``value`` when ``allowed`` holds it, else the first allowed value (a link's stale parameter reads as the
+    page's default)."""
+    allowed = list(allowed)
+    return str(value) if value is not None and value in allowed else str(allowed[0])
+
 def _dataset(params: Mapping[str, str]):
     from ..datasets import available_datasets, load_spec
 
@@ -78,7 +85,7 @@ def _probe(params: Mapping[str, str], load: Loader) -> Prepared:
 
     model, ds = _model(params, load), _dataset(params)
     names = probes_for(model)
-    probe = get_probe(params.get("probe") if params.get("probe") in names else names[0])
+    probe = get_probe(_pick(params.get("probe"), names))
     view = views.probe_view(params, spec=probe.options)
     vocab = view.vocab if view.vocab in VOCABS else VOCABS[0]
     k = view.k or 10
@@ -122,7 +129,7 @@ def _context(params: Mapping[str, str], load: Loader) -> Prepared:
     if text is None:
         raise ProbekitError(f"this machine does not hold the step's document {view.doc} (import the tour file, "
                             "which carries it, or paste it on the Context page again)")
-    target = view.target if view.target in q.golds else q.golds[0]
+    target = _pick(view.target, q.golds)
     variant = view.variant if view.variant in ctx.VARIANTS else ctx.VARIANTS[0]
     probe = view.probe if view.probe in probes_for(model) else probes_for(model)[0]
     result = ctx.run_context(model, q, target=target, pool=ds.candidates("relation", q.relation).names,
@@ -144,7 +151,7 @@ def _layers(params: Mapping[str, str], load: Loader) -> Prepared:
         raise ProbekitError(f"layer sweep {sweep!r} is not in this store ({config.db_path()}): run it here "
                             "(probekit layers --save) or copy the database") from None
     k = _k(params, 1, (1, 5, 10))
-    which = params.get("set") if params.get("set") in run.subsets else run.subsets[0]
+    which = _pick(params.get("set"), run.subsets)
     acc = run.accuracy(k=k, subset=which) * 100
     best = run.best_layers(k=k, subset=which)
     top = best.dropna(subset=["best layer"])
@@ -180,12 +187,12 @@ def _benchmark(params: Mapping[str, str], load: Loader) -> Prepared:
     frames = {label: run.frame for label, run in loaded.items()}
     k = _k(params, 10, (1, 5, 10))
     present = views.subsets_of(run.hard_set for run in loaded.values())
-    which = params.get("set") if params.get("set") in present else present[0]
+    which = _pick(params.get("set"), present)
     table = rm.full_hard_table(frames, hard_set=hard_set)
     per = rm.relation_accuracy(frames, k=k, which=which, hard_set=hard_set)
     first = next(iter(loaded))
     relations = sorted(loaded[first].frame.relation.unique())
-    rel = params.get("relation") if params.get("relation") in relations else relations[0]
+    rel = _pick(params.get("relation"), relations)
     drill = rm.relation_queries(loaded[first].frame, rel, k=k)
     return Prepared("benchmark", f"{len(loaded)} run(s), acc@{k} ({which}); drill-down: {rel}",
                     {"table": table, "per_relation": per, "drill": drill, "relation": rel, "run": first, "k": k,
