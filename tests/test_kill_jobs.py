@@ -49,3 +49,56 @@ def test_corpus_index_killed_mid_build(tmp_path):
     assert stats["documents"] == len(lines) and stats["mentions"] == 4 * len(lines)  # each once, no duplicates
     assert [r["status"] for r in list_indexes()] == ["ok"]  # the killed build's folder was swept
     assert not list(root_dir().glob(".tmp-*"))
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "probekit", *args]
+
+
+def _popen(argv: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(argv: list[str]) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_rewire_killed_mid_training(tiny_encoder_dir, tmp_path):
+    """A killed rewiring run is listed interrupted at once (its process is gone), every checkpoint it left reads
+    complete (a half-written one stays in a hidden folder that no listing shows), and a rerun trains the same steps
+    again: the killed run's loss curve is a prefix of the rerun's, each step logged once."""
+    from probekit import rewire
+
+    words = ["aspirin", "fever", "metformin", "diabetes", "lowers", "treats", "patient", "insulin", "pain", "dose"]
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(4, 12)))
+                                for _ in range(64)) + "\n")
+    argv = _cli("rewire", "--model", str(tiny_encoder_dir), "--corpus", str(corpus), "--steps", "400",
+                "--checkpoint-every", "1", "--batch-size", "4", "--device", "cpu", "--format", "json", "--quiet")
+    proc = _popen(argv)
+    _kill_when(proc, lambda: any(rewire.runs_dir().glob("*/step-000002")), seed=1)
+    assert proc.returncode == -signal.SIGKILL
+    [killed] = [p.name for p in rewire.runs_dir().iterdir()]
+    info = rewire.run_info(killed)
+    assert info["status"] == "interrupted" and info["damaged"] == []
+    steps = [c["step"] for c in info["checkpoints"]]
+    assert steps and steps == list(range(1, len(steps) + 1))  # only whole checkpoints, in order
+    listed = rewire.list_runs().set_index("run_id").status
+    assert listed[killed] == "interrupted"
+    killed_log = rewire.load_log(killed)
+    assert killed_log.step.is_unique and list(killed_log.step) == list(range(1, len(killed_log) + 1))
+
+    rerun_argv = [a if a != "400" else str(len(killed_log) + 2) for a in argv]
+    again = json.loads(_finish(rerun_argv))
+    assert again["status"] == "done" and again["run_id"] != killed
+    assert [c["step"] for c in again["checkpoints"]] == list(range(1, len(killed_log) + 3))
+    log = rewire.load_log(again["run_id"])
+    assert log.step.is_unique and len(log) == len(killed_log) + 2
+    # CPU training is deterministic under the seed: the killed run trained exactly the rerun's first steps
+    assert list(log.loss[: len(killed_log)]) == list(killed_log.loss)
+    assert rewire.run_info(killed)["status"] == "interrupted"
