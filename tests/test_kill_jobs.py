@@ -102,3 +102,73 @@ def test_rewire_killed_mid_training(tiny_encoder_dir, tmp_path):
     # CPU training is deterministic under the seed: the killed run trained exactly the rerun's first steps
     assert list(log.loss[: len(killed_log)]) == list(killed_log.loss)
     assert rewire.run_info(killed)["status"] == "interrupted"
+
+
+def _polled(sql: str):
+    """A ``started()`` for :func:`_kill_when` reading the shared store, released at once so the job can write."""
+    from probekit import store
+
+    def started() -> bool:
+        s = store.get_store()
+        try:
+            return bool(s.fetch(sql)[0][0]) if sql.split()[-1] in s.tables() else False
+        finally:
+            s.release_file()
+            time.sleep(0.1)
+    return started
+
+
+def _cell_results(db) -> dict:
+    """Each grid cell's stored results, as a comparable text, read from the store at ``db``."""
+    from probekit import store
+
+    s = store.get_store(db)
+    rows = s.fetch("SELECT e.cell_key, r.query_id, r.gold_ranks, r.top_ids FROM grid_events e "
+                   "JOIN run_results r USING (run_id) WHERE e.status = 'done' ORDER BY 1, 2")
+    s.close()
+    out: dict = {}
+    for key, *row in rows:
+        out.setdefault(key, []).append(tuple(row))
+    return out
+
+
+def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
+    """Cells stored before the kill stay stored (each a finished run with all its results); the cell being saved
+    when the process died is a run listed interrupted, never done; the rerun runs only the missing cells, and
+    every cell's results equal those of an uninterrupted grid."""
+    from probekit import config
+    from probekit.bench import runs
+
+    facts = tmp_path / "facts.csv"
+    facts.write_text("subject,relation,object\nmetformin,may_treat,type 2 diabetes\naspirin,may_treat,pain\n"
+                     "aspirin,may_treat,fever\nwarfarin,may_prevent,stroke\nstatin,may_prevent,heart attack\n")
+    spec = tmp_path / "grid.json"
+    spec.write_text(json.dumps({"name": "kill", "models": [str(tiny_encoder_dir)], "datasets": [str(facts)],
+                                "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"],
+                                                                             "similarity": ["cosine", "dot", "l2"]}}],
+                                "layers": [1, 2], "k": 5}))
+    argv = _cli("grid", "run", str(spec), "--quiet", "--format", "json")
+    whole = tmp_path / "uninterrupted.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB": str(whole)}
+    assert subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600).returncode == 0
+    expected = _cell_results(whole)
+    assert len(expected) == 12
+
+    proc = _popen(argv)
+    _kill_when(proc, _polled("SELECT count(*) FROM grid_events"), seed=1)
+    assert proc.returncode == -signal.SIGKILL, "the grid finished before the kill: give it more cells"
+    db = config.db_path()
+    stored = _cell_results(db)
+    assert 0 < len(stored) < 12
+    assert all(stored[key] == expected[key] for key in stored)  # every stored cell is whole
+    listed = runs.list_runs()
+    assert set(listed.status) <= {"done", "interrupted"}, listed.status
+    assert (listed.status == "done").sum() == len(stored)
+
+    done = json.loads(_finish(argv))
+    assert done["ran"] == 12 - len(stored) and done["skipped"] == len(stored)
+    assert _cell_results(db) == expected
+    listed = runs.list_runs()
+    finished = listed[listed.status == "done"]
+    assert len(finished) == 12 and finished.run_id.is_unique
+    assert set(listed.status) <= {"done", "interrupted"}
