@@ -172,3 +172,47 @@ def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
     finished = listed[listed.status == "done"]
     assert len(finished) == 12 and finished.run_id.is_unique
     assert set(listed.status) <= {"done", "interrupted"}
+
+
+def _sweep_json(out: str) -> dict:
+    data = json.loads(out)
+    return {k: v for k, v in data.items() if k not in {"run_id", "seconds", "timings", "created_at", "meta", "settings"}}
+
+
+def test_layers_sweep_killed_mid_encoding(tiny_encoder_dir, tmp_path):
+    """A sweep is stored in one transaction at its end: killed while encoding it leaves no layer run at all (none
+    half-stored), only whole embedding files in the cache (each written by rename), and the rerun, picking up the
+    cached vectors, stores one run equal to an uninterrupted sweep's."""
+    import numpy as np
+
+    from probekit import cache, store
+    from probekit.bench import layers
+
+    rng = random.Random(0)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "so", "pe", "da"]
+    rows = ["subject,relation,object"]
+    for r in range(16):
+        for _ in range(25):
+            subject, obj = ("".join(rng.choice(syllables) for _ in range(4)) for _ in range(2))
+            rows.append(f"{subject},rel_{r},{obj}")
+    facts = tmp_path / "facts.csv"
+    facts.write_text("\n".join(rows) + "\n")
+    argv = _cli("layers", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(facts),
+                "--quiet", "--format", "json", "--save")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB": str(tmp_path / "whole.duckdb"),
+           "PROBEKIT_CACHE_DIR": str(tmp_path / "whole-cache")}
+    whole = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stderr
+
+    proc = _popen(argv)
+    _kill_when(proc, lambda: any(cache.folder().rglob("*.npy")), seed=1)
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before the kill: give it more queries"
+    assert "layer_runs" not in store.get_store().tables() or layers.list_layer_runs().empty
+    store.close_all()
+    for path in cache.folder().rglob("*.npy"):  # a half-written file would not load (it has a hidden temp name)
+        np.load(path, allow_pickle=False)
+
+    again = _finish(argv)
+    assert _sweep_json(again) == _sweep_json(whole.stdout)
+    listed = layers.list_layer_runs()
+    assert len(listed) == 1 and listed.run_id[0] == json.loads(again)["run_id"]
