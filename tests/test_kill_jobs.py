@@ -216,3 +216,34 @@ def test_layers_sweep_killed_mid_encoding(tiny_encoder_dir, tmp_path):
     assert _sweep_json(again) == _sweep_json(whole.stdout)
     listed = layers.list_layer_runs()
     assert len(listed) == 1 and listed.run_id[0] == json.loads(again)["run_id"]
+
+
+def test_diskne_run_killed_between_fine_tuned_cells(tiny_encoder_dir):
+    """Cells are stored one by one: killed after some, the run is listed interrupted (its process is gone), the
+    rerun with the same settings takes that run over and fine-tunes only the missing cells, each (disease, seed)
+    stored once."""
+    from probekit.diskne import runs as dk
+
+    built = json.loads(_finish(_cli("diskne", "build", "--format", "json")))
+    argv = _cli("diskne", "run", "--set", built["path"], "--model", str(tiny_encoder_dir), "--category",
+                "symptoms_diseases", "--seeds", "0", "1", "--epochs", "1", "--max-train", "16", "--device", "cpu",
+                "--quiet", "--format", "json")
+    proc = _popen(argv)
+    _kill_when(proc, _polled("SELECT count(*) FROM diskne_cells"), seed=1)
+    assert proc.returncode == -signal.SIGKILL, "the run finished before the kill: give it more cells"
+    [killed] = dk.list_runs().to_dict(orient="records")
+    assert killed["status"] == "interrupted", killed
+    from probekit import store
+
+    s = store.get_store()
+    kept = s.fetch("SELECT count(*), count(DISTINCT (target, seed)) FROM diskne_cells")[0]
+    n_cells = s.fetch("SELECT n_cells FROM diskne_runs")[0][0]
+    s.release_file()
+    assert 0 < kept[0] == kept[1] < n_cells
+
+    shown = json.loads(_finish(argv))
+    [run] = shown["runs"]
+    assert run["run_id"] == killed["run_id"] and run["status"] == "done"
+    s = store.get_store()
+    assert s.fetch("SELECT count(*), count(DISTINCT (target, seed)) FROM diskne_cells")[0] == (n_cells, n_cells)
+    assert s.fetch("SELECT count(*) FROM diskne_runs") == [(1,)]
