@@ -176,7 +176,8 @@ def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
 
 def _sweep_json(out: str) -> dict:
     data = json.loads(out)
-    return {k: v for k, v in data.items() if k not in {"run_id", "seconds", "timings", "created_at", "meta", "settings"}}
+    varying = {"run_id", "seconds", "timings", "created_at", "meta", "settings"}
+    return {k: v for k, v in data.items() if k not in varying}
 
 
 def test_layers_sweep_killed_mid_encoding(tiny_encoder_dir, tmp_path):

@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 
 from .. import __version__, atomic, config
-from ..store import owner
 from ..errors import ProbekitError, UnknownNameError, positive_int
 from ..jobs import Job, Progress
+from ..store import owner
 from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
 
 CPU_BATCH_SIZE = 32
