@@ -49,3 +49,202 @@ def test_corpus_index_killed_mid_build(tmp_path):
     assert stats["documents"] == len(lines) and stats["mentions"] == 4 * len(lines)  # each once, no duplicates
     assert [r["status"] for r in list_indexes()] == ["ok"]  # the killed build's folder was swept
     assert not list(root_dir().glob(".tmp-*"))
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "probekit", *args]
+
+
+def _popen(argv: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(argv: list[str]) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_rewire_killed_mid_training(tiny_encoder_dir, tmp_path):
+    """A killed rewiring run is listed interrupted at once (its process is gone), every checkpoint it left reads
+    complete (a half-written one stays in a hidden folder that no listing shows), and a rerun trains the same steps
+    again: the killed run's loss curve is a prefix of the rerun's, each step logged once."""
+    from probekit import rewire
+
+    words = ["aspirin", "fever", "metformin", "diabetes", "lowers", "treats", "patient", "insulin", "pain", "dose"]
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(4, 12)))
+                                for _ in range(64)) + "\n")
+    argv = _cli("rewire", "--model", str(tiny_encoder_dir), "--corpus", str(corpus), "--steps", "400",
+                "--checkpoint-every", "1", "--batch-size", "4", "--device", "cpu", "--format", "json", "--quiet")
+    proc = _popen(argv)
+    _kill_when(proc, lambda: any(rewire.runs_dir().glob("*/step-000002")), seed=1)
+    assert proc.returncode == -signal.SIGKILL
+    [killed] = [p.name for p in rewire.runs_dir().iterdir()]
+    info = rewire.run_info(killed)
+    assert info["status"] == "interrupted" and info["damaged"] == []
+    steps = [c["step"] for c in info["checkpoints"]]
+    assert steps and steps == list(range(1, len(steps) + 1))  # only whole checkpoints, in order
+    listed = rewire.list_runs().set_index("run_id").status
+    assert listed[killed] == "interrupted"
+    killed_log = rewire.load_log(killed)
+    assert killed_log.step.is_unique and list(killed_log.step) == list(range(1, len(killed_log) + 1))
+
+    rerun_argv = [a if a != "400" else str(len(killed_log) + 2) for a in argv]
+    again = json.loads(_finish(rerun_argv))
+    assert again["status"] == "done" and again["run_id"] != killed
+    assert [c["step"] for c in again["checkpoints"]] == list(range(1, len(killed_log) + 3))
+    log = rewire.load_log(again["run_id"])
+    assert log.step.is_unique and len(log) == len(killed_log) + 2
+    # CPU training is deterministic under the seed: the killed run trained exactly the rerun's first steps
+    assert list(log.loss[: len(killed_log)]) == list(killed_log.loss)
+    assert rewire.run_info(killed)["status"] == "interrupted"
+
+
+def _polled(sql: str):
+    """A ``started()`` for :func:`_kill_when` reading the shared store, released at once so the job can write."""
+    from probekit import store
+
+    def started() -> bool:
+        s = store.get_store()
+        try:
+            return bool(s.fetch(sql)[0][0]) if sql.split()[-1] in s.tables() else False
+        finally:
+            s.release_file()
+            time.sleep(0.1)
+    return started
+
+
+def _cell_results(db) -> dict:
+    """Each grid cell's stored results, as a comparable text, read from the store at ``db``."""
+    from probekit import store
+
+    s = store.get_store(db)
+    rows = s.fetch("SELECT e.cell_key, r.query_id, r.gold_ranks, r.top_ids FROM grid_events e "
+                   "JOIN run_results r USING (run_id) WHERE e.status = 'done' ORDER BY 1, 2")
+    s.close()
+    out: dict = {}
+    for key, *row in rows:
+        out.setdefault(key, []).append(tuple(row))
+    return out
+
+
+def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
+    """Cells stored before the kill stay stored (each a finished run with all its results); the cell being saved
+    when the process died is a run listed interrupted, never done; the rerun runs only the missing cells, and
+    every cell's results equal those of an uninterrupted grid."""
+    from probekit import config
+    from probekit.bench import runs
+
+    facts = tmp_path / "facts.csv"
+    facts.write_text("subject,relation,object\nmetformin,may_treat,type 2 diabetes\naspirin,may_treat,pain\n"
+                     "aspirin,may_treat,fever\nwarfarin,may_prevent,stroke\nstatin,may_prevent,heart attack\n")
+    spec = tmp_path / "grid.json"
+    spec.write_text(json.dumps({"name": "kill", "models": [str(tiny_encoder_dir)], "datasets": [str(facts)],
+                                "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"],
+                                                                             "similarity": ["cosine", "dot", "l2"]}}],
+                                "layers": [1, 2], "k": 5}))
+    argv = _cli("grid", "run", str(spec), "--quiet", "--format", "json")
+    whole = tmp_path / "uninterrupted.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB": str(whole)}
+    assert subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600).returncode == 0
+    expected = _cell_results(whole)
+    assert len(expected) == 12
+
+    proc = _popen(argv)
+    _kill_when(proc, _polled("SELECT count(*) FROM grid_events"), seed=1)
+    assert proc.returncode == -signal.SIGKILL, "the grid finished before the kill: give it more cells"
+    db = config.db_path()
+    stored = _cell_results(db)
+    assert 0 < len(stored) < 12
+    assert all(stored[key] == expected[key] for key in stored)  # every stored cell is whole
+    listed = runs.list_runs()
+    assert set(listed.status) <= {"done", "interrupted"}, listed.status
+    assert (listed.status == "done").sum() == len(stored)
+
+    done = json.loads(_finish(argv))
+    assert done["ran"] == 12 - len(stored) and done["skipped"] == len(stored)
+    assert _cell_results(db) == expected
+    listed = runs.list_runs()
+    finished = listed[listed.status == "done"]
+    assert len(finished) == 12 and finished.run_id.is_unique
+    assert set(listed.status) <= {"done", "interrupted"}
+
+
+def _sweep_json(out: str) -> dict:
+    data = json.loads(out)
+    varying = {"run_id", "seconds", "timings", "created_at", "meta", "settings"}
+    return {k: v for k, v in data.items() if k not in varying}
+
+
+def test_layers_sweep_killed_mid_encoding(tiny_encoder_dir, tmp_path):
+    """A sweep is stored in one transaction at its end: killed while encoding it leaves no layer run at all (none
+    half-stored), only whole embedding files in the cache (each written by rename), and the rerun, picking up the
+    cached vectors, stores one run equal to an uninterrupted sweep's."""
+    import numpy as np
+
+    from probekit import cache, store
+    from probekit.bench import layers
+
+    rng = random.Random(0)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "so", "pe", "da"]
+    rows = ["subject,relation,object"]
+    for r in range(16):
+        for _ in range(25):
+            subject, obj = ("".join(rng.choice(syllables) for _ in range(4)) for _ in range(2))
+            rows.append(f"{subject},rel_{r},{obj}")
+    facts = tmp_path / "facts.csv"
+    facts.write_text("\n".join(rows) + "\n")
+    argv = _cli("layers", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(facts),
+                "--quiet", "--format", "json", "--save")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB": str(tmp_path / "whole.duckdb"),
+           "PROBEKIT_CACHE_DIR": str(tmp_path / "whole-cache")}
+    whole = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stderr
+
+    proc = _popen(argv)
+    _kill_when(proc, lambda: any(cache.folder().rglob("*.npy")), seed=1)
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before the kill: give it more queries"
+    assert "layer_runs" not in store.get_store().tables() or layers.list_layer_runs().empty
+    store.close_all()
+    for path in cache.folder().rglob("*.npy"):  # a half-written file would not load (it has a hidden temp name)
+        np.load(path, allow_pickle=False)
+
+    again = _finish(argv)
+    assert _sweep_json(again) == _sweep_json(whole.stdout)
+    listed = layers.list_layer_runs()
+    assert len(listed) == 1 and listed.run_id[0] == json.loads(again)["run_id"]
+
+
+def test_diskne_run_killed_between_fine_tuned_cells(tiny_encoder_dir):
+    """Cells are stored one by one: killed after some, the run is listed interrupted (its process is gone), the
+    rerun with the same settings takes that run over and fine-tunes only the missing cells, each (disease, seed)
+    stored once."""
+    from probekit.diskne import runs as dk
+
+    built = json.loads(_finish(_cli("diskne", "build", "--format", "json")))
+    argv = _cli("diskne", "run", "--set", built["path"], "--model", str(tiny_encoder_dir), "--category",
+                "symptoms_diseases", "--seeds", "0", "1", "--epochs", "1", "--max-train", "16", "--device", "cpu",
+                "--quiet", "--format", "json")
+    proc = _popen(argv)
+    _kill_when(proc, _polled("SELECT count(*) FROM diskne_cells"), seed=1)
+    assert proc.returncode == -signal.SIGKILL, "the run finished before the kill: give it more cells"
+    [killed] = dk.list_runs().to_dict(orient="records")
+    assert killed["status"] == "interrupted", killed
+    from probekit import store
+
+    s = store.get_store()
+    kept = s.fetch("SELECT count(*), count(DISTINCT (target, seed)) FROM diskne_cells")[0]
+    n_cells = s.fetch("SELECT n_cells FROM diskne_runs")[0][0]
+    s.release_file()
+    assert 0 < kept[0] == kept[1] < n_cells
+
+    shown = json.loads(_finish(argv))
+    [run] = shown["runs"]
+    assert run["run_id"] == killed["run_id"] and run["status"] == "done"
+    s = store.get_store()
+    assert s.fetch("SELECT count(*), count(DISTINCT (target, seed)) FROM diskne_cells")[0] == (n_cells, n_cells)
+    assert s.fetch("SELECT count(*) FROM diskne_runs") == [(1,)]

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from .. import __version__, atomic, config
 from ..errors import ProbekitError, UnknownNameError, positive_int
 from ..jobs import Job, Progress
+from ..store import owner
 from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
 
 CPU_BATCH_SIZE = 32
@@ -152,8 +153,10 @@ def run_info(run_id: str) -> dict:
     info = json.loads((folder / RUN_FILE).read_text())
     log = folder / LOG_FILE
     touched = max(p.stat().st_mtime for p in (folder / RUN_FILE, log) if p.exists())
-    if info.get("status") == "running" and time.time() - touched > STALE_AFTER_S and not _LIVE.get(run_id):
-        info["status"] = "interrupted"
+    if info.get("status") == "running" and not _LIVE.get(run_id):
+        alive = owner.owner_alive(info.get("owner_host"), info.get("owner_pid"), info.get("owner_start"))
+        if alive is False or time.time() - touched > STALE_AFTER_S:  # its process is gone, or silent too long
+            info["status"] = "interrupted"
     info["checkpoints"] = checkpoints(run_id)
     info["damaged"] = damaged_checkpoints(run_id)
     return info
@@ -346,7 +349,7 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
             "corpus_file": str(corpus_path), "span_rule": SPAN_RULE, "n_pairs": len(pairs), "batch_size": batch,
             "layer": layer,
             "device": str(model.device), "amp": on_cuda, "probekit_version": __version__, "started_at": _now(),
-            "steps_done": 0}
+            "steps_done": 0, **owner.owner()}
     _write_json(folder / RUN_FILE, info)
 
     # Seeds: spans (above), batch order and dropout all follow settings.seed; CPU math is deterministic.
