@@ -8,6 +8,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
+from pages import _bench
 from pages import _ui as ui
 from probekit import models
 from probekit.bench import runs
@@ -45,6 +46,8 @@ with ui.guard("Comparing runs"):
                                perplexity_aggregate=aggregate or "prompt-mean")
 if cmp is None:
     st.stop()
+_bench.subject_note({names[r]: runs.load_run(r) for r in selected},
+                    other="store runs with *Exclude subject* ticked (Benchmark page, or `bench --exclude-subject`)")
 acc = f"acc@{k}"
 # models by their picker names (a rewired checkpoint is "MiniLM-L6 rewired on pubmed_0, step 150", not its folder)
 named = dict(models.available_models())
