@@ -40,14 +40,15 @@ def open_on_probe(meta: dict, relation: str, query_id: str) -> None:
                                 "query": query_id}
 
 
-def subject_note(loaded: dict) -> None:
+def subject_note(loaded: dict, *, other: str = "tick *Exclude subject* above and press Start") -> None:
     """Where the accuracy is shown, which runs kept each query's own subject among the candidates (the papers'
     setting, and the stored runs' default): an untuned encoder ranks the subject itself first, so such a run's
-    acc@1 can read 0.00 while the Probe page, which leaves the subject out, shows the right answer first."""
+    acc@1 can read 0.00 while the Probe page, which leaves the subject out, shows the right answer first.
+    ``loaded``: label -> anything with the run's ``meta`` (a benchmark run, a layer sweep); ``other``: how this
+    page gets the other figure."""
     kept = [label for label, run in loaded.items() if not (run.meta.get("options") or {}).get("exclude_subject")]
     left = [label for label in loaded if label not in kept]
     if kept:
         st.caption(f"Subject kept among the candidates (as the papers do) in: {ui.md(', '.join(kept))}. An untuned "
-                   "encoder often ranks a query's own subject first, so acc@1 can read 0; tick *Exclude subject* "
-                   "above and press Start for the other figure" + (f" (left out in: {ui.md(', '.join(left))})."
-                                                                    if left else "."))
+                   f"encoder often ranks a query's own subject first, so acc@1 can read 0; {other} for the other "
+                   "figure" + (f" (left out in: {ui.md(', '.join(left))})." if left else "."))

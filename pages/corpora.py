@@ -114,8 +114,10 @@ with ui.guard("Opening the index"):
                                           "s.entity_id = f.subject_id JOIN entities o ON o.entity_id = f.object_id")]
         cov = cp.coverage(idx, facts)
         frame = pd.DataFrame([{"relation": r, **v} for r, v in cov["by_relation"].items()])
-        st.plotly_chart(px.bar(frame, x="with_context", y="relation", orientation="h", hover_data=["facts"],
-                               height=max(250, 22 * len(frame))), key="cp_cov")
+        frame["relation"] = frame["relation"].map(ui.chart_text)
+        st.plotly_chart(ui.legible(px.bar(frame, x="with_context", y="relation", orientation="h",
+                                          hover_data=["facts"]), height=max(250, 22 * len(frame) + 80),
+                                   legend=False), key="cp_cov")
 
     st.subheader("Real contexts of a fact")
     c1, c2, c3, c4 = st.columns([3, 3, 2, 1])

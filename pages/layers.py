@@ -5,6 +5,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
+from pages import _bench
 from pages import _ui as ui
 from probekit.bench import layers, runs, views
 from probekit.datasets import VOCABS
@@ -40,7 +41,11 @@ with st.container(border=True):
     vocab = c3.radio("Candidates", VOCABS, key="ly_vocab", persist_state="session", horizontal=True)
     lo, hi = c1.slider("Layers", 0, model.num_layers, key="ly_range", persist_state="session",
                        help="0 = the embedding output")
-    choice = {"layers": list(range(lo, hi + 1)), "pooling": pooling, "similarity": similarity, "vocab": vocab}
+    exclude = c2.checkbox("Exclude subject", key="ly_exclude", persist_state="session",
+                          help="leave each query's own subject out of its candidates (an untuned encoder ranks it "
+                               "first, so acc@1 reads 0 with it in)")
+    choice = {"layers": list(range(lo, hi + 1)), "pooling": pooling, "similarity": similarity, "vocab": vocab,
+              "exclude_subject": exclude}
     inputs = {"model": (model.id, model.revision), "dataset": (ds.name, ds.version, len(ds)), **choice}
     if st.button("Run", type="primary", icon=":material/play_arrow:", key="ly_run", disabled=running):
         ui.forget("ly_result")
@@ -85,6 +90,7 @@ if st.session_state.get("ly_set") not in present:
     st.session_state.ly_set = present[0]
 which = c2.segmented_control("Queries", present, key="ly_set", persist_state="session") or present[0]
 st.caption(views.subset_note(which))
+_bench.subject_note({result.label: result}, other="tick *Exclude subject* above and press Run")
 acc = result.accuracy(k=k, subset=which) * 100
 best = result.best_layers(k=k, subset=which)
 marked = best.dropna(subset=["best layer"]).astype({"best layer": int})  # relations with at least one hit

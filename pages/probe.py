@@ -96,7 +96,8 @@ with left:
 view = views.ProbeView(**{**view.__dict__, "vocab": vocab, "k": k, "probe": probe.name, "options": opts})
 params = views.probe_params(view, probe.options)
 inputs = {**params, "model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device()}
-if clicked or st.session_state.pop("pk_autorun", False):
+ran = clicked or st.session_state.pop("pk_autorun", False)
+if ran:
     ui.forget("pk_result")  # an input error leaves no result of other inputs on screen
     with ui.guard("Probing"):
         if view.source == views.TEXT:
@@ -115,4 +116,7 @@ if result:
     shown.draw(model, *result)
     ui.share_link(params)
 else:
+    if view.source == views.TEXT and not ran:  # a link's text, or a rerun after the box: its message on every run
+        with ui.guard("Probing"):
+            parse_free_query(view.text, subject=view.subject or "", golds=view.golds)
     ui.share_link(params, show=False)  # the URL follows the inputs, with no stale parameter

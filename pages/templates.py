@@ -8,6 +8,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
+from pages import _bench
 from pages import _ui as ui
 from probekit import models
 from probekit.bench import runs
@@ -45,6 +46,8 @@ with ui.guard("Comparing runs"):
                                perplexity_aggregate=aggregate or "prompt-mean")
 if cmp is None:
     st.stop()
+_bench.subject_note({names[r]: runs.load_run(r) for r in selected},
+                    other="store runs with *Exclude subject* ticked (Benchmark page, or `bench --exclude-subject`)")
 acc = f"acc@{k}"
 # models by their picker names (a rewired checkpoint is "MiniLM-L6 rewired on pubmed_0, step 150", not its folder)
 named = dict(models.available_models())
@@ -118,8 +121,8 @@ freq["object"] = freq["object"].map(ui.chart_text)
 fk = int(cmp.runs.set_index("label").loc[label, "frequency k"])
 freq["what"] = freq["what"].map({"share": f"in the top {fk}", "gold_share": "gold answer"})
 fig = px.bar(freq, x="object", y="prompts (share)", color="what", barmode="group")
-fig.update_layout(height=380, margin=dict(l=0, r=0, t=20, b=0), yaxis_tickformat=".0%")
-st.plotly_chart(fig, key="tpl_freq_chart")
+fig.update_layout(yaxis_tickformat=".0%")
+st.plotly_chart(ui.legible(fig, height=380), key="tpl_freq_chart")
 st.caption(f"The 15 objects most often in {ui.md(label)}'s top {fk}, with the share of prompts each is in the top {fk} "
            f"of and the share it is a gold answer of (names compared case- and space-folded). Top-{top_n} objects take "
            f"{100 * cmp.runs.set_index('label').loc[label, f'top-{top_n} share']:.1f} % of the top-{fk} slots.")

@@ -64,3 +64,35 @@ def test_bad_corpus_path_is_a_message(tmp_path):
     at.radio(key="cp_source").set_value("path").run()
     at.text_input(key="cp_path").set_value(str(tmp_path / "missing")).run()
     assert any("no corpus at" in e for e in errors(at)) and not at.exception
+
+
+def test_a_build_in_progress_is_not_called_interrupted(elicit, monkeypatch):
+    """While an index is being built its partial folder is listed as building (not as an interrupted build, which
+    the table kept saying until a reload); once it is published the table holds the finished index only."""
+    import threading
+
+    from probekit.corpus import build
+
+    inside, go_on = threading.Event(), threading.Event()
+    counts = build._counts
+
+    def held(*args, **kwargs):  # the build waits here, its partial folder on disk
+        inside.set()
+        assert go_on.wait(120)
+        return counts(*args, **kwargs)
+
+    monkeypatch.setattr(build, "_counts", held)
+    at = open_app("corpora")
+    at.button(key="cp_start").click().run()
+    job = at.session_state["cp_job"]
+    try:
+        assert inside.wait(120), job.error
+        at.run()
+        table = next(d.value for d in at.dataframe if "status" in d.value.columns)
+        assert list(table.status) == ["building"], list(table.status)
+    finally:
+        go_on.set()
+    assert job.wait(120) and job.status == "done", job.error
+    at.run()
+    table = next(d.value for d in at.dataframe if "status" in d.value.columns)
+    assert list(table.status) == ["ok"] and errors(at) == []

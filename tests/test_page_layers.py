@@ -80,7 +80,7 @@ def test_share_link_caption_and_missing_values(tiny_encoder_dir):
     link = at.code[-1].value
     for part in (f"sweep={sweep.run_id}", "pooling=mean", "similarity=dot", "layers=0-1", "set=hard-in-full"):
         assert part in link
-    caption = [c.value for c in at.caption if "candidates" in c.value][0]
+    caption = [c.value for c in at.caption if "candidates" in c.value and not c.value.startswith("Subject kept")][0]
     assert "{" not in caption and "pooling mean" in caption and "similarity dot" in caption
     best = table_with(at, "best layer")
     text = shown(best)
@@ -115,3 +115,20 @@ def test_pooling_speaks_the_probe_pages_words(tiny_encoder_dir):
     at = open_app("layers", model=str(tiny_encoder_dir))
     pooling = at.selectbox(key="ly_pooling")
     assert pooling.value is None and pooling.options[0] == "model's default"  # as on Probe and Benchmark
+
+
+def test_subject_note_and_exclude_subject(tiny_encoder_dir):
+    """A sweep keeps each query's subject among its candidates unless *Exclude subject* is ticked; the page says
+    which where the accuracy is shown (an untuned encoder ranks the subject first: an all-zero heatmap otherwise
+    unexplained), and the ticked sweep is another stored sweep with the subject left out."""
+    at = open_app("layers", model=str(tiny_encoder_dir))
+    at.button(key="ly_run").click().run()
+    kept = _finish(at).result
+    assert any("Subject kept among the candidates" in c.value and "press Run" in c.value for c in at.caption)
+    at.checkbox(key="ly_exclude").check().run()
+    at.button(key="ly_run").click().run()
+    left = _finish(at).result
+    assert errors(at) == []
+    assert left.run_id != kept.run_id and left.meta["options"]["exclude_subject"] is True
+    assert at.selectbox(key="ly_sel").value == left.run_id
+    assert not any("Subject kept among the candidates" in c.value for c in at.caption)

@@ -179,3 +179,19 @@ def test_a_link_to_an_unknown_query_says_so_and_probes_nothing(tiny_mlm_dir):
     assert not at.exception
     assert any("may_treat:9999" in w.value and "not in" in w.value for w in at.warning)
     assert not any("entity" in d.value.columns for d in at.dataframe)  # no result of another query
+
+
+def test_a_link_whose_text_has_no_mask_says_so_on_every_run(tiny_mlm_dir):
+    """A share link with a typed query and no [MASK] shows the box's message, however the page is reached (the
+    app's first page, or the link opening the Probe page after another run of the app) and on later reruns;
+    it never shows nothing."""
+    for page in (None, "probe"):
+        at = open_app(page, model=str(tiny_mlm_dir), query_params={"text": "metformin treats diabetes",
+                                                                   "model": "default", "dataset": "demo"})
+        assert not at.exception
+        assert any("[MASK]" in e for e in errors(at)), (page, errors(at))
+        at.run()
+        assert any("[MASK]" in e for e in errors(at)), (page, errors(at))
+    at.text_input(key="pk_text").set_value("metformin treats [MASK].")
+    at.button(key="pk_submit").click().run()
+    assert errors(at) == [] and any("entity" in d.value.columns for d in at.dataframe)

@@ -105,3 +105,12 @@ def test_a_rewired_checkpoint_shows_by_its_name(tiny_mlm_dir, stored_runs, monke
     assert name in set(shown.model) and str(tiny_mlm_dir) not in set(shown.model)
     slope = at.get("plotly_chart")[0].proto.spec
     assert name in slope and str(tiny_mlm_dir) not in slope
+
+
+def test_subject_kept_is_said_where_the_rankings_are(tiny_mlm_dir, stored_runs):
+    """Runs stored with each query's subject among the candidates (the default) are named where their accuracy is
+    shown, with how to get the other figure: tied rankings at 0.00 are explained on the page."""
+    at = open_app("templates", model=str(tiny_mlm_dir), state={"tpl_sel": stored_runs})
+    assert errors(at) == []
+    note = [c.value for c in at.caption if "Subject kept among the candidates" in c.value]
+    assert len(note) == 1 and "Exclude subject" in note[0]

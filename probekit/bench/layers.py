@@ -193,8 +193,10 @@ def _check_layers(model, layers) -> list[int]:
 
 
 def layer_settings(model, dataset: Dataset, *, layers=None, pooling: str | None = None, similarity: str = "cosine",
-                   vocab: str = "heads+tails", max_length: int = QUERY_MAX_LENGTH, fast: bool = False) -> dict:
-    """Everything that decides a sweep's results (its store key is a hash of this)."""
+                   vocab: str = "heads+tails", max_length: int = QUERY_MAX_LENGTH, fast: bool = False,
+                   exclude_subject: bool = False) -> dict:
+    """Everything that decides a sweep's results (its store key is a hash of this). ``exclude_subject`` is in the
+    options only when set, so sweeps stored before it existed (which kept the subject) keep their keys."""
     check_run_args(dataset, vocab, TOP_K)
     pooling = pooling or model.spec.pooling
     if pooling not in POOLINGS:
@@ -205,7 +207,9 @@ def layer_settings(model, dataset: Dataset, *, layers=None, pooling: str | None 
             "precision": precision(model, fast), "dataset": dataset.name,
             "dataset_version": dataset.version, "relations": dataset.relations, "n_queries": len(dataset),
             "layers": _check_layers(model, layers), "options": {"pooling": pooling, "similarity": similarity,
-                                                                  "max_length": max_length, "fast": bool(fast)},
+                                                                  "max_length": max_length, "fast": bool(fast),
+                                                                  **({"exclude_subject": True} if exclude_subject
+                                                                     else {})},
             "vocab": vocab}
 
 
@@ -238,17 +242,18 @@ def _hit_counts(frame: pd.DataFrame, *, hard_set: bool = False) -> dict[str, tup
 
 def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, pooling: str | None = None,
                similarity: str = "cosine", vocab: str = "heads+tails", batch_size: int = 128,
-               max_length: int = QUERY_MAX_LENGTH, fast: bool = False, progress: jobs.Progress | None = None,
-               should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
-               label: str | None = None) -> LayerRun:
+               max_length: int = QUERY_MAX_LENGTH, fast: bool = False, exclude_subject: bool = False,
+               progress: jobs.Progress | None = None, should_cancel: Callable[[], bool] | None = None,
+               reuse: bool = True, save: bool = True, label: str | None = None) -> LayerRun:
     """Retrieval-probe accuracy per relation at every layer in ``layers`` (default 1..N).
 
     With ``reuse`` a stored sweep with the same settings is returned at once. ``progress`` gets
     ``(done, total, stage)``; ``should_cancel`` stops the sweep with :class:`~probekit.jobs.Cancelled`
-    (embeddings already computed stay cached, so a restart picks up quickly).
+    (embeddings already computed stay cached, so a restart picks up quickly). ``exclude_subject`` leaves each
+    query's own subject out of its candidates (an untuned encoder ranks it first, so acc@1 reads 0 with it in).
     """
     settings = layer_settings(model, dataset, layers=layers, pooling=pooling, similarity=similarity, vocab=vocab,
-                              max_length=max_length, fast=fast)
+                              max_length=max_length, fast=fast, exclude_subject=exclude_subject)
     layers, pooling = settings["layers"], settings["options"]["pooling"]
     key = _key(settings)
 
@@ -295,7 +300,7 @@ def run_layers(model, dataset: Dataset, *, layers: Sequence[int] | None = None, 
     # 2. one ordinary (unsaved) run per layer: the retrieval probe finds every vector in the cache
     rows: list[tuple] = []
     options = {"pooling": pooling, "similarity": similarity, "max_length": max_length, "fast": bool(fast),
-               "batch_size": batch_size}
+               "batch_size": batch_size, "exclude_subject": bool(exclude_subject)}
     for n_layer, L in enumerate(layers):
         check_cancel()
         base = n_layer * len(dataset)
@@ -367,6 +372,7 @@ def delete_layer_run(run_id: str) -> None:
 def start_layers(model, dataset: Dataset, **options) -> jobs.Job:
     """A started background :class:`~probekit.jobs.Job` running :func:`run_layers`; result = the LayerRun."""
     layer_settings(model, dataset, **{k: v for k, v in options.items()
-                                      if k in ("layers", "pooling", "similarity", "vocab", "max_length", "fast")})
+                                      if k in ("layers", "pooling", "similarity", "vocab", "max_length", "fast",
+                                               "exclude_subject")})
     return jobs.Job(lambda progress, cancel: run_layers(model, dataset, progress=progress, should_cancel=cancel,
                                                         **options), label="layers").start()

@@ -22,7 +22,7 @@ from ..errors import ProbekitError
 from ..jobs import Cancelled, Progress
 from . import match
 from .entities import EntitySet
-from .index import INDEX_VERSION, TABLES, CorpusIndex, corpus_key, fingerprint, root_dir
+from .index import INDEX_VERSION, TABLES, CorpusIndex, building_pid, corpus_key, fingerprint, pid_alive, root_dir
 from .sources import CorpusSource, ReadState, iter_batches, read_documents
 
 
@@ -224,16 +224,6 @@ def _publish(tmp: Path, final: Path, *, force: bool) -> None:
     _fsync(final.parent)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError, ValueError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_incomplete() -> list[str]:
     """Remove the partial folders of builds whose process is gone (killed mid-index); returns their names."""
     removed: list[str] = []
@@ -242,11 +232,8 @@ def sweep_incomplete() -> list[str]:
         return removed
     for p in root.iterdir():
         if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
-            try:
-                pid = int(p.name.split("-")[2])
-            except (IndexError, ValueError):
-                pid = -1
-            if pid != os.getpid() and not _pid_alive(pid):
+            pid = building_pid(p)
+            if pid != os.getpid() and not pid_alive(pid):
                 shutil.rmtree(p, ignore_errors=True)
                 removed.append(p.name)
     return removed

@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import os
 import shutil
 import threading
 import weakref
@@ -261,8 +262,28 @@ def _complete(folder: Path) -> bool:
     return folder.is_dir() and not folder.name.startswith(".") and (folder / "manifest.json").is_file()
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def building_pid(folder: Path) -> int:
+    """The process id in a partial build's name (``.tmp-<fingerprint>-<pid>-…``); -1 when it holds none."""
+    try:
+        return int(folder.name.split("-")[2])
+    except (IndexError, ValueError):
+        return -1
+
+
 def list_indexes() -> list[dict]:
-    """Every index under the cache: complete ones with their status (``ok`` / ``stale``), and interrupted builds."""
+    """Every index under the cache: complete ones with their status (``ok`` / ``stale``), builds under way
+    (``building``: their process is alive) and interrupted builds (their process is gone)."""
     out: list[dict] = []
     root = root_dir()
     if not root.is_dir():
@@ -280,7 +301,8 @@ def list_indexes() -> list[dict]:
             out.append({**idx.stats(), "status": "stale: " + "; ".join(diff[:2]) if diff else "ok"})
             idx.close()
         elif p.name.startswith(".tmp-"):
-            out.append({"fingerprint": p.name, "status": "incomplete (interrupted build)"})
+            out.append({"fingerprint": p.name, "status": "building" if pid_alive(building_pid(p))
+                        else "incomplete (interrupted build)"})
     return out
 
 
