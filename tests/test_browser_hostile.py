@@ -96,11 +96,11 @@ _MAKE_SESSION = """
 import sys
 from probekit import annotations as ann
 from probekit.types import Query, Ranking
-name, entity = sys.argv[1], sys.argv[2]
+name, entity, dataset = sys.argv[1], sys.argv[2], sys.argv[3]
 q = Query(id="may_treat:0000", subject=entity, relation="may_treat", template="[X] may treat [Y] .",
           golds=(entity,))
 r = Ranking(query=q, ids=(0, 1), names=(entity, "Diabetes"), scores=(2.0, 1.0), gold_ranks=(1,), n_candidates=2)
-print(ann.from_rankings([r], name=name, k=2, blind=False))
+print(ann.from_rankings([r], name=name, k=2, blind=False, dataset=dataset))
 """
 
 
@@ -115,14 +115,15 @@ def hostile_app(tmp_path_factory):
         corpora.mkdir()
         note = "asthma " + " ".join(strings) + " affects the lung"
         (corpora / "pubmed_sents_no_punkt_10k_0").write_text(note + "\naspirin can prevent myocardial infarction\n")
-        entity = f"{HOSTILE_DRUG} {strings[0]} {strings[2]} {strings[4]}"
+        entity = f"{HOSTILE_DRUG} {' '.join(strings)}"
         _hostile_demo(base / "demo", entity)
         env = {**os.environ, "PROBEKIT_CACHE_DIR": str(base / "cache"), "PROBEKIT_DB": str(base / "pk.duckdb"),
                "PROBEKIT_DATA_DIR": str(base / "data"), "PROBEKIT_CORPORA_DIR": str(corpora),
                "PROBEKIT_DEMO_DIR": str(base / "demo"), "PROBEKIT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
         env.pop("PROBEKIT_ORGANISER_TOKEN", None)  # the organiser's pages open without signing in
         session_name = f"Check {strings[0]} {strings[1]} {strings[3]}"
-        made = subprocess.run([sys.executable, "-c", _MAKE_SESSION, session_name, entity], env=env, cwd=ROOT,
+        dataset = f"demo {strings[5]} {strings[2]}"
+        made = subprocess.run([sys.executable, "-c", _MAKE_SESSION, session_name, entity, dataset], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         assert made.returncode == 0, made.stderr[-2000:]
         from probekit.datasets import load_dataset
@@ -131,7 +132,8 @@ def hostile_app(tmp_path_factory):
         qid = next(q.id for q in ds.queries if q.subject == entity and q.relation == "may_treat")
         with serve(env, base / "server.log") as url:
             yield {"url": url, "listener": listener, "strings": strings, "entity": entity, "qid": qid,
-                   "session": made.stdout.split()[-1], "session_name": session_name, "note": note}
+                   "session": made.stdout.split()[-1], "env": env, "session_name": session_name,
+                   "dataset": dataset, "note": note}
 
 
 @pytest.fixture
@@ -194,10 +196,23 @@ def test_probe_shows_a_hostile_entity_and_its_query_as_text(page, hostile_app):
     assert_shown_as_text(page, hostile_app, hostile_app["entity"])
 
 
-@pytest.mark.timeout(300)
-def test_annotation_session_with_a_hostile_name_is_shown_as_text(page, hostile_app):
-    """The organiser's side of Annotate on the session: its name is shown as typed."""
-    budget = Budget(240)
-    page.goto(f"{hostile_app['url']}/annotate?session={hostile_app['session']}", timeout=budget.ms())
+@pytest.mark.timeout(400)
+def test_annotation_session_with_hostile_names_is_shown_as_text(page, hostile_app):
+    """The session's name on the organiser's side of Annotate, its dataset's name on Annotation results,
+    and the hostile entity (the query's subject and an answer) on the expert's personal link: shown as typed."""
+    budget = Budget(340)
+    app, sid = hostile_app, hostile_app["session"]
+    page.goto(f"{app['url']}/annotate?session={sid}", timeout=budget.ms())
     wait_idle(page, title(page, "Annotate"), page.locator(key("an_name")), timeout=budget.ms())
-    assert_shown_as_text(page, hostile_app, hostile_app["session_name"])
+    assert_shown_as_text(page, app, app["session_name"])
+    page.goto(f"{app['url']}/results?session={sid}", timeout=budget.ms())
+    wait_idle(page, title(page, "Annotation results"), page.locator(key("rs_session")), timeout=budget.ms())
+    assert_shown_as_text(page, app, app["dataset"])  # the session's name is the picker's value (no tags either)
+    # an expert's link guards the organiser's pages from then on: issued last (this test runs after the others)
+    issued = subprocess.run([sys.executable, "-c", "import sys; from probekit import annotations as ann; "
+                             "print(ann.issue_token(sys.argv[1], 'Expert'))", sid], env=app["env"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert issued.returncode == 0, issued.stderr[-2000:]
+    page.goto(f"{app['url']}/?session={sid}&token={issued.stdout.split()[-1]}", timeout=budget.ms())
+    wait_idle(page, page.get_by_text("0/2 answers"), timeout=budget.ms())
+    assert_shown_as_text(page, app, app["entity"])
