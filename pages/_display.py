@@ -11,13 +11,21 @@ import re
 
 # ---------------------------------------------------------------- data shown as text, never as markup
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?i)(https?|www)(?=[:.])|(?=@)")
 
 
 def md(text) -> str:
     """``text`` (an entity, a session name, anything from data) escaped for ``st.markdown``/captions, so
     ``![x](http://…)`` shows as written instead of fetching an image, and ``<a href>`` stays text.
+
+    Escaping alone does not stop a bare URL: Streamlit's Markdown (GitHub's autolink literals) links
+    ``http://…``, ``www.…`` and ``name@host`` found in the text *after* escapes are resolved. An invisible
+    :data:`WORD_JOINER` after ``http``/``https``/``www`` and before ``@`` breaks those patterns; the text looks
+    the same.
     """
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("/", "\\/")
+    text = _AUTOLINK.sub(lambda m: (m.group(1) or "") + WORD_JOINER, str(text))
+    return _MD_SPECIAL.sub(r"\\\1", text).replace("/", "\\/")
 
 
 def html_text(text) -> str:
