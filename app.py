@@ -11,7 +11,10 @@ from pathlib import Path
 import streamlit as st
 
 from pages import _presenter as _present
+from pages import _server_log
 from pages import _ui as ui
+
+_server_log.install()  # a tab closed while its page is sent logs no traceback (an upstream record; see the module)
 
 # The tab icon is a file shipped here: Streamlit sends an image as a data: URI, while a ":material/…:" icon is
 # fetched from fonts.gstatic.com by the browser (console errors offline) and an emoji needs an emoji font.
