@@ -139,7 +139,8 @@ def test_an_error_during_progress_starts_its_own_line(corpus_flags, capsys, monk
     err = capsys.readouterr().err
     bar, error = err.split("error: ", 1)
     assert "reading notes" in bar  # the bar was drawn...
-    assert bar.endswith("\r") and bar.rstrip("\r").rsplit("\r", 1)[-1].strip() == ""  # ...and blanked out
+    # ...blanked out, and its line ended, so the error starts a line of its own
+    assert bar.endswith("\r\n") and bar.rstrip("\r\n").rsplit("\r", 1)[-1].strip() == ""
     assert error == "the disk is full\n"
 
 

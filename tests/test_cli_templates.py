@@ -4,6 +4,7 @@ one error line."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -61,7 +62,8 @@ def test_a_text_longer_than_the_input_limit_is_scored_on_its_head_with_a_warning
     res = json.loads(out)
     assert code == 0 and [r["n_tokens"] for r in res["texts"]][0] == 126  # 128 with [CLS] and [SEP]
     [note] = res["cut"]
-    assert note.startswith("text 0 has 10,2") and "only its first 128 were read and scored" in note
+    said = re.match(r"text 0 has ([\d,]+) tokens; only its first 128 were read and scored", note)
+    assert said and int(said.group(1).replace(",", "")) > 10_000  # the count depends on the tokenizer's pieces
     assert err.strip().splitlines() == [f"warning: {note}"]
 
 
