@@ -143,7 +143,9 @@ def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
     facts.write_text("subject,relation,object\nmetformin,may_treat,type 2 diabetes\naspirin,may_treat,pain\n"
                      "aspirin,may_treat,fever\nwarfarin,may_prevent,stroke\nstatin,may_prevent,heart attack\n")
     spec = tmp_path / "grid.json"
-    spec.write_text(json.dumps({"name": "kill", "models": [str(tiny_encoder_dir)], "datasets": [str(facts)],
+    # the demo set (113 queries), not the five facts: on an idle machine twelve cells of five facts finished within
+    # the half second the kill waits after the first stored event
+    spec.write_text(json.dumps({"name": "kill", "models": [str(tiny_encoder_dir)], "datasets": ["demo"],
                                 "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"],
                                                                              "similarity": ["cosine", "dot", "l2"]}}],
                                 "layers": [1, 2], "k": 5}))
@@ -163,10 +165,12 @@ def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
     assert all(stored[key] == expected[key] for key in stored)  # every stored cell is whole
     listed = runs.list_runs()
     assert set(listed.status) <= {"done", "interrupted"}, listed.status
-    assert (listed.status == "done").sum() == len(stored)
+    # every stored cell is a done run; at most one more run is done: the cell whose run was stored whole just
+    # before the kill, before the grid recorded it (the rerun finds that run stored and reuses it)
+    assert len(stored) <= (listed.status == "done").sum() <= len(stored) + 1
 
     done = json.loads(_finish(argv))
-    assert done["ran"] == 12 - len(stored) and done["skipped"] == len(stored)
+    assert done["skipped"] == len(stored) and done["ran"] + done["skipped"] == 12
     assert _cell_results(db) == expected
     listed = runs.list_runs()
     finished = listed[listed.status == "done"]
