@@ -282,7 +282,7 @@ def test_explain_gives_the_ranking_rank_gives(name, test_models):
 class ToyProbe(Probe):
     """Ranks names by length: short (or long) first, plus a bonus for names starting with ``letter``."""
 
-    def _rank(self, model, queries, candidates, call: Call, *, longest, letter, bonus, chunk, note):
+    def _rank(self, model, queries, candidates, call: Call, *, longest, letter, bonus, chunk, memo):
         lengths = np.array([len(n) for n in candidates.names], dtype=np.float32)
         scores = (lengths if longest else -lengths) + np.array(
             [bonus if n.startswith(letter) else 0 for n in candidates.names], dtype=np.float32)
@@ -297,7 +297,7 @@ TOY = ToyProbe(name="toy", requires_mlm=False, description="names by length (a t
     Option("letter", "a", ("a", "p", "s"), "names starting with this letter get the bonus"),
     Option("bonus", 3, (), "score bonus", type=int, minimum=0),
     Option("chunk", 7, (), "an advanced knob", advanced=True, minimum=1),
-    Option("note", None, (), "free text", type=str),
+    Option("memo", None, (), "free text", type=str),
 ))
 
 
