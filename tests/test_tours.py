@@ -107,7 +107,7 @@ def _loader(model):
     return load
 
 
-def test_a_probe_step_is_the_pages_ranking_and_a_missing_model_or_dataset_says_so(tiny_mlm):
+def test_a_probe_step_is_the_pages_ranking_and_a_missing_model_or_dataset_says_so(tiny_mlm, tmp_path, monkeypatch):
     link = PROBE_LINK.replace("model=default", "model=tiny") + "&probe=retrieval"
     got = tours.prepare(step(link=link), _loader(tiny_mlm))
     assert got.kind == "probe" and len(got.data["top"]) == 5 and got.data["top"]["rank"].tolist() == [1, 2, 3, 4, 5]
@@ -121,6 +121,7 @@ def test_a_probe_step_is_the_pages_ranking_and_a_missing_model_or_dataset_says_s
     assert got.data["top"]["entity"].tolist() == list(ranking.names)  # what the Probe page shows for the link
     with pytest.raises(ProbekitError, match="model 'default' is not available here"):
         tours.prepare(step(), _loader(tiny_mlm))
+    monkeypatch.setenv("PROBEKIT_MEDLAMA_DIR", str(tmp_path / "no-medlama"))  # as on a machine without MedLAMA
     with pytest.raises(ProbekitError, match="dataset 'medlama:hard' is not on this machine"):
         tours.prepare(step(link=link.replace("dataset=demo", "dataset=medlama:hard")), _loader(tiny_mlm))
 
