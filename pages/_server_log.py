@@ -4,7 +4,7 @@ Streamlit's Starlette server (``streamlit/web/server/starlette/starlette_websock
 from a background task that ends quietly on ``starlette.websockets.WebSocketDisconnect`` but logs any other
 exception with its traceback ("Error sending websocket payload"). Starlette raises a different class,
 ``WebSocketDisconnected`` (a ``RuntimeError``: 'Cannot call "send" once a close message has been sent.'), for a send
-on a websocket whose close has already gone out (the class came with Kludex/starlette issue 2766, "Replace
+on a websocket whose close has already gone out (the class came with Kludex/starlette#2766, "Replace
 RuntimeError with WebSocketDisconnected once the socket has been disconnected"); Streamlit's sender does not catch
 it, so a tab that goes away while its page is still being sent leaves a traceback for a connection that simply
 ended. The cause is upstream (Streamlit's sender), so that one record, and nothing else, is dropped here; every
