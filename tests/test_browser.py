@@ -243,10 +243,21 @@ def _known_probe(msg) -> bool:
     return bool(found) and found["page"] in PAGE_PATHS and "404" in msg.text
 
 
+EXPECTED: list[re.Pattern] = []
+"""Console errors the running test causes on purpose (see :func:`expect_console_error`); cleared after each test."""
+
+
+def expect_console_error(pattern: str) -> None:
+    """Declare that this test provokes console errors matching ``pattern`` (searched in "text (url)"), as a test
+    that makes a request fail on purpose does: those, and only those, do not fail it."""
+    EXPECTED.append(re.compile(pattern))
+
+
 def _watch(ctx):
     def seen(msg) -> None:
-        if msg.type == "error" and not _known_probe(msg):
-            CONSOLE.append(f"{msg.text} ({msg.location.get('url', '')})")
+        line = f"{msg.text} ({msg.location.get('url', '')})"
+        if msg.type == "error" and not _known_probe(msg) and not any(p.search(line) for p in EXPECTED):
+            CONSOLE.append(line)
 
     ctx.on("console", seen)
     ctx.on("weberror", lambda err: CONSOLE.append(f"uncaught: {err.error}"))
@@ -267,7 +278,7 @@ def no_console_errors():
     """Any console error during a browser test fails it (import this fixture into every browser test module)."""
     CONSOLE.clear()
     yield
-    errors, CONSOLE[:] = list(CONSOLE), []
+    errors, CONSOLE[:], EXPECTED[:] = list(CONSOLE), [], []
     assert not errors, "console errors:\n" + "\n".join(errors[:20])
 
 

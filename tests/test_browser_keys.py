@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("playwright", reason="playwright is not installed")
 from test_annotations import rankings  # noqa: E402
-from test_browser import Budget, launch, no_console_errors, serve  # noqa: E402, F401  (skips when no Chromium is installed)
+from test_browser import Budget, expect_console_error, launch, no_console_errors, serve  # noqa: E402, F401  (skips when no Chromium is installed)
 
 from pages._rating_keys import READY  # noqa: E402
 from probekit import annotations as ann  # noqa: E402
@@ -131,6 +131,7 @@ def test_a_state_update_lost_on_the_way_is_sent_again(tmp_path):
         page = browser.new_context().new_page()
         page.route_web_socket("**/_stcore/stream", route)
         page.route("**/probekit/presses", lambda r: r.abort())  # presses travel as component state alone
+        expect_console_error(r"net::ERR_FAILED \(https?://[^/]+/probekit/presses\)$")  # the aborted requests
         page.goto(f"{url}/?session={sid}&token={token}")
         wait_text(page, "0/3 answers", budget)
         wait_listening(page, budget)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -118,6 +119,32 @@ def _polled(sql: str):
     return started
 
 
+def _kill_holding_store(proc: subprocess.Popen, sql: str, *, budget: float = 240.0) -> None:
+    """SIGKILL ``proc`` once ``sql`` counts a stored row, while this process holds the store: the job can store
+    nothing between the check and the kill (it waits for the file), so the kill lands between two of its writes
+    however fast the machine runs it. The job must give the file up after each write (``PROBEKIT_DB_IDLE_CLOSE_S=0``
+    in its environment) for the check to get its turn."""
+    from probekit import store
+
+    deadline = time.monotonic() + budget
+    s = store.get_store()
+    while True:
+        assert proc.poll() is None, f"the job ended before storing anything: {proc.stderr and proc.stderr.read()}"
+        assert time.monotonic() < deadline, "the job never stored a row"
+        cur = s.cursor()  # the file stays open, and other processes out, while this cursor is
+        try:
+            table = re.search(r"FROM (\w+)", sql)[1]
+            tables = {t for (t,) in cur.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            if table in tables and cur.execute(sql).fetchone()[0]:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=60)
+                return
+        finally:
+            cur.close()
+            s.release_file()
+        time.sleep(0.02)
+
+
 def _cell_results(db) -> dict:
     """Each grid cell's stored results, as a comparable text, read from the store at ``db``."""
     from probekit import store
@@ -143,22 +170,24 @@ def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
     facts.write_text("subject,relation,object\nmetformin,may_treat,type 2 diabetes\naspirin,may_treat,pain\n"
                      "aspirin,may_treat,fever\nwarfarin,may_prevent,stroke\nstatin,may_prevent,heart attack\n")
     spec = tmp_path / "grid.json"
-    # the demo set (113 queries), not the five facts: on an idle machine twelve cells of five facts finished within
-    # the half second the kill waits after the first stored event
     spec.write_text(json.dumps({"name": "kill", "models": [str(tiny_encoder_dir)], "datasets": ["demo"],
                                 "probes": [{"name": "retrieval", "options": {"pooling": ["cls", "mean"],
                                                                              "similarity": ["cosine", "dot", "l2"]}}],
                                 "layers": [1, 2], "k": 5}))
     argv = _cli("grid", "run", str(spec), "--quiet", "--format", "json")
     whole = tmp_path / "uninterrupted.duckdb"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB": str(whole)}
+    # its own cache: the killed grid must not find every cell's vectors encoded already
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB": str(whole),
+           "PROBEKIT_CACHE_DIR": str(tmp_path / "uninterrupted-cache")}
     assert subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600).returncode == 0
     expected = _cell_results(whole)
     assert len(expected) == 12
 
-    proc = _popen(argv)
-    _kill_when(proc, _polled("SELECT count(*) FROM grid_events"), seed=1)
-    assert proc.returncode == -signal.SIGKILL, "the grid finished before the kill: give it more cells"
+    gives_up_file = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB_IDLE_CLOSE_S": "0"}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=gives_up_file, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    _kill_holding_store(proc, "SELECT count(*) FROM grid_events WHERE status = 'done'")
+    assert proc.returncode == -signal.SIGKILL
     db = config.db_path()
     stored = _cell_results(db)
     assert 0 < len(stored) < 12
