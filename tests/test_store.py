@@ -88,6 +88,44 @@ def test_a_held_file_gives_one_clear_message(tmp_path):
         holder.wait(10)
 
 
+def test_a_store_holds_the_lock_file_from_connect_until_closed(tmp_path):
+    """The rule (probekit.store.db): every store holds an exclusive flock on ``<database>.lock`` from before it
+    connects until after its connection is closed. Another process's store waits for it and names its holder;
+    two stores of one process share the hold (as DuckDB shares the database there), and the last close ends it."""
+    if db.fcntl is None:
+        pytest.skip("no fcntl here: only DuckDB's lock applies")
+    path = tmp_path / "locked.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from probekit.store.db import Store
+        s = Store({str(path)!r}, idle_close=3600)
+        cur = s.cursor()
+        print("holding", flush=True)
+        sys.stdin.readline()
+        cur.close()
+        s.close()
+        print("closed", flush=True)
+        time.sleep(60)
+    """)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().startswith("holding")
+        with pytest.raises(StoreBusyError, match=f"holds it \\(process {holder.pid}\\)"):
+            Store(path, lock_wait=0.3)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().startswith("closed")
+        first, second = Store(path, idle_close=3600), Store(path, idle_close=3600)  # the holder still runs
+        assert first.fetch("SELECT 1") == second.fetch("SELECT 1") == [(1,)]
+        first.close()
+        assert second.is_open and second.fetch("SELECT 2") == [(2,)]
+        second.close()
+        assert db._lock_path(str(path)) not in db._HELD
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
 def test_store_keeps_the_file_while_a_cursor_is_open(tmp_path, monkeypatch):
     """The idle closer scheduled by the last release leaves the file open when it fires while a cursor is open
     (and closes it when it fires with none). Its timer is fired by hand, at the moments the test chooses."""

@@ -6,7 +6,9 @@ given; the test then looks every one of them up, so a write that was reported as
 connection on a file another process had meanwhile, a write-ahead log not replayed, a retry that swallowed a
 failure) shows as a missing id, not merely as a short count. The holds and idle closes are cut to a fraction of
 their defaults so the file changes hands (close, checkpoint, reopen, replay) hundreds of times, and every process
-must exit cleanly (a process that aborts at exit after acknowledging leaves its last writes to the log replay)."""
+must exit cleanly (a process that aborts at exit after acknowledging leaves its last writes to the log replay).
+Before the store held its lock file from connect to close, this failed in 3 of 4 runs under ``stress --cpu 2``
+(an acknowledged event id stored under another expert; ratings refused), and passed 6 of 6 after."""
 
 from __future__ import annotations
 
@@ -46,7 +48,6 @@ RATER = textwrap.dedent("""
 PROCESSES, RATINGS = 8, 120
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_every_acknowledged_rating_is_stored_under_its_expert(tmp_path):
     rankings = [Ranking(Query(f"q{q}", f"s{q}", "r", "[X] r [Y].", golds=("a",)), (0, 1), ("a", "b"),
