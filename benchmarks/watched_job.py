@@ -13,7 +13,7 @@ are equally warm: the candidate names come from the same cache folder), then ``-
 CLI / watched. The load average is printed with each figure: on a shared machine absolute times are loaded.
 
     .venv/bin/python benchmarks/watched_job.py                      # demo set
-    .venv/bin/python benchmarks/watched_job.py --dataset medlama_hard --repeats 1
+    .venv/bin/python benchmarks/watched_job.py --dataset medlama:hard --repeats 1
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def cli_seconds(env: dict, dataset: str) -> float:
-    out = subprocess.run([sys.executable, "-m", "probekit", "bench", "--dataset", dataset, "--model", "default",
+    name, _, which = dataset.partition(":")  # the app's spec "medlama:hard" is the CLI's --dataset medlama --set hard
+    subset = ["--set", which] if which else []
+    out = subprocess.run([sys.executable, "-m", "probekit", "bench", "--dataset", name, *subset, "--model", "default",
                           "--probe", "retrieval", "--save", "--fresh", "--format", "json", "--quiet"],
                          cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
     data = json.loads(out)

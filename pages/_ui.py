@@ -107,16 +107,17 @@ class progress:  # noqa: N801 - used like a function: report = ui.progress("…"
         self.slot.empty()
 
 
-POLL_S = ((10.0, 1.0), (60.0, 2.0), (float("inf"), 5.0))
-"""The job panel's polling, backing off: every second for a job's first 10 s, every 2 s to a minute, then every
-5 s. Each poll is a fragment rerun in the server process that runs the job; polling a long job every second cost
-it more than the progress was worth (a watched job ran several times slower than the same job from the CLI)."""
+POLL_S = ((5.0, 1.0), (30.0, 2.0), (float("inf"), 5.0))
+"""The job panel's polling, backing off: every second for a job's first 5 s (so a start shows at once), every 2 s
+to half a minute, then every 5 s. Each poll is a fragment rerun in the server process that runs the job and a
+re-render in the browser (about 0.2 s of Chromium's CPU each, measured on the Benchmark page): on a machine the
+job keeps busy, polling every second cost more than the progress was worth."""
 
 
 def poll_interval(elapsed: float) -> float:
     """Seconds between two polls of a job that has run ``elapsed`` seconds (:data:`POLL_S`).
 
-    >>> [poll_interval(s) for s in (0, 9.9, 10, 59, 3600)]
+    >>> [poll_interval(s) for s in (0, 4.9, 5, 29, 3600)]
     [1.0, 1.0, 2.0, 2.0, 5.0]
     """
     return next(every for until, every in POLL_S if elapsed < until)
