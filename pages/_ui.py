@@ -5,6 +5,7 @@ Pages stay thin by calling these; all real work happens in ``probekit`` (which n
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import runpy
@@ -50,12 +51,19 @@ _SHELL = threading.local()
 
 @contextmanager
 def shell():
-    """app.py runs the selected page inside this, so a page can tell it has the app's navigation and sidebar."""
+    """app.py runs the selected page inside this, so a page can tell it has the app's navigation and sidebar.
+
+    After a whole page has run, a full garbage collection frees what the run left in reference cycles (a replaced
+    upload's parsed frames). Streamlit would run one after every script run, fragment reruns included (its
+    ``runner.postScriptGC``, turned off in ``.streamlit/config.toml``): a job panel polling every second then
+    stalled the job it watched. Here it runs after full page runs only, which follow a user's action."""
     _SHELL.depth = getattr(_SHELL, "depth", 0) + 1
     try:
         yield
     finally:
         _SHELL.depth -= 1
+        if not _SHELL.depth:
+            gc.collect()
 
 
 def title(text: str) -> None:
