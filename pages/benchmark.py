@@ -105,6 +105,9 @@ st.caption(f"Every run here by one rule: {counting_label(counting)}. Macro = mea
            "the items counted. \u2013 = not defined (a method with one answer per query has no acc@5/10). "
            + " ".join(views.subset_note(s) for s in present))
 _bench.subject_note(loaded)
+for label, run in loaded.items():  # a top-k served by an approximate index says so, with its measured recall
+    if run.meta.get("search"):
+        st.caption(f"{ui.md(label)}: {ui.md(run.meta['search'])}")
 
 c1, c2 = st.columns(2)
 st.session_state.setdefault("bm_show_k", 10)

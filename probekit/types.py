@@ -119,6 +119,10 @@ class Ranking:
     ``depth`` is the most answers the method gives per query whatever k asks, where it has such a limit
     (X-FACTR's code gives one: its acc@5 and acc@10 are not numbers it reports, and the metrics give NaN
     for any k above ``depth``); None = no limit.
+
+    ``search`` says how the top-k was found when it was not by scoring every candidate: an approximate index,
+    with its parameters and its recall@k measured against exact search (gold ranks stay exact either way); a run
+    records it (:meth:`probekit.vocab.search.ShardedIndex.describe`). None = every candidate scored.
     """
 
     query: Query
@@ -129,6 +133,7 @@ class Ranking:
     n_candidates: int = 0
     generated: bool = False
     depth: int | None = None
+    search: str | None = None
 
     @property
     def k(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from _umls import write_umls
@@ -137,3 +138,28 @@ def test_cli_build_list_info_and_bench_with_vocab(tmp_path, tiny_encoder_dir, ca
     options = shown["run"]["options"]
     options = json.loads(options) if isinstance(options, str) else options
     assert options["match"] == "concept" and shown["run"]["vocab"] == "mini"  # the stored run records the rule
+    assert shown["run"]["search"] is None  # an exact index scores every candidate: nothing to record
+
+
+def test_a_run_served_by_an_approximate_index_records_it(tmp_path, tiny_encoder, tiny_dataset):
+    """The rule (probekit.types.Ranking.search): when an approximate index served the top-k, each ranking says
+    so, with the index's parameters and its recall measured against exact search, and the stored run records it
+    (runs show prints it); gold ranks stay exact, so they equal those of the exact index."""
+    from probekit.bench import runner, runs
+    from probekit.vocab.build import build
+    from probekit.vocab.sources import open_source
+
+    names = tmp_path / "names.txt"
+    names.write_text("\n".join(f"term {i} of {j}" for i in range(40) for j in ("a", "b")) + "\n")
+    out = build("flat", open_source("names", names), model=tiny_encoder, shard_size=32, index="ivf-flat",
+                index_params={"nlist": 4, "nprobe": 1, "target_recall": None})
+    build("exact", open_source("names", names), model=tiny_encoder, shard_size=32)
+    approx = runner.run_benchmark(tiny_encoder, tiny_dataset, probe="retrieval", vocab="flat", k=5)
+    exact = runner.run_benchmark(tiny_encoder, tiny_dataset, probe="retrieval", vocab="exact", k=5)
+    line = runs.get_run(approx.run_id)["search"]
+    assert line.startswith("approximate top-k: ivf-flat (") and "nprobe 1" in line and "nlist 4" in line
+    shown = re.search(r"recall@10 (\d\.\d{3}) against exact search on 80 queries", line)
+    # the same measurement as the build's record (which keeps 4 places; the line shows 3)
+    assert shown and abs(float(shown[1]) - out["recall_at_10"]) <= 0.0005 + 1e-9
+    assert runs.get_run(exact.run_id)["search"] is None
+    assert list(approx.frame.gold_ranks) == list(exact.frame.gold_ranks)

@@ -41,7 +41,8 @@ COMPONENT = "runs"
 RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", "label", "model", "model_source",
                "model_revision", "dataset", "dataset_version", "dataset_set", "dataset_spec", "probe", "options",
                "vocab", "k", "device", "probekit_version", "n_queries", "n_relations", "seconds", "timings",
-               "message", "owner_host", "owner_pid", "owner_start", "heartbeat_at", "counting", "answers_per_query")
+               "message", "owner_host", "owner_pid", "owner_start", "heartbeat_at", "counting", "answers_per_query",
+               "search")
 EXPORT_FORMATS = ("csv", "parquet")
 STATUSES = ("running", "done", "cancelled", "failed", "interrupted")
 UNFINISHED, STALE_RUN_S, HEARTBEAT_S = _owner.UNFINISHED, _owner.STALE_RUN_S, _owner.HEARTBEAT_S
@@ -146,11 +147,36 @@ def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, statu
         "vocab": vocab, "k": int(k), "device": str(model.device), "probekit_version": __version__,
         "n_queries": len(dataset), "n_relations": len(dataset.relations), "seconds": None, "timings": None,
         "message": None, **owner(), "heartbeat_at": now(), "counting": check_counting(counting),
-        "answers_per_query": per_query(opts) if per_query is not None else None,
+        "answers_per_query": per_query(opts) if per_query is not None else None, "search": None,
     }
     with store().transaction() as cur:
         cur.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
                     [meta[c] for c in RUN_COLUMNS])
+
+
+def search_of(rankings: Sequence[Ranking]) -> str | None:
+    """How these rankings' top-k were found when not by scoring every candidate (:attr:`Ranking.search`): the
+    distinct descriptions, in order, joined by " | "; None when every candidate was scored.
+
+    >>> from probekit.types import Query
+    >>> q = Query("q", "s", "r", "[X] r [Y].", golds=("a",))
+    >>> search_of([Ranking(q, (0,), ("a",), (1.0,), (1,), search="hnsw"), Ranking(q, (0,), ("a",), (1.0,), (1,))])
+    'hnsw'
+    """
+    return " | ".join(dict.fromkeys(r.search for r in rankings if r.search)) or None
+
+
+def record_search(run_id: str, rankings: Sequence[Ranking]) -> None:
+    """Record beside the run how its top-k were found (:func:`search_of`), once per new description."""
+    found = search_of(rankings)
+    if not found:
+        return
+    with store().transaction() as cur:
+        (before,) = cur.execute("SELECT search FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        known = before.split(" | ") if before else []
+        if any(part not in known for part in found.split(" | ")):
+            merged = " | ".join(dict.fromkeys([*known, *found.split(" | ")]))
+            cur.execute("UPDATE runs SET search = ? WHERE run_id = ?", [merged, run_id])
 
 
 def finish_run(run_id: str, status: str, *, seconds: float | None = None, timings: dict | None = None,
@@ -177,6 +203,7 @@ def save_run(rankings: Sequence[Ranking], *, model, dataset: Dataset, probe, opt
                settings=settings, status="running", label=label, counting=counting)
     try:
         insert_results(run_id, rankings_frame(rankings))
+        record_search(run_id, rankings)
     except BaseException:
         finish_run(run_id, "failed", message="saving failed")
         raise
@@ -301,7 +328,7 @@ def export_frame(run: str | Run) -> pd.DataFrame:
     run = load_run(run) if isinstance(run, str) else run
     data = _json_frame(run.frame, run.run_id)
     for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "dataset_set", "probe",
-                           "vocab", "counting", "answers_per_query")):
+                           "vocab", "counting", "answers_per_query", "search")):
         data.insert(1 + i, c, run.meta.get(c, DEFAULT_COUNTING if c == "counting" else None))
     flag = run.frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     data.insert(data.columns.get_loc("relation"), "subset",

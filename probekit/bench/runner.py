@@ -221,6 +221,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
             frames.append(res.rankings_frame(rankings))
             if run_id:
                 res.insert_results(run_id, frames[-1])
+                res.record_search(run_id, rankings)
             timings["saving"] += time.perf_counter() - t
             collected += rankings
             done += len(queries)
@@ -246,7 +247,8 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
                 "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
                 "seconds": seconds, "timings": timings, "status": "done", "settings_key": key,
                 "dataset_spec": res.dataset_spec(dataset), "dataset_set": dataset.meta.get("set"),
-                "counting": counting, "answers_per_query": metrics_depth(probe, opts)}
+                "counting": counting, "answers_per_query": metrics_depth(probe, opts),
+                "search": res.search_of(collected)}
         return Run(None, meta, _concat(frames), collected)
     res.finish_run(run_id, "done", seconds=prev_seconds + seconds, timings=timings)
     if done_rels:  # resumed: part of the results came from the store

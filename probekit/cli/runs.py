@@ -50,6 +50,8 @@ def _print_summary(meta: dict, summary: dict) -> None:
     print(counting_label(summary.get("counting", "query")) + f"; {summary.get('n_items', '?')} items")
     if summary.get("depth"):
         print(f"one answer per query at most {summary['depth']}: acc@k above it is not defined (-)")
+    if meta.get("search"):
+        print(meta["search"])
 
 
 def _cmd_list(args) -> int:

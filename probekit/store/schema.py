@@ -85,6 +85,11 @@ MIGRATIONS["runs"] = [
     ALTER TABLE runs ADD COLUMN counting VARCHAR DEFAULT 'query';
     ALTER TABLE runs ADD COLUMN answers_per_query INTEGER
     """,
+    # 4: how the top-k was found when not by scoring every candidate (an approximate index over a built
+    # vocabulary: kind, parameters, measured recall; probekit.types.Ranking.search); NULL: every candidate scored
+    """
+    ALTER TABLE runs ADD COLUMN search VARCHAR
+    """,
 ]
 
 # layer-wise probing: hit counts per layer, relation and subset

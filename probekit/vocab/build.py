@@ -97,13 +97,13 @@ def build_index(vectors: shards.Vectors, *, kind: str, params: dict | None, simi
 
     parts = vectors.shards()
     index = ShardedIndex.build(parts, similarity=similarity, kind=kind, params=params or None, progress=progress)
-    index.save(index_folder(vectors, kind, similarity))
     out: dict = {"index": kind, "index_params": params or {}}
-    if kind != "exact":
+    if kind != "exact":  # measured before saving: the saved index (what runs record) carries this same recall
         n = vectors.rows.n_rows
         rng = np.random.default_rng(0)
         pick = np.sort(rng.choice(n, size=min(RECALL_QUERIES, n), replace=False))
         q = np.stack([np.asarray(parts[i // vectors.rows.shard_size][i % vectors.rows.shard_size], dtype=np.float32)
                       for i in pick])  # (n_queries, dim)
         out["recall_at_10"] = round(float(index.recall_at_k(q, RECALL_K)), 4)
+    index.save(index_folder(vectors, kind, similarity))
     return out

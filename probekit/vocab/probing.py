@@ -90,6 +90,7 @@ def rank_in_vocabulary(index, queries: Sequence[Query], candidates: VocabularyCa
         flat = [gold_indices(q, candidates, ex) for q, ex in zip(queries, excluded)]
     results = index.rank(qvec, flat, k, exclude=exclude, progress=progress)
     names, n = candidates.names, len(candidates)
+    search = index.describe()
     out = []
     for qi, (q, ex, (ids, scores, ranks)) in enumerate(zip(queries, excluded, results)):
         if match == "concept":
@@ -98,5 +99,5 @@ def rank_in_vocabulary(index, queries: Sequence[Query], candidates: VocabularyCa
         else:
             gold_ranks = list(ranks)
         out.append(Ranking(query=q, ids=tuple(ids), names=tuple(names[i] for i in ids), scores=tuple(scores),
-                           gold_ranks=tuple(gold_ranks), n_candidates=n - len(ex.ids)))
+                           gold_ranks=tuple(gold_ranks), n_candidates=n - len(ex.ids), search=search))
     return out

@@ -174,6 +174,25 @@ class ShardedIndex:
                 "build_seconds": round(self.build_seconds, 3), "recall": self.recall,
                 "gold_ranks": "exact"}
 
+    def describe(self) -> str | None:
+        """One line for a ranking this index served (:attr:`probekit.types.Ranking.search`): the kind, its
+        parameters and the recall measured against exact search; None for exact search (nothing to say).
+
+        >>> from probekit.vocab.index_kinds import resolve
+        >>> spec, _ = resolve("exact", 10, 4, None)
+        >>> ShardedIndex(Shards([np.eye(4, dtype=np.float32)]), kind=spec, params={}, sq_norms=np.ones(4, np.float32),
+        ...              twins=[]).describe() is None
+        True
+        """
+        if not self.approximate:
+            return None
+        params = ", ".join(f"{k} {v}" for k, v in sorted(self.params.items()) if k != "target_recall")
+        line = f"approximate top-k: {self.kind.name} ({params})"
+        if self.recall:
+            line += (f"; recall@{self.recall['k']} {self.recall['recall']:.3f} against exact search on "
+                     f"{self.recall['queries']:,} queries")
+        return line + "; gold ranks exact"
+
     @property
     def index_bytes(self) -> int:
         """Memory of the approximate structure (its codes, ids, centroids or links; 0 for exact) plus the
