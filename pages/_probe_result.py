@@ -46,7 +46,7 @@ def draw(model, ranking, model_id: str, probe_name: str, n_cands: int, explanati
     tok = model.tokenizer
     top = pd.DataFrame({"rank": range(1, ranking.k + 1), "entity": ranking.names,
                         "score": [round(s, 4) for s in ranking.scores],
-                        "gold": [ranking.is_gold(n) for n in ranking.names],
+                        "gold": list(ranking.gold_flags()),
                         "tokens": [len(tok.tokenize(n)) for n in ranking.names]})
     t1, t2 = st.columns([3, 2])
     t1.dataframe(top, hide_index=True, key="pk_top", column_config={

@@ -196,6 +196,10 @@ class EntityIndex:
     def _rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.vectors[ids], self._sq_norms[ids]
 
+    def describe(self) -> str | None:
+        """None: an exact index scores every candidate (:meth:`probekit.vocab.search.ShardedIndex.describe`)."""
+        return None
+
     def rank(self, queries: np.ndarray, golds: Sequence[Sequence[int | None]], k: int, *,
              exclude: Sequence[Sequence[int]] | None = None,
              progress: Progress | None = None) -> list[tuple[list[int], list[float], list[int | None]]]:

@@ -123,6 +123,10 @@ class Ranking:
     ``search`` says how the top-k was found when it was not by scoring every candidate: an approximate index,
     with its parameters and its recall@k measured against exact search (gold ranks stay exact either way); a run
     records it (:meth:`probekit.vocab.search.ShardedIndex.describe`). None = every candidate scored.
+
+    ``gold_hits`` flags each top-k answer that the probe counted as gold under its own matching rule, where that
+    rule is not the name's spelling: under ``match="concept"`` any synonym of a gold's CUI is gold. None = the
+    spelling rule (:meth:`is_gold`). Read the flags with :meth:`gold_flags`.
     """
 
     query: Query
@@ -134,6 +138,7 @@ class Ranking:
     generated: bool = False
     depth: int | None = None
     search: str | None = None
+    gold_hits: tuple[bool, ...] | None = None
 
     @property
     def k(self) -> int:
@@ -156,6 +161,13 @@ class Ranking:
         gold = {normalize_name(g) for g in self.query.golds}
         return normalize_name(name) in gold
 
+    def gold_flags(self) -> tuple[bool, ...]:
+        """For each top-k answer, best first: is it a gold answer (by the probe's rule: :attr:`gold_hits` when
+        set, else :meth:`is_gold`)."""
+        if self.gold_hits is not None:
+            return tuple(self.gold_hits)
+        return tuple(self.is_gold(n) for n in self.names)
+
     def to_dict(self) -> dict:
         q = self.query
         return {
@@ -166,8 +178,8 @@ class Ranking:
             "golds": list(q.golds),
             "gold_ranks": list(self.gold_ranks),
             "top": [
-                {"rank": i + 1, "name": n, "score": float(s), "gold": self.is_gold(n)}
-                for i, (n, s) in enumerate(zip(self.names, self.scores))
+                {"rank": i + 1, "name": n, "score": float(s), "gold": g}
+                for i, (n, s, g) in enumerate(zip(self.names, self.scores, self.gold_flags()))
             ],
         }
 

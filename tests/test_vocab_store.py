@@ -88,6 +88,10 @@ def test_probing_with_a_built_vocabulary_by_string_and_by_concept(tmp_path, tiny
     by_concept = probe.rank(tiny_encoder, [q], cands, k=3, match="concept")[0]
     synonyms = [i for i, c in enumerate(cands.cuis) if c == "C0000001"]
     assert len(synonyms) == 3 and by_concept.gold_ranks[0] <= by_string.gold_ranks[0]
+    # every synonym of the gold concept in the top-k is flagged gold (as the probe counted it), not the spelling alone
+    assert by_concept.gold_flags() == tuple(cands.cuis[i] == "C0000001" for i in by_concept.ids)
+    assert by_string.gold_flags() == tuple(n == "Myocardial infarction" for n in by_string.names)
+    assert [t["gold"] for t in by_concept.to_dict()["top"]] == list(by_concept.gold_flags())
     with pytest.raises(ProbekitError, match="match 'concept' needs a built vocabulary"):
         probe.rank(tiny_encoder, [q], CandidateSet(cands.names, "plain-copy"), k=3, match="concept")
 

@@ -204,11 +204,12 @@ def from_rankings(rankings: Sequence[Ranking], *, name: str, organiser: str = ""
         qrows.append((sid, qi, q.id, q.relation, q.subject, q.template, q.text(), json.dumps(list(q.golds)),
                       r.best_gold_rank, int(r.n_candidates) if r.n_candidates else None))
         top = min(k, len(r.names))
+        gold = r.gold_flags()
         order = rng.permutation(top)  # order[pos] = rank index shown at display position pos
         for pos, idx in enumerate(order):
             idx = int(idx)
             irows.append((f"{sid}:{qi}:{pos}", sid, qi, pos, idx + 1, r.names[idx], int(r.ids[idx]),
-                          float(r.scores[idx]), r.is_gold(r.names[idx])))
+                          float(r.scores[idx]), gold[idx]))
     relations = sorted({r.query.relation for r in rankings})
     store = _store()
     with store.transaction() as cur:

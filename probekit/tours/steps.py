@@ -104,7 +104,7 @@ def _probe(params: Mapping[str, str], load: Loader) -> Prepared:
     ranking, _ = probe.explain(model, q, cands, k=k, **opts)
     top = pd.DataFrame({"rank": range(1, ranking.k + 1), "entity": ranking.names,
                         "score": [round(s, 4) for s in ranking.scores],
-                        "gold": [ranking.is_gold(n) for n in ranking.names]})
+                        "gold": list(ranking.gold_flags())})
     text = q.text(model.mask_token)
     return Prepared("probe", f"{text} → {', '.join(ranking.names[:3])}",
                     {"text": text, "model": model.id, "probe": probe.name, "candidates": len(cands), "top": top,

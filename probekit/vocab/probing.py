@@ -93,11 +93,14 @@ def rank_in_vocabulary(index, queries: Sequence[Query], candidates: VocabularyCa
     search = index.describe()
     out = []
     for qi, (q, ex, (ids, scores, ranks)) in enumerate(zip(queries, excluded, results)):
+        hits = None
         if match == "concept":
             by_row = {int(i): r for i, r in zip(flat[qi], ranks) if i is not None}  # every concept row is an id
             gold_ranks = concept_gold_ranks([by_row], [groups[qi]])[0]
+            gold_cuis = {cui for cui, _ in groups[qi] if cui}
+            hits = tuple(candidates.cuis[i] in gold_cuis for i in ids)  # any synonym of a gold concept
         else:
             gold_ranks = list(ranks)
         out.append(Ranking(query=q, ids=tuple(ids), names=tuple(names[i] for i in ids), scores=tuple(scores),
-                           gold_ranks=tuple(gold_ranks), n_candidates=n - len(ex.ids), search=search))
+                           gold_ranks=tuple(gold_ranks), n_candidates=n - len(ex.ids), search=search, gold_hits=hits))
     return out
