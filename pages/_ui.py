@@ -176,7 +176,7 @@ def job_panel(state_key: str, *, stop: str = "Cancel", stop_key: str | None = No
         if every != st.session_state.get(every_key):
             st.session_state[every_key] = every
             _poll_every(every)
-        c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")  # the stop button reads whole at 1024 px
         c1.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
         if c2.button(stop, icon=":material/stop:", key=stop_key or f"{state_key}_stop"):
             job.cancel()
