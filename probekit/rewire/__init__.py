@@ -1,7 +1,8 @@
 """Contrastive rewiring (Meng et al., 2022, Rewire-then-Probe), one module per step:
 
 - :mod:`.data`: the elicit corpora and the seeded span masking (sentence -> (query ending in [MASK], span));
-- :mod:`.train`: settings, the InfoNCE loss, the training loop, checkpoints and run folders;
+- :mod:`.train`: settings, the InfoNCE loss, the training loop and its checkpoints;
+- :mod:`.runs`: the run folders (read, listed, deleted; a run whose process is gone reads ``interrupted``);
 - :mod:`.sweep`: probing every checkpoint of runs on a dataset (MedLAMA Fig. 4).
 
 Every public name is re-exported here (``from probekit import rewire; rewire.train(...)``).
@@ -19,6 +20,19 @@ from .data import (
     save_corpus,
     span_pair,
 )
+from .runs import (
+    LOG_FILE,
+    RUN_FILE,
+    STALE_AFTER_S,
+    checkpoints,
+    damage_notes,
+    damaged_checkpoints,
+    delete_run,
+    list_runs,
+    load_log,
+    run_info,
+    runs_dir,
+)
 from .sweep import (
     HARD_IN_FULL,
     SUBSETS,
@@ -31,20 +45,9 @@ from .sweep import (
 )
 from .train import (
     CPU_BATCH_SIZE,
-    LOG_FILE,
-    RUN_FILE,
-    STALE_AFTER_S,
     RewireSettings,
     StepReport,
-    checkpoints,
-    damage_notes,
-    damaged_checkpoints,
-    delete_run,
     info_nce,
-    list_runs,
-    load_log,
-    run_info,
-    runs_dir,
     start_train,
     train,
 )

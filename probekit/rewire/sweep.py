@@ -20,7 +20,7 @@ import pandas as pd
 from .. import jobs
 from ..datasets.base import HARD_IN_FULL, SUBSETS
 from ..errors import ProbekitError, UnknownNameError
-from .train import run_info
+from .runs import run_info
 
 SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
                  "acc@1", "acc@5", "acc@10"]
@@ -163,7 +163,7 @@ def stored_sweeps() -> pd.DataFrame:
     then by step. The Benchmark pages list these runs too; here they are grouped, not mixed with other runs.
     """
     from ..bench import runs
-    from .train import runs_dir
+    from .runs import runs_dir
 
     cols = ["sweep", "step", "model", "run_id", "macro acc@1", "macro acc@10", "created_at"]
     done = runs.list_runs(status="done").to_dict("records")

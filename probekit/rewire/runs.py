@@ -1,0 +1,142 @@
+"""Rewiring run folders: ``cache/rewired/<run_id>/`` with ``run.json`` (settings, status, timings), ``log.jsonl``
+(one line per step) and a checkpoint folder per saved step; reading, listing and deleting them, and telling a run
+whose process is gone (``interrupted``) from one still training. :mod:`.train` writes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic, config
+from ..errors import ProbekitError, UnknownNameError
+from ..store import owner
+
+RUN_FILE, LOG_FILE = "run.json", "log.jsonl"
+STALE_AFTER_S = 120
+"""A run still marked ``running`` whose files have not changed for this long was interrupted."""
+
+_LIVE: dict[str, bool] = {}
+"""Runs training in this process (their ``running`` status is not stale)."""
+
+
+# ---------------------------------------------------------------- run folders
+def runs_dir() -> Path:
+    return config.cache_dir() / "rewired"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    atomic.write_json(path, obj, indent=1, default=str)
+
+
+def _run_folder(run_id: str) -> Path:
+    folder = runs_dir() / str(run_id)
+    if not run_id or "/" in str(run_id) or not (folder / RUN_FILE).is_file():
+        known = [p.name for p in sorted(runs_dir().glob(f"*/{RUN_FILE}"))]
+        raise UnknownNameError("rewiring run", str(run_id), [p.split("/")[0] for p in known] or ["none yet"])
+    return folder
+
+
+def run_info(run_id: str) -> dict:
+    """``run.json`` of a run, its checkpoints, and ``status`` = ``interrupted`` for a dead ``running`` run."""
+    folder = _run_folder(run_id)
+    info = json.loads((folder / RUN_FILE).read_text())
+    log = folder / LOG_FILE
+    touched = max(p.stat().st_mtime for p in (folder / RUN_FILE, log) if p.exists())
+    if info.get("status") == "running" and not _LIVE.get(run_id):
+        alive = owner.owner_alive(info.get("owner_host"), info.get("owner_pid"), info.get("owner_start"))
+        if alive is False or time.time() - touched > STALE_AFTER_S:  # its process is gone, or silent too long
+            info["status"] = "interrupted"
+    info["checkpoints"] = checkpoints(run_id)
+    info["damaged"] = damaged_checkpoints(run_id)
+    return info
+
+
+def checkpoints(run_id: str) -> list[dict]:
+    """The run's saved checkpoints (each: step, path, label, loss), by step."""
+    from ..models import CHECKPOINT_META
+
+    out = []
+    for meta in (runs_dir() / run_id).glob(f"step-*/{CHECKPOINT_META}"):
+        with contextlib.suppress(OSError, ValueError):
+            out.append({**json.loads(meta.read_text()), "path": str(meta.parent)})
+    return sorted(out, key=lambda d: d["step"])
+
+
+def damaged_checkpoints(run_id: str) -> list[str]:
+    """One line per checkpoint folder of the run that cannot be used (its metadata missing or unreadable, or its
+    config or weights gone): these are left out of listings and sweeps, and this says so. Hidden folders are
+    checkpoints still being written, not damage."""
+    from ..models import CHECKPOINT_META
+
+    out = []
+    for folder in sorted((runs_dir() / run_id).glob("step-*")):
+        if not folder.is_dir():
+            continue
+        meta = folder / CHECKPOINT_META
+        try:
+            json.loads(meta.read_text())["step"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            why = "no metadata" if isinstance(e, FileNotFoundError) else f"unreadable {CHECKPOINT_META}"
+            out.append(f"{folder.name} of run {run_id} is damaged ({why}); left out")
+            continue
+        if not (folder / "config.json").is_file() or not any(folder.glob("*.safetensors")) \
+                and not any(folder.glob("*.bin")):
+            out.append(f"{folder.name} of run {run_id} is damaged (config or weights missing); left out")
+    return out
+
+
+def load_log(run_id: str) -> pd.DataFrame:
+    """The loss curve: one row per step (step, loss, seconds)."""
+    path = _run_folder(run_id) / LOG_FILE
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                rows.append(json.loads(line))
+    return pd.DataFrame(rows, columns=["step", "loss", "seconds"]) if not rows else pd.DataFrame(rows)
+
+
+def list_runs() -> pd.DataFrame:
+    """Every rewiring run under ``cache/rewired``, newest first; a damaged one is listed as such (its ``damaged``
+    lines say what), never left out silently."""
+    rows: list[dict] = []
+    for f in runs_dir().glob(f"*/{RUN_FILE}"):
+        try:
+            info = run_info(f.parent.name)
+            s = info["settings"]
+        except (OSError, ValueError, KeyError, TypeError, ProbekitError) as e:  # listed as damaged, never hidden
+            rows.append({"run_id": f.parent.name, "label": "", "status": f"damaged ({RUN_FILE}: {type(e).__name__})",
+                         "damaged": [f"run {f.parent.name} is damaged ({RUN_FILE} unreadable); left out"]})
+            continue
+        rows.append({"run_id": info["run_id"], "label": info["label"], "status": info["status"],
+                     "model": s["model"], "corpus": s["corpus"], "seed": s["seed"], "layer": info["layer"],
+                     "batch_size": info["batch_size"], "steps": f"{info.get('steps_done', 0)}/{s['steps']}",
+                     "checkpoints": len(info["checkpoints"]), "last loss": info.get("last_loss"),
+                     "steps/s": info.get("steps_per_s"), "device": info.get("device"),
+                     "started": info.get("started_at"), "damaged": info["damaged"]})
+    cols = ["run_id", "label", "status", "model", "corpus", "seed", "layer", "batch_size", "steps", "checkpoints",
+            "last loss", "steps/s", "device", "started", "damaged"]
+    frame = pd.DataFrame(rows, columns=cols)
+    return frame.sort_values("started", ascending=False, ignore_index=True)
+
+
+def damage_notes(listed: pd.DataFrame) -> list[str]:
+    """The damaged runs and checkpoints of a :func:`list_runs` frame, one line each (for a warning)."""
+    return [note for notes in listed["damaged"] for note in (notes or [])]
+
+
+def delete_run(run_id: str) -> None:
+    if _LIVE.get(run_id):
+        raise ProbekitError(f"rewiring run {run_id} is still training; stop it first")
+    shutil.rmtree(_run_folder(run_id))
