@@ -178,10 +178,7 @@ class ShardedIndex:
         """One line for a ranking this index served (:attr:`probekit.types.Ranking.search`): the kind, its
         parameters and the recall measured against exact search; None for exact search (nothing to say).
 
-        >>> from probekit.vocab.index_kinds import resolve
-        >>> spec, _ = resolve("exact", 10, 4, None)
-        >>> ShardedIndex(Shards([np.eye(4, dtype=np.float32)]), kind=spec, params={}, sq_norms=np.ones(4, np.float32),
-        ...              twins=[]).describe() is None
+        >>> ShardedIndex.build([np.eye(4, dtype=np.float32)], kind="exact").describe() is None
         True
         """
         if not self.approximate:
