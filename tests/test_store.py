@@ -89,10 +89,12 @@ def test_a_held_file_gives_one_clear_message(tmp_path):
 
 
 def test_a_store_holds_the_lock_file_from_connect_until_closed(tmp_path):
-    """The rule (probekit.store.db): every store holds an exclusive flock on ``<database>.lock`` from before it
+    """The rule (probekit.store.filelock): every store holds an exclusive flock on ``<database>.lock`` from before it
     connects until after its connection is closed. Another process's store waits for it and names its holder;
     two stores of one process share the hold (as DuckDB shares the database there), and the last close ends it."""
-    if db.fcntl is None:
+    from probekit.store import filelock
+
+    if filelock.fcntl is None:
         pytest.skip("no fcntl here: only DuckDB's lock applies")
     path = tmp_path / "locked.duckdb"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
@@ -120,7 +122,7 @@ def test_a_store_holds_the_lock_file_from_connect_until_closed(tmp_path):
         first.close()
         assert second.is_open and second.fetch("SELECT 2") == [(2,)]
         second.close()
-        assert db._lock_path(str(path)) not in db._HELD
+        assert filelock.lock_path(str(path)) not in filelock.HELD
     finally:
         holder.kill()
         holder.wait(10)

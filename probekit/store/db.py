@@ -41,13 +41,10 @@ from pathlib import Path
 
 import duckdb
 
-try:
-    import fcntl
-except ImportError:  # Windows: DuckDB's own lock only
-    fcntl = None  # type: ignore[assignment]
-
 from .. import config
 from ..errors import ProbekitError
+from .filelock import drop as _drop_file_lock
+from .filelock import take as _take_file_lock
 from .schema import CHILDREN, MIGRATIONS
 
 IDLE_CLOSE_S = float(os.environ.get("PROBEKIT_DB_IDLE_CLOSE_S", "1.0"))
@@ -74,59 +71,6 @@ class StoreBusyError(ProbekitError):
 def _holder(message: str) -> str:
     pid = re.search(r"PID (\d+)", message)
     return f" (process {pid.group(1)})" if pid else ""
-
-
-_HELD: dict[str, list] = {}
-"""Lock file path -> [open file descriptor, how many stores of this process hold it]."""
-_HELD_LOCK = threading.Lock()
-
-
-def _lock_path(path: str) -> str:
-    return os.path.realpath(path) + ".lock"
-
-
-def _take_file_lock(path: str) -> str | None:
-    """Take the exclusive lock on ``path``'s lock file, or share this process's hold of it: ``None`` when held,
-    else who holds it (" (process N)", or "" when unknown). ``None`` also where locking is impossible (no
-    ``fcntl``, an in-memory database, a folder one cannot write a lock file in): DuckDB's lock still applies."""
-    if fcntl is None or path == ":memory:":
-        return None
-    lock = _lock_path(path)
-    with _HELD_LOCK:
-        if lock in _HELD:
-            _HELD[lock][1] += 1
-            return None
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            finally:
-                os.close(fd)
-            return f" (process {pid})" if pid.isdigit() else ""
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)  # who holds it, for a waiting process's message
-        _HELD[lock] = [fd, 1]
-        return None
-
-
-def _drop_file_lock(path: str) -> None:
-    """Give back one hold of ``path``'s lock file; the last hold of this process unlocks it."""
-    if fcntl is None or path == ":memory:":
-        return
-    lock = _lock_path(path)
-    with _HELD_LOCK:
-        held = _HELD.get(lock)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[lock]
-            os.close(held[0])  # closing the descriptor releases the flock
 
 
 class _Cursor:
