@@ -12,21 +12,17 @@ The body is the listener's state plus the desk's id, ``{"desk": id, "client": wi
 the id alone says whose presses these are; an unknown id is answered 404 and changes nothing. The reply is the
 acknowledgement, ``{"acked": last number handled from that window}``.
 
-Streamlit (1.67) gives a script no way to add a route to the server that ``streamlit run`` starts (``st.App``
-does, for an app launched as an ASGI app instead). So the route is added once per server process to the running
-Starlette application's router, in front of its catch-all page route; where there is no such application (AppTest,
-or a Streamlit without Starlette) there is no endpoint, and presses travel as component state alone.
+Where the server has no such route (``pages/_routes.py``: AppTest), presses travel as component state alone.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import threading
 import weakref
 
-import streamlit as st
+from pages._routes import add_route
 
 log = logging.getLogger("probekit.app")
 PATH = "probekit/presses"
@@ -40,7 +36,7 @@ def press_endpoint(desk) -> str | None:
     when the server has none."""
     with _LOCK:
         _DESKS[desk.id] = desk
-    return _install()
+    return add_route(PATH, _receive, methods=["POST"])
 
 
 async def _receive(request):
@@ -67,24 +63,3 @@ async def _receive(request):
         log.exception("a key press from the press endpoint failed")
         return JSONResponse({"error": "failed"}, status_code=500)
     return JSONResponse({"acked": acked})
-
-
-@st.cache_resource(show_spinner=False)
-def _install() -> str | None:
-    """Add the route to this process's Starlette application once; its URL path, or None without one."""
-    try:
-        from starlette.applications import Starlette
-        from starlette.routing import Route
-    except ImportError:
-        return None
-    apps = [o for o in gc.get_objects() if type(o) is Starlette]  # type(): no isinstance hooks of other libraries
-    if len(apps) != 1:
-        if apps:
-            log.warning("press endpoint not added: %d web applications in this process", len(apps))
-        return None
-    base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    path = f"/{base}/{PATH}" if base else f"/{PATH}"
-    routes = apps[0].router.routes
-    if not any(getattr(r, "path", None) == path for r in routes):
-        routes.insert(0, Route(path, _receive, methods=["POST"]))
-    return path

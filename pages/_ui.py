@@ -27,6 +27,7 @@ log = logging.getLogger("probekit.app")
 # the pieces live in their own modules; pages use them all through ``ui``
 from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert, remember_sign_in  # noqa: E402, F401
 from pages._display import FONT_PX, chart_text, html_text, legible, md, message  # noqa: E402, F401
+from pages._job_panel import job_panel  # noqa: E402, F401
 from pages._kept import download, forget, keep, kept  # noqa: E402, F401
 from pages._options import (  # noqa: E402, F401
     NONE_LABELS,
@@ -113,77 +114,6 @@ class progress:  # noqa: N801 - used like a function: report = ui.progress("…"
 
     def clear(self) -> None:
         self.slot.empty()
-
-
-POLL_S = ((5.0, 1.0), (30.0, 2.0), (float("inf"), 5.0))
-"""The job panel's polling, backing off: every second for a job's first 5 s (so a start shows at once), every 2 s
-to half a minute, then every 5 s. Each poll is a fragment rerun in the server process that runs the job and a
-re-render in the browser (about 0.2 s of Chromium's CPU each, measured on the Benchmark page): on a machine the
-job keeps busy, polling every second cost more than the progress was worth."""
-
-
-def poll_interval(elapsed: float) -> float:
-    """Seconds between two polls of a job that has run ``elapsed`` seconds (:data:`POLL_S`).
-
-    >>> [poll_interval(s) for s in (0, 4.9, 5, 29, 3600)]
-    [1.0, 1.0, 2.0, 2.0, 5.0]
-    """
-    return next(every for until, every in POLL_S if elapsed < until)
-
-
-def _poll_every(seconds: float) -> None:
-    """Change the running fragment's auto-rerun interval without rerunning the page.
-
-    Streamlit sends a fragment's interval only when a full run defines the fragment; its frontend replaces a
-    fragment's timer whenever a new interval arrives for it, so the fragment sends its own (the message its
-    ``run_every`` sends).
-    """
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
-
-    ctx, fragment_id = get_script_run_ctx(), ThreadState.get().fragment_id
-    if ctx is None or not fragment_id:
-        return
-    msg = ForwardMsg()
-    msg.auto_rerun.interval = seconds
-    msg.auto_rerun.fragment_id = fragment_id
-    ctx.enqueue(msg)
-
-
-def job_panel(state_key: str, *, stop: str = "Cancel", stop_key: str | None = None, extra=None) -> None:
-    """Poll the background job ``st.session_state[state_key]`` (a :class:`probekit.jobs.Job`), backing off
-    (:func:`poll_interval`).
-
-    While it runs: a progress bar with its stage and elapsed time, a stop button, and ``extra(job)`` (e.g. a
-    live loss curve), all in a fragment so only this panel reruns (reading the job's status: a few attributes);
-    other pages and sessions stay usable. When it finishes the whole page reruns once, so the page can show the
-    result.
-    """
-    job = st.session_state.get(state_key)
-    running = job is not None and not job.finished
-    every_key = f"_{state_key}_poll_s"
-    if running:
-        st.session_state[every_key] = poll_interval(job.elapsed)
-
-    @st.fragment(run_every=st.session_state.get(every_key) if running else None)
-    def panel():
-        job = st.session_state.get(state_key)
-        if job is None or job.finished:
-            if running:  # it just finished: refresh the whole page
-                st.rerun()
-            return
-        every = poll_interval(job.elapsed)
-        if every != st.session_state.get(every_key):
-            st.session_state[every_key] = every
-            _poll_every(every)
-        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")  # the stop button reads whole at 1024 px
-        c1.progress(job.fraction, text=f"{job.stage} · {job.elapsed:.0f} s")
-        if c2.button(stop, icon=":material/stop:", key=stop_key or f"{state_key}_stop"):
-            job.cancel()
-        if extra is not None:
-            extra(job)
-
-    panel()
 
 
 # ---------------------------------------------------------------- models

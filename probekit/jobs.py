@@ -9,6 +9,7 @@ parts stay stored and resume on the next start).
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 import traceback
@@ -38,6 +39,7 @@ class Job:
 
     def __init__(self, fn: Callable[[Progress, Callable[[], bool]], object], *, label: str = "job"):
         self.fn, self.label = fn, label
+        self.id = secrets.token_urlsafe(16)  # unguessable: a browser told it may read this job's progress
         self.status = "queued"
         self.done, self.total, self.stage = 0, 0, "waiting for another job to finish"
         self.result: Any = None  # fn's return value once done: its caller knows which fn it started
@@ -71,6 +73,15 @@ class Job:
     @property
     def elapsed(self) -> float:
         return (self.finished_at or time.time()) - self.started_at
+
+    def snapshot(self) -> dict:
+        """What a watcher needs, as plain values (read without a lock: each attribute is one assignment).
+
+        >>> Job(lambda progress, cancelled: None).snapshot()["status"]
+        'queued'
+        """
+        return {"status": self.status, "finished": self.finished, "fraction": round(self.fraction, 4),
+                "stage": self.stage, "elapsed": round(self.elapsed, 1), "done": self.done, "total": self.total}
 
     def wait(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
