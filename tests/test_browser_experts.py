@@ -1,6 +1,7 @@
 """Experts rating in real browsers, as a clinic does: five at once against one app server, a tab closed while the
-page lags, a projector's small screen. Headless Chromium, the real Annotate page (app.py) or the page with the
-keyboard alone (tests/keys_app.py), and the events counted in the annotation store afterwards.
+page lags, a projector's small screen. Headless Chromium, the real Annotate page (app.py; the page with the keyboard
+alone, tests/keys_app.py, where a test holds back the page's messages), and the events counted in the annotation
+store afterwards.
 
 The rules checked:
 - every key press typed once the listener listens is stored exactly once, under the expert who typed it, on the
@@ -75,14 +76,13 @@ def _wait_stored(sid: str, n: int, budget: Budget) -> None:
 
 @pytest.mark.timeout(600)
 def test_five_experts_at_once_every_press_stored_once_under_its_own_expert(tmp_path):
-    """Five experts in five browser contexts against one server (the page with the Annotate page's keyboard alone,
-    so that the test fits a loaded machine: the same listener, desk, press endpoint and store; the full page with
-    two experts is tests/test_page_annotate.py's), three in one annotation session and two in
-    another, 60 rating presses each (six queries of ten answers), the first three queries at a human pace (every
-    expert's presses at least 150 ms apart, the five interleaved), the last three in bursts (ten ratings and Enter
-    at once, all five bursting together). Then: 300 rate events, each expert's 60 in the order typed with the
-    scores typed, each on the answer marked in their own query (their display order), none under another expert
-    or session; every browser shows the stored count; every rating took more than 0 ms."""
+    """Five experts in five browser contexts against one server, each on the app's Annotate page by a personal link,
+    three in one annotation session and two in another, 60 rating presses each (six queries of ten answers), the
+    first three queries at a human pace (every expert's presses at least 150 ms apart, the five interleaved), the
+    last three in bursts (ten ratings and Enter at once, all five bursting together). Then: 300 rate events, each
+    expert's 60 in the order typed with the scores typed, each on the answer marked in their own query (their
+    display order), none under another expert or session; every browser shows the stored count; every rating took
+    more than 0 ms."""
     from playwright.sync_api import sync_playwright
 
     budget = Budget(540)
@@ -95,9 +95,9 @@ def test_five_experts_at_once_every_press_stored_once_under_its_own_expert(tmp_p
     tokens = {who: ann.issue_token(sessions[s], who) for who, s in experts.items()}
     order = {who: _display_order(sessions[s], who) for who, s in experts.items()}
     env = _server_env(tmp_path)
-    with serve(env, tmp_path / "server.log", KEYS_APP) as url, sync_playwright() as pw:
+    with serve(env, tmp_path / "server.log") as url, sync_playwright() as pw:
         browser = launch(pw)
-        pages = {who: _open(browser, f"{url}/?session={sessions[s]}&token={tokens[who]}", budget,
+        pages = {who: _open(browser, f"{url}/annotate?session={sessions[s]}&token={tokens[who]}", budget,
                             expect=f"0/{total} answers") for who, s in experts.items()}
         half = n_queries // 2
         for q in range(half):  # human pace, all five at once
