@@ -61,12 +61,16 @@ export default function (component) {
   if (!el || !data) return () => {};
   if (el.__pkStop) el.__pkStop();  // a new call for this element (its data changed): one loop per element
   let stopped = false, timer = null, last = data.snapshot;
+  const since = performance.now();
   draw(el, last);
   const finish = () => {
     if (stopped) return;
     stopped = true;
     setTriggerValue("finished", data.job);
   };
+  // A page that shows each finished step (a grid's stored cells) reruns when one more has finished, at most once
+  // per data.step_ms: its draw then brings this loop's successor.
+  const stepped = (s) => data.step_ms && s.done > data.snapshot.done && performance.now() - since >= data.step_ms;
   const poll = () => {
     timer = null;
     if (stopped) return;
@@ -77,6 +81,10 @@ export default function (component) {
         last = s;
         draw(el, s);
         if (FINISHED.includes(s.status)) return finish();
+        if (stepped(s)) {
+          stopped = true;
+          return setTriggerValue("step", s.done);
+        }
         if (!stopped) timer = setTimeout(poll, wait(s.elapsed));
       })
       .catch(() => {  // the server is unreachable for now: Streamlit says so; keep asking, slowly
@@ -118,11 +126,13 @@ def _bar():
     return st.components.v2.component("probekit.job_progress", html=JOB_HTML, css=JOB_CSS, js=JOB_JS)
 
 
-def _job_progress(job: Job, url: str, *, key: str) -> None:
+def _job_progress(job: Job, url: str, *, key: str, step_rerun_s: float | None = None) -> None:
     """Draw ``job``'s progress bar, kept up to date by the browser from ``url``; the page reruns once the job has
-    finished. ``key`` names the element (one per job: a new job draws a new bar)."""
-    _bar()(key=f"{key}_{job.id[:12]}", data={"job": job.id, "url": url, "snapshot": job.snapshot()},
-           on_finished_change=lambda: None, height="content")
+    finished, and with ``step_rerun_s`` also when one more step is done (at most once per that many seconds).
+    ``key`` names the element (one per job: a new job draws a new bar)."""
+    step_ms = round(1000 * step_rerun_s) if step_rerun_s else None
+    _bar()(key=f"{key}_{job.id[:12]}", data={"job": job.id, "url": url, "snapshot": job.snapshot(), "step_ms": step_ms},
+           on_finished_change=lambda: None, on_step_change=lambda: None, height="content")
 
 
 POLL_S = ((5.0, 1.0), (30.0, 2.0), (float("inf"), 5.0))
@@ -160,19 +170,18 @@ def _poll_every(seconds: float) -> None:
     ctx.enqueue(msg)
 
 
-EXTRA_EVERY_S = 5.0
-"""Seconds between two redraws of a job panel's ``extra`` (a live loss curve): a script rerun each, so seldom."""
-
-
-def job_panel(state_key: str, *, stop: str = "Cancel", stop_key: str | None = None, extra=None) -> None:
+def job_panel(state_key: str, *, stop: str = "Cancel", stop_key: str | None = None, extra=None,
+              step_rerun_s: float | None = None) -> None:
     """Show the background job ``st.session_state[state_key]`` (a :class:`probekit.jobs.Job`) while it runs: a
     progress bar with its stage and elapsed time, a stop button, and ``extra(job)`` (e.g. a live loss curve).
-    When it finishes the whole page reruns once, so the page can show the result.
+    When it finishes the whole page reruns once, so the page can show the result; with ``step_rerun_s`` it also
+    reruns when a step has finished (the job's ``done`` grew), at most once per that many seconds, for a page that
+    shows what each step stored (the Grid page's cells, the rewiring loss curve drawn by ``extra``).
 
     The bar is drawn by the browser from the job's status endpoint (above): no script reruns
-    while the job runs, so watching costs the job next to nothing; ``extra`` alone reruns, every
-    :data:`EXTRA_EVERY_S`. Where the server has no status endpoint (AppTest) the panel is a fragment polling by
-    rerunning, backing off (:func:`poll_interval`).
+    while the job runs (but those ``step_rerun_s`` asks for), so watching costs the job next to nothing. Where the
+    server has no status endpoint (AppTest) the panel is a fragment polling by rerunning, backing off
+    (:func:`poll_interval`), ``extra`` included.
     """
     job: Job | None = st.session_state.get(state_key)
     url = status_url(job) if job is not None and not job.finished else None
@@ -182,17 +191,11 @@ def job_panel(state_key: str, *, stop: str = "Cancel", stop_key: str | None = No
         return
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")  # the stop button reads whole at 1024 px
     with c1:
-        _job_progress(job, url, key=f"{state_key}_bar")
+        _job_progress(job, url, key=f"{state_key}_bar", step_rerun_s=step_rerun_s)
     if c2.button(stop, icon=":material/stop:", key=stop_key or f"{state_key}_stop"):
         job.cancel()
     if extra is not None:
-        @st.fragment(run_every=EXTRA_EVERY_S)
-        def more():
-            job = st.session_state.get(state_key)
-            if job is not None:
-                extra(job)
-
-        more()
+        extra(job)
 
 
 def _polled_panel(state_key: str, running: bool, *, stop: str, stop_key: str | None, extra) -> None:

@@ -98,7 +98,7 @@ def done_so_far(job) -> None:
         st.dataframe(live, hide_index=True, key="dk_live")
 
 
-ui.job_panel("dk_job", stop="Stop", stop_key="dk_stop", extra=done_so_far)
+ui.job_panel("dk_job", stop="Stop", stop_key="dk_stop", extra=done_so_far, step_rerun_s=10)
 if job is not None and job.finished and job.status == "failed":
     st.error(ui.message(job.error))
 

@@ -72,7 +72,7 @@ with st.container(border=True):
             st.session_state.gr_follow = grid.grid_id_of(spec)  # selected once the job has stored it
             st.rerun()
 
-ui.job_panel("gr_job", stop_key="gr_cancel")
+ui.job_panel("gr_job", stop_key="gr_cancel", step_rerun_s=2)  # each stored cell shows below as it lands
 if job is not None and job.finished and job.status != "done":
     (st.warning if job.status == "cancelled" else st.error)(job.error or job.status)
 

@@ -82,13 +82,13 @@ with st.container(border=True):
 
 
 def live_curve(job) -> None:
-    """The live loss curve, redrawn with the job panel every second while training."""
+    """The live loss curve, redrawn each time a training step has finished (the job panel reruns the page)."""
     log = rewire.load_log(job.run_id) if (rewire.runs_dir() / job.run_id / "run.json").exists() else None
     if log is not None and len(log):
         st.plotly_chart(loss_figure(log, rewire.checkpoints(job.run_id)), key="rw_live")
 
 
-ui.job_panel("rw_job", stop="Stop", stop_key="rw_stop", extra=live_curve)
+ui.job_panel("rw_job", stop="Stop", stop_key="rw_stop", extra=live_curve, step_rerun_s=2)
 if job is not None and job.finished and job.status == "failed":
     st.error(ui.message(job.error))
 

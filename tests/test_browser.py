@@ -422,7 +422,7 @@ def test_rewire_then_sweep_the_checkpoints(page, app_url):
     _set_number(page, "rw_every", 3, budget.ms())
     _set_number(page, "rw_batch", 8, budget.ms())
     RW_START(page).click()
-    # while it trains the job panel reruns every second (never idle for long): wait for a visible live curve
+    # while it trains the page reruns after each step (at most every 2 s): wait for a visible live curve
     try:
         RW_LIVE(page).filter(visible=True).first.wait_for(timeout=budget.ms())
     except Exception as err:  # a Playwright timeout: say what was awaited

@@ -1,6 +1,6 @@
 """Playwright tests of what a demo on a projector (1024×768) needs, each against a real ``streamlit run``: an uploaded
 dataset keeps every probe option valid, a shared link opened by its URL loads with no console error, the answer and
-the progress show without scrolling, and a watched job's progress costs the job nothing.
+the progress show without scrolling, and a running grid shows its cells as they are stored.
 
 The waits are test_browser's (app state, one budget per test); any console error fails a test
 (test_browser.no_console_errors).
@@ -142,3 +142,37 @@ def test_the_answer_is_above_the_fold_at_1024x768(page, app_url, tmp_path):  # n
     assert caption and caption["y"] + caption["height"] <= PROJECTOR["height"], caption
     assert table and table["y"] + 120 <= PROJECTOR["height"], table  # the top rows of the answer, not just a border
     page.screenshot(path=str(Path(os.environ.get("PROBEKIT_SCREENSHOTS") or tmp_path) / "probe_1024.png"))
+
+
+@pytest.mark.timeout(450)
+def test_a_running_grid_shows_each_cell_as_it_is_stored(page, app_url):  # noqa: F811
+    """The rule: while a grid runs, the page reruns when one more cell is stored (at most once per 2 s; the job
+    panel's ``step_rerun_s``), so the stored cells' counts move during the run instead of staying at their first value
+    until the grid ends: some count strictly between none and all is shown while the grid still runs."""
+    budget = Budget(400)
+    n = 12  # cells: the demo set at 6 layers x 2 poolings (about a second each here)
+    page.goto(f"{app_url}/grid", timeout=budget.ms())
+    run = page.locator(f"{key('gr_run')} button")
+    wait_idle(page, title(page, "Probing grid"), run, timeout=budget.ms())
+    page.locator(key("gr_how")).get_by_text("YAML").click()
+    box = page.locator(f"{key('gr_yaml')} textarea")
+    wait_idle(page, box, timeout=budget.ms())
+    box.fill("name: live-cells\nmodels: [default]\ndatasets: [demo]\nprobes:\n  - name: retrieval\n"
+             "    options: {pooling: [cls, mean]}\nlayers: [1, 2, 3, 4, 5, 6]\nk: 10\n")
+    box.press("Control+Enter")
+    wait_idle(page, page.get_by_text(f"{n} cells · grid id"), run, timeout=budget.ms())
+    run.click()
+    cancel = page.locator(key("gr_cancel"))
+    cancel.first.wait_for(timeout=budget.ms())
+    counted = re.compile(r"(\d+) done · (\d+) failed · (\d+) pending")
+    seen_running = set()
+    while cancel.count():  # the grid runs: read the counts the page shows now
+        found = counted.search(page.inner_text("body"))
+        if found and cancel.count():
+            seen_running.add(int(found[1]))
+        if budget.ms() <= 1000:
+            raise AssertionError(f"the grid did not finish within {budget.seconds:.0f} s")
+        page.wait_for_timeout(200)  # sampling what the page shows, not waiting for it
+    wait_idle(page, page.get_by_text(f"{n} done · 0 failed · 0 pending"), (cancel, 0), timeout=budget.ms())
+    assert any(0 < k < n for k in seen_running), f"counts shown while the grid ran: {sorted(seen_running)}"
+    no_error(page)
