@@ -70,7 +70,7 @@ def option_state(probe, options: dict, *, key: str) -> dict:
 
 
 def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, container=None,
-                         nested: bool = False) -> dict:
+                         nested: bool = False, columns: int = 1) -> dict:
     """Widgets for every option of ``probe``, generated from its :class:`~probekit.probes.Option`s: a selectbox
     for choices, a number input for numbers, a checkbox for flags, a text input otherwise; ``advanced`` options
     go in an expander. Widget keys are ``f"{key}_{option name}"`` (advanced ones ``f"{key}_{probe}_{option name}"``);
@@ -79,14 +79,17 @@ def probe_option_widgets(probe, *, key: str, defaults: dict | None = None, conta
 
     A new probe's options therefore appear on every page with no page change. ``nested``: the container is
     already an expander (Streamlit allows no expander in an expander), so advanced options follow under a caption.
+    ``columns``: lay the options out in that many columns, row by row (a page at 1024×768 keeps its Start button
+    on screen), the advanced ones in the last column.
     """
     defaults = defaults or {}
     where = container if container is not None else st
+    cells = list(where.columns(columns)) if columns > 1 else [where]
     values = {}
     advanced = [o for o in probe.options if o.advanced]
-    for o in probe.options:
-        if not o.advanced:
-            values[o.name] = _option_widget(where, o, defaults.get(o.name, o.default), f"{key}_{o.name}")
+    for i, o in enumerate(o for o in probe.options if not o.advanced):
+        values[o.name] = _option_widget(cells[i % len(cells)], o, defaults.get(o.name, o.default), f"{key}_{o.name}")
+    where = cells[-1]
     if advanced:
         if nested:
             where.caption("Advanced")

@@ -37,7 +37,7 @@ with st.container(border=True):
                                  "tails, or a vocabulary built with `probekit vocab build`; each probe opens on its "
                                  "own (likelihood: each relation's answers)")
     k = int(c3.number_input("k (top-k kept per query)", 1, 100, 10, key="bm_k", persist_state="session"))
-    opts = ui.probe_option_widgets(probe, key="bm", container=c3)
+    opts = ui.probe_option_widgets(probe, key="bm", columns=3)  # in rows: Start stays on screen at 1024×768
     ids = [m.strip() for m in extra.split(",") if m.strip()]
     inputs = {"models": (model.id, *ids), "dataset": (ds.name, ds.version, len(ds)), "probe": probe.name,
               "options": opts, "vocab": vocab, "k": k}

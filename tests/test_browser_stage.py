@@ -176,3 +176,17 @@ def test_a_running_grid_shows_each_cell_as_it_is_stored(page, app_url):  # noqa:
     wait_idle(page, page.get_by_text(f"{n} done · 0 failed · 0 pending"), (cancel, 0), timeout=budget.ms())
     assert any(0 < k < n for k in seen_running), f"counts shown while the grid ran: {sorted(seen_running)}"
     no_error(page)
+
+
+@pytest.mark.timeout(300)
+def test_benchmark_start_is_on_screen_at_1024x768(page, app_url):  # noqa: F811
+    """A speaker opens Benchmark on a projector and presses Start without scrolling: the probe options are laid out
+    in rows (three columns), so the settings card ends, Start included, inside the first screen. (Stacked in one
+    column they pushed Start below the fold, to y = 856 px.)"""
+    budget = Budget(240)
+    page.goto(f"{app_url}/benchmark", timeout=budget.ms())
+    start = page.locator(f"{key('bm_start')} button")
+    wait_idle(page, title(page, "Benchmark"), start, timeout=budget.ms())
+    box = start.bounding_box()
+    assert box and box["y"] + box["height"] <= PROJECTOR["height"], box
+    no_error(page)
