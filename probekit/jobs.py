@@ -39,7 +39,8 @@ class Job:
 
     def __init__(self, fn: Callable[[Progress, Callable[[], bool]], object], *, label: str = "job"):
         self.fn, self.label = fn, label
-        self.id = secrets.token_urlsafe(16)  # unguessable: a browser told it may read this job's progress
+        self.id = secrets.token_hex(16)  # unguessable (and a valid widget key: no "__"): a browser told it may read
+        # this job's progress
         self.status = "queued"
         self.done, self.total, self.stage = 0, 0, "waiting for another job to finish"
         self.result: Any = None  # fn's return value once done: its caller knows which fn it started

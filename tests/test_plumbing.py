@@ -290,3 +290,14 @@ def test_the_former_copies_agree_that_true_is_no_count():
         with pytest.raises(ProbekitError, match="must be .*integer.*got True"):
             check(True)
         check(1)
+
+
+def test_a_jobs_id_is_unguessable_and_a_valid_widget_key():
+    """A job's id is told to its browser (the status endpoint's address) and names its progress bar's widget:
+    32 hex digits, so never Streamlit's reserved ``__`` (an id drawn from URL-safe base64 once held one, and the
+    page raised BidiComponentInvalidIdError), and distinct between jobs."""
+    from probekit.jobs import Job
+
+    ids = [Job(lambda progress, cancelled: None).id for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and set(i) <= set("0123456789abcdef") for i in ids)
