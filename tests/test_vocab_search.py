@@ -248,3 +248,37 @@ def test_a_save_killed_midway_never_loads_as_complete(tmp_path):
         fresh = ShardedIndex.build([v], kind="ivf-flat")
         q = np.asarray(v[:20], dtype=np.float32)
         assert (back.search(q, 5)[1] == fresh.search(q, 5)[1]).all()
+
+
+@pytest.mark.parametrize("kind", ["ivf-flat", "ivf-pq"])
+def test_ivf_lists_sized_before_filling_equal_faiss_add(kind, small_blocks, monkeypatch):
+    """The rule of the IVF fill (index_kinds._fill_ivf): every vector goes to the cell the quantizer assigns it,
+    each list holds its ids in increasing order with the codes faiss's own ``add`` writes, so list by list (ids and
+    code bytes) and answer by answer the index equals one filled by ``index.add`` block by block; only its lists
+    are sized once instead of growing by doubling."""
+    import faiss
+
+    from probekit.vocab import index_kinds as kinds
+
+    vec = _synthetic(6000, 32, seed=3, clusters=40)
+    shards = index_shards.Shards(_split(vec, [2500, 2600]), similarity="cosine")
+    params = {"nlist": 32, "nprobe": 4, "m": 8, "fp16": True, "refine": 2, "target_recall": None}
+    build = kinds.KINDS[kind].build
+    assert build is not None
+    ours = build(shards, params, faiss.METRIC_INNER_PRODUCT, None)
+    monkeypatch.setattr(kinds, "_fill_ivf", kinds._fill)  # the same training, filled by faiss's add
+    theirs = build(shards, params, faiss.METRIC_INNER_PRODUCT, None)
+    a, b = faiss.extract_index_ivf(ours), faiss.extract_index_ivf(theirs)
+    assert a.ntotal == b.ntotal == shards.n
+    for cell in range(a.nlist):
+        n = a.invlists.list_size(cell)
+        assert n == b.invlists.list_size(cell)
+        if n:
+            size = a.invlists.code_size
+            assert np.array_equal(faiss.rev_swig_ptr(a.invlists.get_ids(cell), n),
+                                  faiss.rev_swig_ptr(b.invlists.get_ids(cell), n))
+            assert np.array_equal(faiss.rev_swig_ptr(a.invlists.get_codes(cell), n * size),
+                                  faiss.rev_swig_ptr(b.invlists.get_codes(cell), n * size))
+    q = shards.rows(np.arange(0, shards.n, 97))
+    a.nprobe = b.nprobe = 4
+    assert np.array_equal(ours.search(q, 10)[1], theirs.search(q, 10)[1])
