@@ -256,10 +256,12 @@ def test_the_answer_being_rated_stays_on_screen(tmp_path, width, height):
         browser.close()
 
 
+# null while no row is marked (between two draws of a rerun): the wait goes on, a predicate that throws would end it
 _BOX_JS = """() => {
   const rows = [...document.querySelectorAll("[class*='st-key-an_row_']")].filter(e => e.innerText.includes("▶"));
+  if (!rows.length) return null;
   const r = rows[rows.length - 1].getBoundingClientRect();
   const h = document.querySelector('[data-testid="stHeader"]');
   return { top: r.top, bottom: r.bottom, header: h ? Math.max(0, h.getBoundingClientRect().bottom) : 0 };
 }"""
-_ON_SCREEN_JS = "() => { const b = (" + _BOX_JS + ")(); return b.top >= b.header && b.bottom <= innerHeight; }"
+_ON_SCREEN_JS = "() => { const b = (" + _BOX_JS + ")(); return !!b && b.top >= b.header && b.bottom <= innerHeight; }"
