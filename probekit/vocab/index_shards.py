@@ -95,4 +95,5 @@ class Shards:
             sel = np.flatnonzero(which == s)
             local = ids[sel] - self.offsets[s]
             out[sel] = prepare(self.arrays[s][local], self.similarity)
+            _release(self.arrays[s])  # scattered rows touch most pages of a shard: hand them all back
         return out
