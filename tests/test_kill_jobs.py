@@ -56,8 +56,8 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "probekit", *args]
 
 
-def _popen(argv: list[str]) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _popen(argv: list[str], **extra_env: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **extra_env}
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -103,20 +103,6 @@ def test_rewire_killed_mid_training(tiny_encoder_dir, tmp_path):
     # CPU training is deterministic under the seed: the killed run trained exactly the rerun's first steps
     assert list(log.loss[: len(killed_log)]) == list(killed_log.loss)
     assert rewire.run_info(killed)["status"] == "interrupted"
-
-
-def _polled(sql: str):
-    """A ``started()`` for :func:`_kill_when` reading the shared store, released at once so the job can write."""
-    from probekit import store
-
-    def started() -> bool:
-        s = store.get_store()
-        try:
-            return bool(s.fetch(sql)[0][0]) if sql.split()[-1] in s.tables() else False
-        finally:
-            s.release_file()
-            time.sleep(0.1)
-    return started
 
 
 def _kill_holding_store(proc: subprocess.Popen, sql: str, *, budget: float = 240.0) -> None:
@@ -262,9 +248,11 @@ def test_diskne_run_killed_between_fine_tuned_cells(tiny_encoder_dir):
     argv = _cli("diskne", "run", "--set", built["path"], "--model", str(tiny_encoder_dir), "--category",
                 "symptoms_diseases", "--seeds", "0", "1", "--epochs", "1", "--max-train", "16", "--device", "cpu",
                 "--quiet", "--format", "json")
-    proc = _popen(argv)
-    _kill_when(proc, _polled("SELECT count(*) FROM diskne_cells"), seed=1)
-    assert proc.returncode == -signal.SIGKILL, "the run finished before the kill: give it more cells"
+    proc = _popen(argv, PROBEKIT_DB_IDLE_CLOSE_S="0")  # gives the file up after each write: the check gets a turn
+    # killed while this process holds the store: it cannot store another cell between the check and the kill (with
+    # a random delay instead, a fast machine stored every cell first)
+    _kill_holding_store(proc, "SELECT count(*) FROM diskne_cells")
+    assert proc.returncode == -signal.SIGKILL
     [killed] = dk.list_runs().to_dict(orient="records")
     assert killed["status"] == "interrupted", killed
     from probekit import store
