@@ -6,7 +6,7 @@ from apptest_utils import errors, open_app
 from conftest import save_tiny_bert, shared_paths, use_store
 
 from pages import _ui as ui
-from probekit import models
+from probekit import model_registry, models
 from probekit.bench import runs
 from probekit.datasets import freetext, load_dataset
 from probekit.probes import get_probe
@@ -98,7 +98,7 @@ def test_a_rewired_checkpoint_shows_by_its_name(tiny_mlm_dir, stored_runs, monke
     """A rewired checkpoint is named as in every model picker ("… rewired on pubmed_0, step 3"), never by its
     folder, in the runs table and the ranking chart."""
     name = "tiny rewired on pubmed_0, step 3"
-    monkeypatch.setattr(models, "list_checkpoints", lambda: [{"path": str(tiny_mlm_dir), "label": name}])
+    monkeypatch.setattr(model_registry, "list_checkpoints", lambda: [{"path": str(tiny_mlm_dir), "label": name}])
     at = open_app("templates", model=str(tiny_mlm_dir), state={"tpl_sel": stored_runs})
     assert errors(at) == []
     shown = _frame(at, "kind")

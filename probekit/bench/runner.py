@@ -88,12 +88,12 @@ class ModelIdentity:
         from .. import models
 
         try:
-            source, spec, _ = models._resolve(str(model_id).strip())
+            source, spec, _ = models.resolve_model(str(model_id).strip())
             folder = Path(source)
             if not (folder / "config.json").is_file():
                 return None
             cfg = json.loads((folder / "config.json").read_text())
-            return cls(model_id, source, models._fingerprint(folder), spec, cfg, models.pick_device(device))
+            return cls(model_id, source, models.folder_fingerprint(folder), spec, cfg, models.pick_device(device))
         except (OSError, ValueError, KeyError, ProbekitError):
             return None  # anything unusual: the caller loads the model as usual
 
