@@ -156,16 +156,24 @@ def test_kinds_registry_and_parameters():
     assert idx.info()["params"]["nlist"] == 4 and idx.recall_at_k(vec[:20], 5) == 1.0  # all cells probed
 
 
-def test_ivf_build_doubles_nprobe_until_the_measured_recall_reaches_the_target():
+def test_ivf_build_tunes_nprobe_to_the_measured_recall_within_a_quarter():
+    """The rule (``ShardedIndex._tune_to_recall``): nprobe doubles until the recall measured on the build's sample
+    reaches the target, then the last step is bisected "while the bracket is wider than a quarter of its lower
+    end": the kept nprobe reached the target (or is nlist), and an nprobe a quarter below it did not."""
     vec = _synthetic(8_000, 32, seed=13, clusters=400)
-    fixed = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": 1, "target_recall": None})
-    tuned = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": 1, "target_recall": 0.99})
-    assert fixed.params["nprobe"] == 1 and fixed.recall is not None and fixed.recall["recall"] < 0.99
+    nlist, target = 64, 0.99
+
+    def built(nprobe: int, target_recall):
+        return ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": nlist, "nprobe": nprobe,
+                                                                    "target_recall": target_recall})
+    fixed = built(1, None)
+    assert fixed.params["nprobe"] == 1 and fixed.recall is not None and fixed.recall["recall"] < target
+    tuned = built(1, target)
     nprobe = tuned.params["nprobe"]
-    assert nprobe in (2, 4, 8, 16, 32, 64) and (tuned.recall["recall"] >= 0.99 or nprobe == 64)
-    half = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 64, "nprobe": nprobe // 2,
-                                                                "target_recall": None})
-    assert half.recall["recall"] < 0.99  # the doubling stopped at the first nprobe that reached the target
+    assert tuned.recall is not None and (tuned.recall["recall"] >= target or nprobe == nlist)
+    assert built(nprobe, None).recall == tuned.recall  # the recall kept is the one of the nprobe kept
+    below = built(nprobe - max(1, (nprobe - 1) // 4), None)
+    assert below.recall is not None and below.recall["recall"] < target
     assert tuned.recall == {"k": 10, "queries": 200, "recall": tuned.recall["recall"]}
 
 

@@ -308,20 +308,44 @@ class ShardedIndex:
 
     # ------------------------------------------------------------ recall
     def _tune_to_recall(self, queries: np.ndarray, target: float | None) -> None:
-        """Measure recall@RECALL_K on ``queries``; for IVF kinds with a ``target``, double nprobe (up to nlist)
-        until the measured recall reaches it. The exact answers are computed once."""
+        """Measure recall@RECALL_K on ``queries``; for IVF kinds with a ``target``, find a small nprobe reaching it.
+
+        Why not just double: each doubling of nprobe doubles a live query's time, so stopping at the first
+        power of two past the target can leave a query up to twice as slow as needed. nprobe doubles (up to
+        nlist) until the measured recall reaches the target, then the last step is bisected while the bracket is
+        wider than a quarter of its lower end (two or three more measurements). The rule: the kept nprobe reached
+        the target (or is nlist), and the bracket's lower end, within a quarter of it, did not. Recall is taken as
+        non-decreasing in nprobe (more cells scanned, the same exact re-scoring). The exact answers are computed
+        once."""
         q = self._queries(queries)
         kk = min(RECALL_K, len(self))
         _, want = self._exact_search(q, kk)
-        while True:
-            value = _overlap(want, self._approx_search(q, kk)[1])
-            self.recall = {"k": kk, "queries": len(q), "recall": value}
-            nprobe, nlist = self.params.get("nprobe"), self.params.get("nlist")
-            if target is None or value >= target or nprobe is None or nlist is None or nprobe >= nlist:
-                return
-            self.params["nprobe"] = min(nlist, 2 * nprobe)
+
+        def measure(nprobe: int) -> float:
+            self.params["nprobe"] = nprobe
             if self.kind.tune is not None:
                 self.kind.tune(self.approx, self.params)
+            return _overlap(want, self._approx_search(q, kk)[1])
+
+        nprobe, nlist = self.params.get("nprobe"), self.params.get("nlist")
+        value = measure(nprobe) if nprobe is not None else _overlap(want, self._approx_search(q, kk)[1])
+        if target is not None and nprobe is not None and nlist is not None:
+            lo = hi = int(nprobe)
+            while value < target and hi < nlist:  # doubling: recall(lo) < target until recall(hi) reaches it
+                lo, hi = hi, min(int(nlist), 2 * hi)
+                value = measure(hi)
+            best, best_value = hi, value
+            while best_value >= target and hi - lo > max(1, lo // 4):  # bisecting the last step
+                mid = (lo + hi) // 2
+                got = measure(mid)
+                if got >= target:
+                    hi, best, best_value = mid, mid, got
+                else:
+                    lo = mid
+            value = best_value
+            if self.params["nprobe"] != best:
+                measure(best)
+        self.recall = {"k": kk, "queries": len(q), "recall": value}
 
     def recall_at_k(self, queries: np.ndarray, k: int) -> float:
         """Mean fraction of the exact top-k that this index's top-k holds, measured on ``queries`` (1.0 for
