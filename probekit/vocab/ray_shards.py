@@ -48,7 +48,9 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
     driver hands each missing shard to exactly one idle actor, so no shard is encoded twice.
 
     Returns the vectors and what happened: ``assigned`` (shard ids in the order handed out), ``start_s`` (Ray and
-    the actors' model loads), ``encode_s`` (first shard handed out to last one back)."""
+    the actors' model loads), ``encode_s`` (first shard handed out to last one back), ``worker_s`` (the actors'
+    own seconds inside :func:`~probekit.vocab.shards.encode_shard`, summed: what is left of ``encode_s`` x workers
+    is Ray's share)."""
     from ..grid.backends import RayBackend
 
     workers = positive_int("workers", workers)
@@ -70,6 +72,7 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
         before = rows.n_rows - sum(vectors.shard_rows(i) for i in todo)
         done, rate = before, Rate(rows.n_rows)
         running: dict = {}
+        worker_s = 0.0
         free = list(backend.actors)
         while todo or running:
             while todo and free:
@@ -79,10 +82,12 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
             ready, _ = ray.wait(list(running), num_returns=1)
             for ref in ready:
                 free.append(running.pop(ref))
-                i, _seconds = ray.get(ref)
+                i, seconds = ray.get(ref)
+                worker_s += seconds
                 done += vectors.shard_rows(i)
                 if progress:
                     progress(done, rows.n_rows, f"encoding on {workers} Ray workers {rate.text(done, before)}")
-        return vectors, {"assigned": assigned, "start_s": start_s, "encode_s": time.perf_counter() - t1}
+        return vectors, {"assigned": assigned, "start_s": start_s, "encode_s": time.perf_counter() - t1,
+                         "worker_s": worker_s}
     finally:
         backend.shutdown()
