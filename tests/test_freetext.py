@@ -60,8 +60,8 @@ def test_jsonl_and_default_relation(tmp_path):
     ("prompt,object\n[MASK] works.,a\n[X] treats [MASK],b\n", "csv", r"line 3, column 'prompt': \[X\] is reserved"),
     ("prompt,object\n[MASK] works.,\n", "csv", r"line 2, column 'object': empty"),
     ("prompt,object\n [MASK] . ,x\n", "csv", r"line 2, column 'prompt': nothing but the mask"),
-    ("prompt,object\n[MASK] works.,a,extra\n", "csv", r"line 2: 3 values but 2 columns"),
-    ('prompt,object\n"[MASK]\nspans lines.",a\n[MASK] x,b\n', "csv", r"line 2, column 'prompt': runs over several "
+    ("prompt,object\n[MASK] works.,a,extra\n", "csv", r"line 2: 3 fields but the header has 2"),
+    ('prompt,object\n"[MASK]\nspans lines.",a\n[MASK] x,b\n', "csv", r"line 2: column 'prompt' runs over several "
                                                                   r"lines \(to line 3\)"),
     ('prompt,object\n[MASK] x,a\n"[MASK] never closed,b\n', "csv", r"line 3: malformed CSV"),
     ('prompt,object\n[MASK] x,a\n\n[MASK] y,\n', "csv", r"line 4, column 'object': empty"),

@@ -14,14 +14,12 @@ both give the objects (subjects are never candidates), ``relation`` the objects 
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from pathlib import Path
 
 from ..errors import DataFormatError
 from ..types import MASK, OBJECT, SUBJECT, Query
 from .base import Dataset, fingerprint_files
+from .records import read_records
 
 REQUIRED = ("prompt", "object")
 OPTIONAL = ("subject", "relation", "source")
@@ -29,50 +27,6 @@ DEFAULT_RELATION = "free"
 MAX_PROMPT_CHARS = 2000
 KIND = "template-free"
 _NEED = f"need {', '.join(REQUIRED)}[, {', '.join(OPTIONAL)}]"
-
-
-def _rows(text: str, label: str, fmt: str):
-    """(line number, row dict) for each record; line numbers are 1-based lines of the file."""
-    if fmt == "jsonl":
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{label}, line {line}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise DataFormatError(f"{label}, line {line}: expected a JSON object with {_NEED}")
-            yield line, row
-        return
-    reader = csv.DictReader(io.StringIO(text), strict=True)
-    try:
-        fields = reader.fieldnames or []
-    except csv.Error as e:
-        raise DataFormatError(f"{label}, line 1: not a valid CSV header ({e})") from None
-    missing = [c for c in REQUIRED if c not in fields]
-    if fields and missing:
-        raise DataFormatError(f"{label}, line 1: missing column {missing[0]!r} ({_NEED})")
-    start = reader.line_num + 1  # physical line after the last record (blank lines may come first)
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            raise DataFormatError(f"{label}, line {start}: malformed CSV ({e}); an opening quote is probably "
-                                  "never closed") from None
-        values = [v for v in row.values() if isinstance(v, str)]
-        line = reader.line_num - sum(v.count("\n") for v in values)  # where this record starts
-        if None in row:  # more values than header columns
-            raise DataFormatError(f"{label}, line {line}: {len(fields) + len(row[None])} values but "
-                                  f"{len(fields)} columns in the header (quote prompts holding commas)")
-        spanning = [c for c in fields if isinstance(row.get(c), str) and ("\n" in row[c] or "\r" in row[c])]
-        if spanning:
-            raise DataFormatError(f"{label}, line {line}, column {spanning[0]!r}: runs over several lines (to line "
-                                  f"{reader.line_num}); an opening quote is probably never closed")
-        yield line, row
-        start = reader.line_num + 1
 
 
 def _cell(row: dict, column: str, label: str, line: int) -> str:
@@ -113,11 +67,9 @@ def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "
     has more values than the header is refused, never merged silently.
     """
     text = text.removeprefix("\ufeff")
-    if fmt not in ("csv", "jsonl"):
-        raise DataFormatError(f"{label}: unknown format {fmt!r}; use csv or jsonl")
     groups: dict[tuple[str, str], dict] = {}
     objects: list[str] = []
-    for line, row in _rows(text, label, fmt):
+    for line, row in read_records(text, label=label, fmt=fmt, required=REQUIRED, need=_NEED):
         prompt, obj = _cell(row, "prompt", label, line), _cell(row, "object", label, line)
         subject, relation, source = (_cell(row, c, label, line) for c in OPTIONAL)
         for column, value in (("prompt", prompt), ("object", obj)):

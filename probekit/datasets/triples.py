@@ -6,16 +6,15 @@ template column the relation name itself becomes one: ``[X] <relation words> [Y]
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from pathlib import Path
 
 from ..errors import DataFormatError
 from ..types import MASK, OBJECT, SUBJECT, Query
 from .base import Dataset, fingerprint_files
+from .records import read_records
 
 REQUIRED = ("subject", "relation", "object")
+_NEED = f"need {', '.join(REQUIRED)}[, template]"
 
 
 def default_template(relation: str) -> str:
@@ -25,48 +24,6 @@ def default_template(relation: str) -> str:
     '[X] may treat [Y] .'
     """
     return f"{SUBJECT} {relation.replace('_', ' ').strip()} {OBJECT} ."
-
-
-def _rows(text: str, label: str, fmt: str):
-    if fmt == "jsonl":
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{label}, line {line}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise DataFormatError(f"{label}, line {line}: expected a JSON object")
-            yield line, row
-    else:
-        reader = csv.DictReader(io.StringIO(text), strict=True)
-        try:
-            fields = reader.fieldnames or []  # None for an empty file
-        except csv.Error as e:
-            raise DataFormatError(f"{label}, line 1: not a valid CSV header ({e})") from None
-        missing = [c for c in REQUIRED if fields and c not in fields]
-        if missing:
-            raise DataFormatError(f"{label}, line 1: missing column {missing[0]!r} "
-                                  f"(need {', '.join(REQUIRED)}[, template])")
-        start = reader.line_num + 1  # physical line where the next record starts
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as e:
-                raise DataFormatError(f"{label}, line {start}: malformed CSV ({e}); an opening quote is "
-                                      "probably never closed") from None
-            if None in row:
-                raise DataFormatError(f"{label}, line {start}: {len(fields) + len(row[None])} fields but the "
-                                      f"header has {len(fields)}; quote values that contain commas")
-            spanning = [c for c in fields if isinstance(row.get(c), str) and ("\n" in row[c] or "\r" in row[c])]
-            if spanning:
-                raise DataFormatError(f"{label}, line {start}: column {spanning[0]!r} runs over several lines "
-                                      f"(to line {reader.line_num}); an opening quote is probably never closed")
-            yield start, row
-            start = reader.line_num + 1
 
 
 def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "triples",
@@ -79,11 +36,10 @@ def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "
     text = text.removeprefix("\ufeff")
     groups: dict[tuple[str, str], dict] = {}
     templates: dict[str, str] = {}
-    for line, row in _rows(text, label, fmt):
+    for line, row in read_records(text, label=label, fmt=fmt, required=REQUIRED, need=_NEED):
         missing = [c for c in REQUIRED if not str(row.get(c) or "").strip()]
         if missing:
-            raise DataFormatError(f"{label}, line {line}: missing column {missing[0]!r} "
-                                  f"(need {', '.join(REQUIRED)}[, template])")
+            raise DataFormatError(f"{label}, line {line}: missing column {missing[0]!r} ({_NEED})")
         subj, rel, obj = (" ".join(str(row[c]).split()) for c in REQUIRED)
         tpl = " ".join(str(row.get("template") or "").split()).replace(MASK, OBJECT)
         if tpl:
