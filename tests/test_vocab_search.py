@@ -290,3 +290,20 @@ def test_ivf_lists_sized_before_filling_equal_faiss_add(kind, small_blocks, monk
     q = shards.rows(np.arange(0, shards.n, 97))
     a.nprobe = b.nprobe = 4
     assert np.array_equal(ours.search(q, 10)[1], theirs.search(q, 10)[1])
+
+
+def test_measured_recall_is_the_mean_overlap_with_exact_and_leaves_the_index_alone():
+    """recall@k = mean over queries of |exact top-k ∩ this index's top-k| / k (a naive loop over the two
+    searches); measuring on other queries does not replace the recall the index was built with."""
+    vec = _synthetic(4_000, 32, seed=5, clusters=200)
+    idx = ShardedIndex.build([vec], kind="ivf-flat", params={"nlist": 32, "nprobe": 2, "target_recall": None})
+    exact = ShardedIndex.build([vec], kind="exact")
+    built = dict(idx.recall or {})
+    q = np.random.default_rng(1).normal(size=(30, 32)).astype(np.float32)
+    got = idx.measure_recall(q, 7)
+    want_ids, ids = exact.search(q, 7)[1], idx.search(q, 7)[1]
+    naive = sum(len(set(w.tolist()) & set(g.tolist())) / 7 for w, g in zip(want_ids, ids)) / len(q)
+    assert got == {"k": 7, "queries": 30, "recall": pytest.approx(naive, abs=1e-12)}
+    assert 0.0 < got["recall"] < 1.0  # an index that misses some: the measurement is not trivially 1
+    assert idx.recall == built
+    assert exact.measure_recall(q, 7)["recall"] == 1.0

@@ -347,20 +347,22 @@ class ShardedIndex:
                 measure(best)
         self.recall = {"k": kk, "queries": len(q), "recall": value}
 
-    def recall_at_k(self, queries: np.ndarray, k: int) -> float:
-        """Mean fraction of the exact top-k that this index's top-k holds, measured on ``queries`` (1.0 for
-        exact); kept in ``info()["recall"]`` with k and the number of queries."""
+    def measure_recall(self, queries: np.ndarray, k: int) -> dict[str, Any]:
+        """``{"k", "queries", "recall"}``: the mean fraction of the exact top-k that this index's top-k holds on
+        ``queries`` (1.0 for exact), leaving the index's own recall as it is: a benchmark's sweep, a check on other
+        queries."""
         positive_int("k", k)
         q = self._queries(queries)
         if not len(q):
             raise ProbekitError("recall needs at least one query")
         kk = min(k, len(self))
-        if self.approx is None:
-            value = 1.0
-        else:
-            value = _overlap(self._exact_search(q, kk)[1], self._approx_search(q, kk)[1])
-        self.recall = {"k": kk, "queries": len(q), "recall": value}
-        return value
+        value = 1.0 if self.approx is None else _overlap(self._exact_search(q, kk)[1], self._approx_search(q, kk)[1])
+        return {"k": kk, "queries": len(q), "recall": value}
+
+    def recall_at_k(self, queries: np.ndarray, k: int) -> float:
+        """:meth:`measure_recall`, kept as the index's own recall (``info()["recall"]``, saved with it)."""
+        self.recall = self.measure_recall(queries, k)
+        return float(self.recall["recall"])
 
     # ------------------------------------------------------------ persistence
     def save(self, folder: Path | str) -> Path:
