@@ -10,7 +10,8 @@ sample of the shards and filled block by block, never holding a float32 copy of 
 - ``hnsw``: a graph (``M`` links per node, ``ef_construction`` at build, ``ef_search`` per query), float16 vectors.
 
 Defaults grow with the number of candidates n: nlist ~ sqrt(n) rounded to a power of two, nprobe from nlist / 16
-doubled at build until the measured recall reaches ``target_recall`` (:data:`TARGET_RECALL`);
+doubled at build until the measured recall reaches ``target_recall`` (:data:`TARGET_RECALL`), the last step then
+bisected;
 ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX` candidates and ``ivf-flat`` above. Every approximate kind's
 candidates are re-scored from the shards (exact scores), and its recall is measured against ``exact``
 (:meth:`~probekit.vocab.search.ShardedIndex.recall_at_k`), never assumed.
@@ -32,7 +33,8 @@ from .index_shards import Shards
 
 TARGET_RECALL = 0.99
 """IVF kinds: after the build, nprobe doubles (up to nlist) until the recall@10 measured on a sample of the
-vocabulary's own names reaches this (``target_recall=None``: keep the given nprobe)."""
+vocabulary's own names reaches this, and the last step is bisected (``target_recall=None``: keep the given
+nprobe). Names find themselves, so a run's queries, which lie near names but not on them, see a little less."""
 AUTO_EXACT_MAX = 250_000
 """``auto`` streams the exact index up to this many candidates (a query reads every vector: ~0.1-0.3 s here)."""
 TRAIN_PER_CELL = 40
