@@ -43,6 +43,8 @@ def chart(top: pd.DataFrame):
 def draw(model, ranking, model_id: str, probe_name: str, n_cands: int, explanation) -> None:
     q = ranking.query
     st.markdown(f"**{ui.md(q.text(model.mask_token))}** — {ui.md(model_id)}, {probe_name}, {n_cands:,} candidates")
+    if ranking.search:  # an approximate index served the top-k: say which, and its measured recall
+        st.caption(ui.md(ranking.search))
     tok = model.tokenizer
     top = pd.DataFrame({"rank": range(1, ranking.k + 1), "entity": ranking.names,
                         "score": [round(s, 4) for s in ranking.scores],

@@ -2,6 +2,7 @@
 results only for the inputs shown, full share links, gold table, one option vocabulary, data as text)."""
 
 import json
+import re
 
 from apptest_utils import as_text, errors, open_app, rendered
 
@@ -195,3 +196,25 @@ def test_a_link_whose_text_has_no_mask_says_so_on_every_run(tiny_mlm_dir):
     at.text_input(key="pk_text").set_value("metformin treats [MASK].")
     at.button(key="pk_submit").click().run()
     assert errors(at) == [] and any("entity" in d.value.columns for d in at.dataframe)
+
+
+def test_a_top_k_from_an_approximate_index_says_so(tmp_path, tiny_encoder, tiny_encoder_dir):
+    """The rule (probekit.types.Ranking.search): where an approximate index served the top-k, the result says
+    which index, its parameters and its recall measured against exact search; an exact vocabulary says nothing."""
+    from probekit.vocab.build import build
+    from probekit.vocab.sources import open_source
+
+    names = tmp_path / "names.txt"
+    names.write_text("\n".join(f"term {i} of {j}" for i in range(40) for j in ("a", "b")) + "\n")
+    build("flat", open_source("names", names), model=tiny_encoder, shard_size=32, index="ivf-flat",
+          index_params={"nlist": 4, "nprobe": 1, "target_recall": None})
+    build("exact", open_source("names", names), model=tiny_encoder, shard_size=32)
+    shown = {}
+    for vocab in ("flat", "exact"):
+        at = open_app(model=str(tiny_encoder_dir), query_params={"vocab": vocab})
+        at.button(key="pk_run").click().run()
+        assert errors(at) == [] and len(_top(at)) == 10
+        seen = [re.sub(r"\\(.)", r"\1", c.value).replace("\u2060", "") for c in at.caption]  # as read
+        shown[vocab] = [c for c in seen if "approximate top-k" in c]
+    assert len(shown["flat"]) == 1 and shown["flat"][0].startswith("approximate top-k: ivf-flat (")
+    assert "recall@10" in shown["flat"][0] and shown["exact"] == []
