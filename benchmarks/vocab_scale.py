@@ -17,7 +17,8 @@ the vectors' bytes (the float16 shards):
 - ``exact``: :class:`probekit.vocab.search.ShardedIndex` streaming the shards: build, a warm live query (median of
   5 after one warm-up), exact gold ranks (and top-10) for ``--queries`` queries;
 - ``ivf-flat`` / ``ivf-pq`` / ``hnsw`` (hnsw up to ``--hnsw-max``): build, then per query-time setting (nprobe,
-  ef_search) recall@10 against exact on 200 queries and the warm live query latency (median of 20).
+  ef_search) recall@10 against exact on 200 queries (the first 200 of the ``--queries`` sample, so another
+  ``--queries`` measures other queries) and the warm live query latency (median of 20).
 
 Absolute times depend on the machine's load (say it when quoting); the growth from one size to the next and the
 ratios are what count.
