@@ -21,6 +21,7 @@ def _redirect(mp: pytest.MonkeyPatch, base: Path) -> None:
     mp.setenv("PROBEKIT_CACHE_DIR", str(base / "cache"))
     mp.setenv("PROBEKIT_DB", str(base / "probekit.duckdb"))
     mp.setenv("PROBEKIT_MODELS_DIR", str(base / "models"))
+    mp.setenv("PROBEKIT_VOCAB_DIR", str(base / "vocabularies"))  # built vocabularies' records (data_dir's default)
     mp.setenv("PROBEKIT_OFFLINE", "1")
     mp.delenv("PROBEKIT_ORGANISER_TOKEN", raising=False)  # tests that need it set it
 
