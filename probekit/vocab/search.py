@@ -50,6 +50,7 @@ from ..jobs import Progress
 from .index_gpu import TorchGoldCounter, default_device
 from .index_kinds import IndexKind, metric_of, resolve
 from .index_shards import Shards
+from .topk import TopMerge, overlap
 
 FORMAT = 1
 COUNT_BYTES = 8 * 2**20
@@ -69,39 +70,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _overlap(want: np.ndarray, got: np.ndarray) -> float:
-    """Mean fraction of each row of ``want`` (exact top-k ids) found in the same row of ``got``."""
-    k = want.shape[1]
-    return float(np.mean([len(set(w.tolist()) & set(g.tolist())) / k for w, g in zip(want, got)]))
-
-
-class _TopMerge:
-    """The best kk (score, global id) per query over blocks seen in id order; lower ids first among equal scores."""
-
-    def __init__(self, n_q: int, kk: int):
-        self.kk = kk
-        self.scores = np.full((n_q, kk), -np.inf, dtype=np.float32)
-        self.ids = np.full((n_q, kk), -1, dtype=np.int64)
-
-    def add(self, c0: int, scores: np.ndarray, ids: np.ndarray) -> None:
-        s = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
-        ids = np.where(ids >= 0, ids + c0, -1)
-        cat_s, cat_i = np.concatenate([self.scores, s], 1), np.concatenate([self.ids, ids], 1)
-        order = np.argsort(-cat_s, axis=1, kind="stable")[:, :self.kk]  # earlier (lower) ids first on ties
-        self.scores, self.ids = np.take_along_axis(cat_s, order, 1), np.take_along_axis(cat_i, order, 1)
-
-    def first_then(self, search, n_q: int):
-        """A search answering its first call for all n_q queries at kk from this merge, later ones by ``search``."""
-        pending = [True]
-
-        def answer(q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-            if pending[0] and kk == self.kk and len(q) == n_q:
-                pending[0] = False
-                return self.scores, self.ids
-            return search(q, kk)
-        return answer
 
 
 class ShardedIndex:
@@ -210,7 +178,7 @@ class ShardedIndex:
 
     def _exact_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """Prepared queries -> (n_queries, kk) scores, ids by faiss's flat kernel, merged over the blocks."""
-        merge = _TopMerge(len(q), kk)
+        merge = TopMerge(len(q), kk)
         for c0, block in self.shards.blocks():
             merge.add(c0, *self._block_top(q, block, kk))
         return merge.scores, merge.ids
@@ -273,7 +241,7 @@ class ShardedIndex:
             if not counter.idle:
                 # one pass: the gold counts, and (exact kind) the first search top_k_by_rule will ask for
                 kk0 = min(len(self), k + max((len(e) for e in ex), default=0) + 8)
-                merge = _TopMerge(len(q), kk0) if self.approx is None else None
+                merge = TopMerge(len(q), kk0) if self.approx is None else None
                 chunk = max(256, min(NAME_CHUNK, COUNT_BYTES // (4 * len(q))))  # (n_queries, chunk) scores
                 for c0, block in self.shards.blocks():
                     counter.add(c0, block, self._sq_norms[c0:c0 + len(block)], chunk=chunk)
@@ -325,10 +293,10 @@ class ShardedIndex:
             self.params["nprobe"] = nprobe
             if self.kind.tune is not None:
                 self.kind.tune(self.approx, self.params)
-            return _overlap(want, self._approx_search(q, kk)[1])
+            return overlap(want, self._approx_search(q, kk)[1])
 
         nprobe, nlist = self.params.get("nprobe"), self.params.get("nlist")
-        value = measure(nprobe) if nprobe is not None else _overlap(want, self._approx_search(q, kk)[1])
+        value = measure(nprobe) if nprobe is not None else overlap(want, self._approx_search(q, kk)[1])
         if target is not None and nprobe is not None and nlist is not None:
             lo = hi = int(nprobe)
             while value < target and hi < nlist:  # doubling: recall(lo) < target until recall(hi) reaches it
@@ -356,7 +324,7 @@ class ShardedIndex:
         if not len(q):
             raise ProbekitError("recall needs at least one query")
         kk = min(k, len(self))
-        value = 1.0 if self.approx is None else _overlap(self._exact_search(q, kk)[1], self._approx_search(q, kk)[1])
+        value = 1.0 if self.approx is None else overlap(self._exact_search(q, kk)[1], self._approx_search(q, kk)[1])
         return {"k": kk, "queries": len(q), "recall": value}
 
     def recall_at_k(self, queries: np.ndarray, k: int) -> float:
