@@ -31,14 +31,15 @@ model's absolute tolerance ``atol`` (:data:`ATOL`; measured: see there). Two gol
   best ``beam`` hypotheses at every step; which of two near-tied hypotheses it keeps is float noise, and the
   one it drops takes its descendants with it, so every string after a near-tie may change (seen on another
   2-core AMD EPYC: the tiny T5, then at its default budget, kept another set of strings at places 3-9, whose
-  golden scores lay 3.4e-7 apart; :data:`OPTIONS` now gives it a short budget). They are compared **up to their first near-tie and no further**: the *stable prefix* is
-  the places before the first place ``p`` whose golden score is within ``2 * atol`` of the next answer's
-  (the next in the top list, else the first of ``after_k``). Places in the prefix must hold the same (name,
-  id) with scores within ``atol``; the fresh run must list at least the prefix (``n_candidates`` too); a
-  gold whose golden rank lies in the prefix must keep it exactly, and any other gold must rank after the
-  prefix or not be generated. Nothing after the prefix is compared. Not covered: a near-tie at the beam's
-  cut *during* the search that reorders strings whose final scores are far apart (never seen in the
-  measurements; :func:`test_generated_rule_fails_on_a_real_change` shows the rule catching real changes).
+  golden scores lay 3.4e-7 apart; :data:`OPTIONS` now gives it a short budget). They are compared **up to
+  their first near-tie and no further**: the *stable prefix* is the places before the first place ``p``
+  whose golden score is within ``2 * atol`` of the next answer's (the next in the top list, else the first
+  of ``after_k``). Places in the prefix must hold the same (name, id) with scores within ``atol``; the
+  fresh run must list at least the prefix (``n_candidates`` too); a gold whose golden rank lies in the
+  prefix must keep it exactly, and any other gold must rank after the prefix or not be generated. Nothing
+  after the prefix is compared. Not covered: a near-tie at the beam's cut *during* the search that
+  reorders strings whose final scores are far apart (never seen in the measurements;
+  :func:`test_generated_rule_fails_on_a_real_change` shows the rule catching real changes).
 - Gold ranks: ``None`` stays ``None``; a rank lies in the golden ``[lo, hi]``, where ``lo`` = 1 + the number
   of answers scoring more than ``2 * atol`` above the gold and ``hi`` = 1 + the number of other answers
   scoring at least the gold's score minus ``2 * atol`` (from the full list of answers when the file was
