@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_DATA)/elicit_corpora),)
 export PROBEKIT_CORPORA_DIR ?= $(SHARED_DATA)/elicit_corpora
 endif
 
-.PHONY: app test test-fast test-browser test-slow test-install lint typecheck bench install clean-cache screenshots golden
+.PHONY: app test test-fast test-browser test-slow test-heavy test-install lint typecheck bench install clean-cache screenshots golden
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,20 +28,32 @@ app: install
 	$(PY) -m streamlit run serve.py --server.fileWatcherType none --server.address localhost \
 		--server.port $(PORT) --server.headless true --browser.gatherUsageStats false
 
+# The default suite runs on two pytest-xdist workers; tests/conftest.py (pytest_xdist_make_scheduler) keeps each
+# file's tests on one worker and the Chromium files on one. PYTEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds
+# options (CI: --durations).
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?=
+XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist load)
+
 test: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The default suite in two parts that run alone: everything but the Playwright tests, and those tests only.
 test-fast: install
-	$(PY) -m pytest -m "not slow and not browser"
+	$(PY) -m pytest $(XDIST) -m "not slow and not heavy and not browser"
 
 test-browser: install
-	$(PY) -m pytest -m "browser and not slow" tests
+	$(PY) -m pytest -m "browser and not slow and not heavy" tests
 
 test-slow: install
 	$(PY) -m pytest -m slow
+
+# End-to-end stress, kill and reference checks (marker `heavy`): left out of `make test`, run by CI after it, one
+# at a time (several of them measure how the app holds under load, so they do not share the cores).
+test-heavy: install
+	$(PY) -m pytest -m heavy $(PYTEST_ARGS)
 
 # The wheel of this checkout installed into a fresh virtualenv outside it (tests/test_install.py): from another
 # folder the probe answers and `probekit app` serves the Probe page; nothing is written under site-packages.

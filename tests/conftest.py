@@ -17,6 +17,26 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_MEDLAMA = Path(os.environ.get("PROBEKIT_MEDLAMA_DIR") or ROOT.parent / "shared" / "data" / "medlama")
 
 
+BROWSER_FILES = "tests/test_browser"
+"""Test files whose names start so hold Chromium tests: ``make test``'s workers run them one file after another."""
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """How ``make test``'s two pytest-xdist workers share the suite: a file's tests stay on one worker, so a
+    module-scoped fixture (a server, a stored run) is built once, and the Chromium files (``tests/test_browser*``)
+    all go to one worker, so two browsers with their Streamlit servers never compete for the two cores at once.
+    (pytest-xdist's ``--dist loadgroup`` would say the same with marks, but its groups do not reach the node ids
+    under pytest 9, so the scheduler is chosen here.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileAndBrowserScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return "browser" if file.startswith(BROWSER_FILES) else file
+
+    return FileAndBrowserScheduling(config, log)
+
+
 def _redirect(mp: pytest.MonkeyPatch, base: Path) -> None:
     mp.setenv("PROBEKIT_CACHE_DIR", str(base / "cache"))
     mp.setenv("PROBEKIT_DB", str(base / "probekit.duckdb"))

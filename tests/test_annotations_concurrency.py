@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+import pytest
 from conftest import ROOT
 
 from probekit import annotations as ann
@@ -49,6 +50,7 @@ def run_threads(n: int, target) -> list[BaseException]:
     return errors
 
 
+@pytest.mark.heavy
 def test_8_threads_x_500_ratings_all_stored_none_duplicated():
     sid = big_session(50)  # 500 answers
     items = ann.items_frame(sid).item_id.tolist()

@@ -63,6 +63,7 @@ def page_paths() -> list[str]:
     return sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
 
 
+@pytest.mark.heavy
 @pytest.mark.browser
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_every_path_shows_the_sign_in_and_nothing_else(server):

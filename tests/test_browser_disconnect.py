@@ -20,6 +20,7 @@ BUDGET_S = 260  # inside the timeout, with room for the server start (up to 120 
 RUNNING = f"{APP}[data-test-script-state='running']"
 
 
+@pytest.mark.heavy
 @pytest.mark.browser
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_closing_a_tab_mid_rerun_logs_no_traceback(tmp_path):

@@ -74,6 +74,7 @@ def _wait_stored(sid: str, n: int, budget: Budget) -> None:
         time.sleep(0.2)  # polling the store's count: the state waited on
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_five_experts_at_once_every_press_stored_once_under_its_own_expert(tmp_path):
     """Five experts in five browser contexts against one server, each on the app's Annotate page by a personal link,
@@ -224,6 +225,7 @@ def test_closing_a_tab_with_unacknowledged_presses_asks_first(tmp_path):
     assert dialogs == {"calm": [], "lagging": ["beforeunload"]}
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("width, height", [(1280, 720), (1024, 768)])
 def test_the_answer_being_rated_stays_on_screen(tmp_path, width, height):

@@ -36,7 +36,7 @@ from test_browser import (  # noqa: F401  (skips when no Chromium is installed; 
 
 from pages._display import WORD_JOINER
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.heavy]
 HOSTILE_DRUG = "Metformin"  # the demo subject whose name turns hostile (a may_treat head)
 
 

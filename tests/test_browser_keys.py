@@ -60,6 +60,7 @@ def in_display_order(sid: str, who: str, n_queries: int) -> list[str]:
     return [a["item_id"] for q in range(n_queries) for a in ann.query_view(sid, who, q)["answers"]]
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_a_thousand_presses_in_bursts_of_ten_each_stored_exactly_once(tmp_path):
     """1,000 ratings typed in 100 bursts of 10 (each burst faster than a rerun, then Enter): 1,000 rate events,

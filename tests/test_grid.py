@@ -141,6 +141,7 @@ def _frames(result) -> dict:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_ray_backend_matches_local_and_survives_a_killed_worker(tiny_encoder_dir, facts, tmp_path, monkeypatch):
     """Two Ray workers on this machine give the same results cell by cell as the local backend; a worker

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import ROOT
 
 
@@ -72,6 +73,7 @@ def _finish(argv: list[str]) -> str:
     return done.stdout
 
 
+@pytest.mark.heavy
 def test_rewire_killed_mid_training(tiny_encoder_dir, tmp_path):
     """A killed rewiring run is listed interrupted at once (its process is gone), every checkpoint it left reads
     complete (a half-written one stays in a hidden folder that no listing shows), and a rerun trains the same steps
@@ -149,6 +151,7 @@ def _cell_results(db) -> dict:
     return out
 
 
+@pytest.mark.heavy
 def test_grid_run_killed_between_cells(tiny_encoder_dir, tmp_path):
     """Cells stored before the kill stay stored (each a finished run with all its results); the cell being saved
     when the process died is a run listed interrupted, never done; the rerun runs only the missing cells, and
@@ -203,6 +206,7 @@ def _sweep_json(out: str) -> dict:
     return {k: v for k, v in data.items() if k not in varying}
 
 
+@pytest.mark.heavy
 def test_layers_sweep_killed_mid_encoding(tiny_encoder_dir, tmp_path):
     """A sweep is stored in one transaction at its end: killed while encoding it leaves no layer run at all (none
     half-stored), only whole embedding files in the cache (each written by rename), and the rerun, picking up the
@@ -242,6 +246,7 @@ def test_layers_sweep_killed_mid_encoding(tiny_encoder_dir, tmp_path):
     assert len(listed) == 1 and listed.run_id[0] == json.loads(again)["run_id"]
 
 
+@pytest.mark.heavy
 def test_diskne_run_killed_between_fine_tuned_cells(tiny_encoder_dir):
     """Cells are stored one by one: killed after some, the run is listed interrupted (its process is gone), the
     rerun with the same settings takes that run over and fine-tunes only the missing cells, each (disease, seed)

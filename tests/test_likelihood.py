@@ -129,6 +129,7 @@ def test_a_sliding_window_model_scores_like_the_reference(window, tmp_path, demo
     check_against_reference(model, cases)
 
 
+@pytest.mark.heavy
 def test_masked_scores_are_the_pseudo_log_likelihood_one_copy_at_a_time(tiny_mlm, demo):
     check_against_reference(tiny_mlm, fifty(demo), batch_size=64)
 
@@ -271,6 +272,7 @@ def test_a_model_that_does_not_fit_is_refused_in_one_line_before_loading():
 
 
 # ---------------------------------------------------------------- BEAR's own package, where it is installed
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["CLM", "MLM"])
 def test_same_scores_as_lm_pub_quiz(kind, tiny_gpt2, tiny_mlm, demo):
     """BEAR's reference implementation (``lm-pub-quiz``, a dev dependency that is optional here): its ``sum``

@@ -449,6 +449,7 @@ def test_keyboard_only_rating_in_chromium(tmp_path):
     assert events.annotator.unique().tolist() == ["Kim"]  # the name as typed
 
 
+@pytest.mark.heavy
 @pytest.mark.browser
 @pytest.mark.timeout(600)
 def test_two_experts_at_once_in_two_browsers(tmp_path):

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tests.conftest import TINY_TRIPLES
 
@@ -117,6 +118,7 @@ def _bench_args(model_dir: Path, facts: Path) -> list[str]:
     return ["bench", "--model", str(model_dir), "--dataset", "triples", "--data-dir", str(facts), "--save", "--k", "5"]
 
 
+@pytest.mark.heavy
 def test_app_and_cli_write_one_database_at_the_same_time(tmp_path, tiny_encoder_dir):
     """An expert rating in the app while `bench --save` runs in a terminal: both succeed, nothing is lost
     (every rating the app was told is committed is in the file; the CLI's run is complete)."""

@@ -24,6 +24,7 @@ from probekit.types import Query, Ranking
 PROCESSES, RATINGS = 8, 120
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_every_acknowledged_rating_is_stored_under_its_expert(tmp_path):
     rankings = [Ranking(Query(f"q{q}", f"s{q}", "r", "[X] r [Y].", golds=("a",)), (0, 1), ("a", "b"),

@@ -138,6 +138,7 @@ def test_progress_reports_rate_and_eta(tmp_path, tiny_encoder):
     assert any("names/s, ETA" in s for _, _, s in seen[1:])
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_two_ray_workers_encode_each_missing_shard_once(tmp_path, tiny_encoder, tiny_encoder_dir):
     """Shards as Ray tasks over 2 local workers (one model each): every missing shard handed out once, the
