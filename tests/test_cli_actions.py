@@ -116,6 +116,17 @@ def test_grid_ray_flags_are_refused_on_the_local_backend(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "latin-1"])
+def test_a_grid_file_not_in_utf8_is_one_line_and_exit_2(tmp_path, capsys, encoding):
+    """A grid saved as UTF-16 or Latin-1 is refused with one line naming the file, not a probekit bug (exit 1)."""
+    spec = tmp_path / "grid.yaml"
+    spec.write_bytes("name: café\nmodels: [default]\ndatasets: [demo]\n".encode(encoding))
+    assert cli.main(["grid", "run", str(spec), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(spec) in err and "UTF-8" in err, err
+    assert "bug" not in err and "Traceback" not in err
+
+
 @pytest.fixture
 def corpus_flags(tmp_path):
     docs = tmp_path / "notes"
