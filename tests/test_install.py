@@ -153,13 +153,24 @@ def test_app_serves_the_probe_page(installed):
         page = urllib.request.urlopen(url, timeout=30).read().decode()
         assert "<noscript>" in page and 'id="root"' in page  # Streamlit's app shell
         _browser_probe(url)
-    finally:
+        # `kill PID` of `probekit app` (SIGTERM) stops its Streamlit server too: the port stops answering
         proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        proc.wait(timeout=30)
+        deadline = time.time() + 30
+        while _answers(f"{url}/_stcore/health"):
+            assert time.time() < deadline, "the Streamlit server still answers after probekit app was sent SIGTERM"
+            time.sleep(0.5)  # polling the health endpoint, not timing the app
+    finally:
+        if proc.poll() is None:
             proc.kill()
     assert "Traceback" not in log_path.read_text(), log_path.read_text()[-2000:]
+
+
+def _answers(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(url, timeout=2).read() == b"ok"
+    except OSError:
+        return False
 
 
 def _browser_probe(url: str) -> None:

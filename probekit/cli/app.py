@@ -10,6 +10,7 @@ says the exposure is meant (then a warning is printed).
 from __future__ import annotations
 
 import importlib.util
+import signal
 import subprocess
 import sys
 import tomllib
@@ -75,7 +76,33 @@ def _cmd_app(args) -> int:
     if args.print_command:
         print(" ".join(cmd))
         return 0
-    return subprocess.call(cmd)
+    return run_server(cmd)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop ``probekit app`` and are passed on to its Streamlit server (``kill PID``, a closed terminal).
+Ctrl-C (SIGINT) reaches the server from the terminal itself, as it reaches every process of the foreground group."""
+
+
+def run_server(cmd: list[str]) -> int:
+    """Run the Streamlit server as a child process until it exits; its exit code.
+
+    A signal that stops this process is passed on to the child and the child is waited for, so stopping
+    ``probekit app`` never leaves its server holding the port."""
+    proc = subprocess.Popen(cmd)
+    previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in STOP_SIGNALS}
+    try:
+        rc = proc.wait()
+        return 128 - rc if rc < 0 else rc  # killed by a signal: the shell's 128 + its number
+    except KeyboardInterrupt:  # Ctrl-C: the server got it too; give it time to stop, then make sure
+        try:
+            return proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def register(sub) -> None:
