@@ -188,7 +188,7 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
                    "or a Hugging Face id; the embedded model 'default' always works.")
         else:
             fix = ("Fix: check the spelling; on a machine with internet, unset PROBEKIT_OFFLINE or download the "
-                   "model (`huggingface-cli download ID`) and pass its local folder; the embedded model 'default' "
+                   "model (`hf download ID`) and pass its local folder; the embedded model 'default' "
                    "always works.")
         raise ModelLoadError(
             f"could not load model {model_id!r}: tried {', '.join(tried)}. {str(e).splitlines()[0][:200]} {fix}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 
@@ -77,6 +78,12 @@ def test_unknown_hub_id_offline_fails_fast_without_network(no_network):
     assert "local Hugging Face cache" in msg and "offline" in msg  # what was tried (and not)
     assert "Fix:" in msg and "'default'" in msg  # how to fix it
     assert no_network == []
+    # the download command it names is one the pinned huggingface_hub installs (its old `huggingface-cli` is gone)
+    from importlib.metadata import distribution
+
+    command = re.search(r"`(\S+) download ID`", msg).group(1)
+    scripts = {e.name for e in distribution("huggingface_hub").entry_points if e.group == "console_scripts"}
+    assert command in scripts, (command, scripts)
 
 
 def test_registry_model_not_cached_offline(no_network):

@@ -358,6 +358,6 @@ def load_causal_lm(model_id: str, *, device: str | None = None) -> CausalLM:
     except (OSError, ValueError, KeyError) as e:
         raise ModelLoadError(f"could not load causal LM {model_id!r}: {str(e).splitlines()[0][:200]} "
                              "(give a folder saved with save_pretrained, or download it once with "
-                             "`huggingface-cli download ID` on a machine with internet)") from None
+                             "`hf download ID` on a machine with internet)") from None
     lm.to(dev).eval()  # type: ignore[arg-type]  # mypy reads transformers' @wraps'd .to without its self
     return CausalLM(str(model_id), tok, lm, dev)
