@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import numpy as np
@@ -316,7 +317,9 @@ def test_cli_second_save_reopens_the_stored_run_without_loading_the_model(capsys
     base = ["bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(facts), "--save",
             "--quiet", "--format", "json", "--k", "5"]
     assert cli.main(base) == 0
-    first = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    first = json.loads(out)
+    assert "reused" not in err and "reused" not in first
 
     def no_loading(*a, **kw):
         raise AssertionError("the model was loaded")
@@ -324,12 +327,18 @@ def test_cli_second_save_reopens_the_stored_run_without_loading_the_model(capsys
     with monkeypatch.context() as m:
         m.setattr(models, "load", no_loading)
         assert cli.main(base) == 0
-    again = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    again = json.loads(out)
+    assert again["reused"] is True  # and it says so, with how to compute it again
+    assert re.search(rf"^reused run {again['run_id']} \(stored \d{{4}}-\d\d-\d\d \d\d:\d\d UTC\); --fresh to "
+                     "compute it again$", err.strip()), err
     assert again["run_id"] == first["run_id"] and again["macro"] == first["macro"]
     assert again["model"]["revision"] == first["model"]["revision"]
     calls = count_encodes(monkeypatch)
     assert cli.main([*base, "--fresh"]) == 0
-    fresh = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    fresh = json.loads(out)
+    assert "reused" not in err and "reused" not in fresh
     assert fresh["run_id"] != first["run_id"] and fresh["macro"] == first["macro"] and calls == []
     # the app finds what the shell stored
     model = models.load(str(tiny_encoder_dir), device="cpu")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ..errors import ProbekitError
 from .common import (
     add_dataset_args,
@@ -34,6 +36,9 @@ def _cmd_bench(args) -> int:
         from ..bench import results
 
         results.store()  # a locked database fails now, before the model is loaded
+    from ..bench.results import now
+
+    started = now()
     run = None
     model: models.LoadedModel | runner.ModelIdentity | None = None
     if args.save and not args.fresh:  # a stored run opens without loading the weights (or importing transformers)
@@ -52,6 +57,12 @@ def _cmd_bench(args) -> int:
     if args.save:
         out["run_id"] = run.run_id
     out["seconds"] = run.meta.get("seconds")
+    finished = run.meta.get("finished_at")
+    if args.save and finished is not None and finished < started:  # stored before this command began
+        out["reused"] = True
+        # on stderr (not progress: said with --quiet too); the table or JSON on stdout stays what it was
+        print(f"reused run {run.run_id} (stored {finished:%Y-%m-%d %H:%M} UTC); --fresh to compute it again",
+              file=sys.stderr)
     if args.format == "json":
         print_json(out)
     else:
