@@ -281,6 +281,17 @@ def test_add_refuses_a_folder_that_is_not_the_dataset(capsys, dirs, tmp_path):
     assert config.registered_datasets() == {}
 
 
+def test_add_of_a_file_says_it_is_a_file(capsys, dirs, tmp_path):
+    """A downloaded archive or one CSV given where the release folder belongs is named as a file, not as a
+    missing folder."""
+    archive = tmp_path / "medlama.zip"
+    archive.write_bytes(b"PK")
+    code, _, err = _run(capsys, "data", "add", "medlama", str(archive))
+    line = _one_error_line(code, err)
+    assert "is a file" in line and "no such folder" not in line
+    assert config.registered_datasets() == {}
+
+
 def test_the_pinned_manifest_describes_the_shared_medlama_copy():
     shared = Path(os.environ.get("PROBEKIT_MEDLAMA_DIR") or config.ROOT.parent / "shared" / "data"
                   / "medlama")

@@ -275,6 +275,9 @@ def add(name: str, path: str | Path, *, subset: str | None = None) -> str:
     if name not in CHECKS:
         raise ProbekitError(f"unknown dataset {name!r}; known: {', '.join(CHECKS)}")
     root = Path(path).expanduser()
+    if root.is_file():
+        raise ProbekitError(f"{root} is a file; give the folder that holds the {name} release (the one you "
+                            "downloaded and unpacked)")
     if not root.is_dir():
         raise ProbekitError(f"{root}: no such folder")
     root = _subset_root(name, root, subset)
