@@ -56,6 +56,30 @@ def positive_int(name: str, value, *, minimum: int = 1, maximum: int | None = No
     return int(value)
 
 
+def decode_utf8(raw: bytes, *, where: str, note: str) -> str:
+    r"""A whole file's bytes as UTF-8 text (a byte-order mark allowed); else one line naming ``where``, the line
+    that fails (or that the file is UTF-16) and ``note`` (what the file should be).
+
+    >>> decode_utf8(b"a: 1\n", where="g.yaml", note="save it as UTF-8")
+    'a: 1\n'
+    >>> decode_utf8("a: 1".encode("utf-16"), where="g.yaml", note="save it as UTF-8")
+    Traceback (most recent call last):
+    ...
+    probekit.errors.ProbekitError: g.yaml: UTF-16 text, not UTF-8 (save it as UTF-8)
+    >>> decode_utf8(b"a\ncaf\xe9\n", where="g.yaml", note="save it as UTF-8")
+    Traceback (most recent call last):
+    ...
+    probekit.errors.ProbekitError: g.yaml, line 2: not UTF-8 text (save it as UTF-8)
+    """
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ProbekitError(f"{where}: UTF-16 text, not UTF-8 ({note})")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ProbekitError(f"{where}, line {line}: not UTF-8 text ({note})") from None
+
+
 class Registry(dict):
     """A plain name -> object mapping whose lookups fail with a helpful message.
 

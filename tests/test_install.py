@@ -145,11 +145,9 @@ def test_app_serves_the_probe_page(installed):
         while True:
             assert proc.poll() is None, f"probekit app exited: {log_path.read_text()[-2000:]}"
             assert time.time() < deadline, f"the app did not become healthy: {log_path.read_text()[-2000:]}"
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)  # polling the health endpoint, not timing the app
+            if _answers(f"{url}/_stcore/health"):
+                break
+            time.sleep(0.5)  # polling the health endpoint, not timing the app
         page = urllib.request.urlopen(url, timeout=30).read().decode()
         assert "<noscript>" in page and 'id="root"' in page  # Streamlit's app shell
         _browser_probe(url)

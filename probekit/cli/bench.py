@@ -22,6 +22,7 @@ def _cmd_bench(args) -> int:
     stored run is reopened and an unfinished one resumed, exactly as on the Benchmark page."""
     from .. import metrics, models
     from ..bench import runner, settings
+    from ..bench.results import now
     from ..probes import get_probe
 
     probe = get_probe(args.probe)
@@ -36,8 +37,6 @@ def _cmd_bench(args) -> int:
         from ..bench import results
 
         results.store()  # a locked database fails now, before the model is loaded
-    from ..bench.results import now
-
     started = now()
     run = None
     model: models.LoadedModel | runner.ModelIdentity | None = None

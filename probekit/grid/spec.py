@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, decode_utf8
 
 MAX_CELLS = 5000
 FIELDS = ("name", "models", "datasets", "relations", "relation_groups", "probes", "layers", "seeds", "vocab", "k")
@@ -122,28 +122,6 @@ def _as_list(value, what: str) -> list:
     raise ProbekitError(f"grid field {what!r} must be a value or a list, got {type(value).__name__}")
 
 
-def _decoded(path: Path, raw: bytes) -> str:
-    r"""A grid file's text: UTF-8 (a byte-order mark allowed); anything else is one line naming where it fails.
-
-    >>> _decoded(Path("g.yaml"), "name: g\n".encode("utf-16"))
-    Traceback (most recent call last):
-    ...
-    probekit.errors.ProbekitError: g.yaml: UTF-16 text; save the grid file as UTF-8
-    >>> _decoded(Path("g.yaml"), b"name: caf\xe9\n")
-    Traceback (most recent call last):
-    ...
-    probekit.errors.ProbekitError: g.yaml, line 1: not UTF-8 text (byte 0xe9); save the grid file as UTF-8
-    """
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        raise ProbekitError(f"{path}: UTF-16 text; save the grid file as UTF-8")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise ProbekitError(f"{path}, line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); "
-                            "save the grid file as UTF-8") from None
-
-
 @dataclass(frozen=True)
 class GridSpec:
     name: str
@@ -213,7 +191,7 @@ class GridSpec:
         path = Path(path).expanduser()
         if not path.is_file():
             raise ProbekitError(f"{path}: grid file not found")
-        text = _decoded(path, path.read_bytes())
+        text = decode_utf8(path.read_bytes(), where=str(path), note="save the grid file as UTF-8")
         if path.suffix.lower() == ".json":
             try:
                 data = json.loads(text)

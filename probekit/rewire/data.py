@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import atomic, config
-from ..errors import ProbekitError, UnknownNameError
+from ..errors import ProbekitError, UnknownNameError, decode_utf8
 
 CORPUS_FILES = {**{f"pubmed_{i}": f"pubmed_sents_no_punkt_10k_{i}" for i in range(10)},
                 "wiki": "wiki_sents_no_punkt_10k.txt"}
@@ -59,11 +59,7 @@ def read_sentences(path: str | Path, *, limit: int | None = None) -> list[str]:
         raw = path.read_bytes()
     except OSError as e:
         raise ProbekitError(f"cannot read corpus {path}: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ProbekitError(f"{path.name}, line {line}: not UTF-8 text (a corpus is one sentence a line)") from None
+    text = decode_utf8(raw, where=path.name, note="a corpus is one sentence a line")
     out = [" ".join(line.split()) for line in text.splitlines()]
     out = [s for s in out if len(s.split()) >= 2]
     if len(out) < 2:
