@@ -406,6 +406,7 @@ def open_expert_page(browser, url: str, budget, *, expect: str):
     return page
 
 
+@pytest.mark.heavy  # its Chromium would share the cores with the browser files' worker
 @pytest.mark.browser
 @pytest.mark.timeout(300)
 def test_keyboard_only_rating_in_chromium(tmp_path):
