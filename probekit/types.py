@@ -16,6 +16,18 @@ SUBJECT, OBJECT = "[X]", "[Y]"
 MASK = "[MASK]"
 
 
+HARD_IN_FULL = "hard-in-full"
+"""The label of a full-set run's hard queries: they were ranked among the FULL set's vocabulary (22,923
+names on MedLAMA), a different experiment from the hard set's own (17,532 names, MedLAMA Table 4 "Hard")."""
+SUBSETS = {
+    "full": "all queries of the dataset, among its vocabulary",
+    "hard": "the hard set, among its own files' vocabulary (MedLAMA: 17,532 names)",
+    HARD_IN_FULL: "the hard queries of a full-set run, among the full set's vocabulary (a different experiment "
+                  "from the paper's hard set)",
+}
+"""Every label for which queries met which candidates, with what it means (tables, exports, charts)."""
+
+
 def normalize_name(name: str) -> str:
     """The key under which entity names are matched: lower-cased, whitespace collapsed.
 

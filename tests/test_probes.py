@@ -11,7 +11,7 @@ from probekit.encode import encode
 from probekit.errors import ProbekitError
 from probekit.index import TIE_TOLERANCE
 from probekit.probes import NOTHING_EXCLUDED, get_probe, ranking_from_scores
-from probekit.probes.base import exclusion, top_k_and_gold_ranks
+from probekit.ranking import exclusion, top_k_and_gold_ranks
 from probekit.types import CandidateSet, Query
 
 NAMES = ["pain", "fever", "type 2 diabetes", "myocardial infarction", "stroke", "heart attack",

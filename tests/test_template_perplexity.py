@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from probekit.errors import ProbekitError
+from probekit.probes import mask_logits
 from probekit.templates import perplexity as ppl
 from probekit.types import Query
 
@@ -62,11 +63,11 @@ def test_head_only_at_the_mask_equals_the_full_logits(tiny_mlm):
     with torch.inference_mode():
         full = mlm(input_ids=batch, attention_mask=attn).logits  # (3, seq, vocab)
         for path in ("full", "head", "mask_row"):
-            got = ppl._logits_at_mask(mlm, batch, attn, rows, pos, path)  # (3, vocab)
+            got = mask_logits.logits_at_mask(mlm, batch, attn, rows, pos, path)  # (3, vocab)
             assert got.shape == (3, tok.vocab_size)
             torch.testing.assert_close(got, full[rows, pos], rtol=1e-5, atol=1e-5)
         # a copy's logits do not depend on its batch neighbours or their padding
-        alone = ppl._logits_at_mask(mlm, batch[:1, :int(attn[0].sum())], attn[:1, :int(attn[0].sum())],
+        alone = mask_logits.logits_at_mask(mlm, batch[:1, :int(attn[0].sum())], attn[:1, :int(attn[0].sum())],
                                     rows[:1], pos[:1], "mask_row")
         torch.testing.assert_close(alone, full[0, pos[0]][None], rtol=1e-5, atol=1e-5)
 
@@ -95,7 +96,7 @@ def test_mask_row_path_on_roberta_and_either_attention(arch, attn_impl):
     batch[rows, pos] = 4  # the "mask" token
     with torch.inference_mode():
         full = mlm(input_ids=batch, attention_mask=attn).logits[rows, pos]  # (copies, vocab)
-        fast = ppl._logits_at_mask(mlm, batch, attn, rows, pos, "mask_row")
+        fast = mask_logits.logits_at_mask(mlm, batch, attn, rows, pos, "mask_row")
     torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-5)
 
 
@@ -114,7 +115,7 @@ def test_logits_path_by_architecture(tiny_mlm, monkeypatch):
     mlm = tiny_mlm.mlm
     monkeypatch.setattr(mlm.config, "is_decoder", True)
     assert ppl.logits_path(mlm) == "head"  # a causal BERT: no last-layer shortcut
-    monkeypatch.setattr(ppl, "_split_head", lambda m: None)
+    monkeypatch.setattr(mask_logits, "_split_head", lambda m: None)
     assert ppl.logits_path(mlm) == "full"
 
 

@@ -9,7 +9,7 @@ from probekit.errors import ProbekitError
 from probekit.index import EntityIndex
 from probekit.metrics import acc_at_k
 from probekit.metrics.concept import check_match, concept_hit
-from probekit.probes.base import NOTHING_EXCLUDED, exclusion
+from probekit.ranking import NOTHING_EXCLUDED, exclusion
 from probekit.types import Query
 from probekit.vocab.probing import rank_in_vocabulary
 from probekit.vocab.store import VocabularyCandidates

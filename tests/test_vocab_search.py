@@ -18,7 +18,7 @@ from probekit import cache
 from probekit.datasets import load_dataset
 from probekit.errors import ProbekitError
 from probekit.index import EntityIndex, candidate_embeddings, row_hashes, twin_groups
-from probekit.probes.base import Excluded, gold_indices
+from probekit.ranking import Excluded, gold_indices
 from probekit.vocab import index_shards
 from probekit.vocab.index_kinds import AUTO_EXACT_MAX, KIND_NAMES
 from probekit.vocab.search import ShardedIndex

@@ -24,6 +24,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import ProbekitError
+from .organiser import generate_organiser_token
 from .sessions import MAX_NAME, _load, _now, _store
 
 _NAME_RE = re.compile(r"^[\w .@'-]+$")
@@ -141,7 +142,6 @@ def issue_token(session_id: str, name: str, *, new_only: bool = False) -> str:
                     "AND revoked_at IS NULL", [now, sid, key])
         cur.execute("INSERT INTO annotation_tokens VALUES (?, ?, ?, ?, NULL)", [_hash(token), sid, key, now])
     if config.organiser_token() is None:  # links exist now: the organiser pages need a credential
-        from .organiser import generate_organiser_token
 
         generate_organiser_token()
     return token

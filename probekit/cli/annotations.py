@@ -24,6 +24,18 @@ from probekit.annotations import (
 from probekit.errors import ProbekitError
 from probekit.metrics import agreement
 
+from .common import (
+    add_actions,
+    add_dataset_args,
+    add_model_args,
+    add_probe_args,
+    load_dataset_from_args,
+    print_json,
+    probe_options,
+    progress_bar,
+    vocab_of,
+)
+
 
 def _print_stats(result: dict) -> None:
     meta = result["session"]
@@ -70,7 +82,6 @@ def _expert(args) -> str:
 
 
 def _cmd_list(args) -> int:
-    from .common import print_json
 
     frame = list_sessions()
     if _format(args, ("table", "json"), "table") == "json":
@@ -85,7 +96,6 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_stats(args) -> int:
-    from .common import print_json
 
     fmt = _format(args, ("table", "json"), "table")
     result = stats(_session(args), threshold=args.threshold)
@@ -127,7 +137,6 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_create(args) -> int:
-    from .common import load_dataset_from_args, probe_options, progress_bar, vocab_of
 
     if not args.name:
         raise ProbekitError("`annotations create` needs --name NAME")
@@ -153,7 +162,6 @@ def _cmd_create(args) -> int:
 
 
 def register(sub) -> None:
-    from .common import add_actions, add_dataset_args, add_model_args, add_probe_args
 
     p = sub.add_parser("annotations", help="expert annotation sessions: create, list, link/revoke experts, stats, "
                                            "export",

@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 
 from .. import config
+from ..annotations.organiser import exposed_without_token
 from ..errors import ProbekitError
 
 SCRIPT = "serve.py"
@@ -63,7 +64,6 @@ def _cmd_app(args) -> int:
         raise ProbekitError("the app needs streamlit and plotly: pip install 'probekit[app]'")
     if args.port is not None and not 0 < args.port < 65536:
         raise ProbekitError(f"--port must be between 1 and 65535, got {args.port}")
-    from ..annotations.organiser import exposed_without_token
 
     if exposed_without_token(args.host):
         if not args.allow_no_token:

@@ -13,8 +13,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from .. import config
+from ..datasets import load_dataset
 from ..errors import ProbekitError
 from ..jobs import Progress
+from .main import COMMANDS, build_parser
 
 VOCABS = ("heads+tails", "tails", "relation")
 
@@ -89,7 +91,6 @@ def command_names() -> dict[str, set[str]]:
     """Every flag and argument name each command takes itself (probe option flags left out): what a probe option
     may not be called. Builds every command's parser, so it is computed when a probe is registered late, not on
     each command line."""
-    from .main import COMMANDS, build_parser
 
     out: dict[str, set[str]] = {}
     for command in COMMANDS:
@@ -132,7 +133,6 @@ def load_dataset_from_args(args):
     """The dataset of ``--dataset/--data-dir/--set``, narrowed to ``--relation``s by :meth:`Dataset.filter`:
     the queries shrink, the candidate vocabularies stay the whole set's (only ``--vocab relation`` ranks
     among one relation's tails)."""
-    from ..datasets import load_dataset
 
     kw = {"which": args.which} if args.dataset in ("demo", "medlama") else {}
     ds = load_dataset(args.dataset, path=args.data_dir, **kw)

@@ -20,7 +20,17 @@ from probekit.context.sources import INDEX_UNITS
 from probekit.errors import ProbekitError
 from probekit.types import Query
 
-from .common import add_probe_args
+from ..types import parse_free_query
+from .common import (
+    add_dataset_args,
+    add_model_args,
+    add_probe_args,
+    load_dataset_from_args,
+    print_json,
+    print_listing,
+    probe_options,
+    progress_bar,
+)
 
 
 def _read_pool_file(path: str) -> list[str]:
@@ -60,9 +70,6 @@ def _fmt(v) -> str:
 def _cmd_single(args) -> int:
     from probekit import models
     from probekit.probes import get_probe
-
-    from ..types import parse_free_query
-    from .common import load_dataset_from_args, print_json, probe_options
 
     probe = get_probe(args.probe)
     if bool(args.pool_file) == bool(args.dataset):
@@ -143,8 +150,6 @@ def _cmd_dataset(args) -> int:
     from probekit.context import store as context_runs
     from probekit.probes import get_probe
 
-    from .common import load_dataset_from_args, print_json, probe_options, progress_bar
-
     probe = get_probe(args.probe)
     ds = load_dataset_from_args(args)
     source = _source_from_args(args)
@@ -203,8 +208,6 @@ def _cmd_dataset(args) -> int:
 def _cmd_runs(args) -> int:
     from probekit.context import store as context_runs
 
-    from .common import print_json, print_listing
-
     if args.export:
         if not args.run_id:
             raise ProbekitError("--export needs a run id")
@@ -228,7 +231,6 @@ def _cmd_runs(args) -> int:
 
 
 def register(sub) -> None:
-    from .common import add_dataset_args, add_model_args
 
     p = sub.add_parser("context", help="context variance: rank-change curves (single) and UCM (dataset)")
     csub = p.add_subparsers(dest="context_command", required=True)

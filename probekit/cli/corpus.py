@@ -16,6 +16,8 @@ import sys
 
 from probekit.errors import ProbekitError
 
+from .common import add_actions, print_json, print_listing, progress_bar
+
 
 def _source(args):
     from probekit.corpus import open_source
@@ -46,8 +48,6 @@ def _index(args):
 
 def _cmd_index(args) -> int:
     from probekit.corpus import CorpusChangedError, build_index, find_index
-
-    from .common import print_json, progress_bar
 
     source, ents = _source(args), _entities(args)
     try:
@@ -85,8 +85,6 @@ def _cmd_list(args) -> int:
 
     from probekit.corpus import list_indexes
 
-    from .common import print_listing
-
     def line(r: dict) -> str:
         if "corpus" not in r or pd.isna(r.get("corpus")):
             return f"{r['fingerprint']}  {r['status']}"
@@ -100,8 +98,6 @@ def _cmd_list(args) -> int:
 
 def _cmd_stats(args) -> int:
     from probekit.corpus import coverage
-
-    from .common import print_json
 
     idx = _index(args)
     stats = idx.stats()
@@ -124,8 +120,6 @@ def _cmd_stats(args) -> int:
 
 def _cmd_search(args) -> int:
     from probekit.corpus import contexts_for, sentences_mentioning
-
-    from .common import print_json
 
     idx = _index(args)
     if args.subject or args.object:
@@ -150,8 +144,6 @@ def _cmd_search(args) -> int:
 
 def _cmd_template_free(args) -> int:
     from probekit.corpus import build_template_free, write_template_free
-
-    from .common import print_json
 
     idx = _index(args)
     names = None
@@ -210,8 +202,6 @@ def _finding_args(a, *, named: bool = True) -> None:
 def register(sub) -> None:
     from probekit.corpus.lipid import DEFAULT_READING, KEYWORD_READINGS  # light: no torch
     from probekit.corpus.lookup import UNITS  # light: no torch
-
-    from .common import add_actions
 
     p = sub.add_parser("corpus", help="corpora: index mentions once, find real contexts, build template-free prompts",
                        description=__doc__.split("\n\n")[0] + " `corpus ACTION --help` lists an action's flags.")

@@ -12,11 +12,13 @@ from __future__ import annotations
 import sys
 
 from .. import config
+from ..datasets import fetch
+from ..datasets.fetch import CHECKS, RELEASES
 from ..errors import ProbekitError
+from .common import print_json
 
 
 def _cmd_fetch(args) -> int:
-    from ..datasets import fetch
 
     release = fetch.RELEASES[args.name]
     if args.url:
@@ -33,7 +35,6 @@ def _cmd_fetch(args) -> int:
 
 
 def _cmd_add(args) -> int:
-    from ..datasets import fetch
 
     summary = fetch.add(args.name, args.path, subset=args.subset)
     print(f"registered {args.name}: {config.registered_datasets()[args.name]} ({summary})")
@@ -62,8 +63,6 @@ def dataset_rows() -> list[dict]:
 def _cmd_list(args) -> int:
     rows = dataset_rows()
     if args.format == "json":
-        from .common import print_json
-
         print_json(rows)
         return 0
     for r in rows:
@@ -74,7 +73,6 @@ def _cmd_list(args) -> int:
 
 
 def register(sub) -> None:
-    from ..datasets.fetch import CHECKS, RELEASES
 
     p = sub.add_parser("data", help="datasets: fetch the official MedLAMA/BioLAMA releases, add a local copy, list",
                        description=__doc__.splitlines()[0])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+from ..diskne import build, data, recipes, splits
 from ..errors import ProbekitError
-from .common import print_json, print_listing
+from ..jobs import run_in_foreground
+from .common import print_json, print_listing, progress_bar
 
 
 def _pct(v: float, std: float | None = None) -> str:
@@ -15,7 +17,6 @@ def _pct(v: float, std: float | None = None) -> str:
 
 
 def _cmd_build(args) -> int:
-    from ..diskne import build, data, splits
 
     if args.source == "licensed":
         if not args.out:
@@ -46,7 +47,6 @@ def _cmd_build(args) -> int:
 
 
 def _set_path(args):
-    from ..diskne import build
 
     if args.set:
         return args.set
@@ -83,8 +83,6 @@ def _print_tables(run_ids: list[str], fmt: str) -> None:
 
 def _cmd_run(args) -> int:
     from ..diskne import runs
-    from ..jobs import run_in_foreground
-    from .common import progress_bar
 
     finetune = {"recipe": args.recipe, "lr": args.lr, "batch_size": args.batch_size, "max_epochs": args.epochs,
                 "patience": args.patience, "val_fraction": args.val_fraction, "max_length": args.max_length,
@@ -119,7 +117,6 @@ def _cmd_show(args) -> int:
 
 
 def register(sub) -> None:
-    from ..diskne import recipes, splits
 
     p = sub.add_parser("diskne", help="DisKnE: disease knowledge by per-disease fine-tuning (build, run, show)")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")

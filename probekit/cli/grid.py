@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import grid
 from ..errors import ProbekitError
 from .common import add_actions, print_json, print_listing, progress_bar
 
@@ -16,15 +17,11 @@ def _print_cells(frame) -> None:
 
 
 def _cmd_list(args) -> int:
-    from .. import grid
-
     print_listing(grid.list_grids(), args.format, empty="no grids yet (python -m probekit grid run grid.yaml)")
     return 0
 
 
 def _cmd_show(args) -> int:
-    from .. import grid
-
     meta, cells = grid.get_grid(args.grid), grid.cells_frame(args.grid)
     if args.format == "json":
         print_json({"grid": meta, "cells": cells.drop(columns=["settings"]).to_dict(orient="records")})
@@ -35,8 +32,6 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from .. import grid
-
     ray_flags = {"address": args.ray_address, "workers": args.workers, "max_retries": args.max_retries}
     backend = args.backend or ("ray" if args.ray_address else "local")  # joining a cluster is the Ray backend
     options = {"device": args.device}

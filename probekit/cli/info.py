@@ -8,6 +8,8 @@ import os
 import sys
 
 from .. import __version__, config
+from .common import print_json
+from .data import dataset_rows
 
 PATHS = (("data", "PROBEKIT_DATA_DIR", config.data_dir), ("cache", "PROBEKIT_CACHE_DIR", config.cache_dir),
          ("database", "PROBEKIT_DB", config.db_path), ("models", "PROBEKIT_MODELS_DIR", config.models_dir))
@@ -44,7 +46,6 @@ def _hub_cached(model_id: str) -> bool:
 
 def collect() -> dict:
     from .. import memory, models
-    from .data import dataset_rows
 
     paths = [{"name": name, "path": str(fn()), "from": var if os.environ.get(var) else
               ("checkout" if config.in_checkout() else "user dir")} for name, var, fn in PATHS]
@@ -65,8 +66,6 @@ def collect() -> dict:
 def _cmd_info(args) -> int:
     info = collect()
     if args.format == "json":
-        from .common import print_json
-
         print_json(info)
         return 0
     print(f"probekit {info['probekit']} ({info['layout']}: {info['package']}), python {info['python']}")

@@ -12,6 +12,8 @@ from probekit.errors import ProbekitError
 from probekit.index import SIMILARITIES
 from probekit.metrics.compare import SUBSETS
 
+from .common import add_dataset_args, add_model_args, load_dataset_from_args, print_json, print_listing, progress_bar
+
 
 def _print_table(result: LayerRun) -> None:
     print(f"{result.label}  [{result.run_id or 'not saved'}, {result.meta.get('seconds') or 0:.1f} s]")
@@ -33,8 +35,6 @@ def _print_table(result: LayerRun) -> None:
 
 def _cmd_layers(args) -> int:
     from probekit import models
-
-    from .common import load_dataset_from_args, print_json, print_listing, progress_bar
 
     if args.list:
         print_listing(list_layer_runs(), args.format, empty="no stored layer sweeps (run `layers --save`)",
@@ -60,7 +60,6 @@ def _cmd_layers(args) -> int:
 
 
 def register(sub) -> None:
-    from .common import add_dataset_args, add_model_args
 
     p = sub.add_parser("layers", help="layer-wise retrieval probing: acc per relation and layer, best layer")
     add_model_args(p)

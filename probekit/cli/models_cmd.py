@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import config
 from ..errors import ProbekitError
+from .common import print_json
 
 # Only what models need: the weights, their configs and tokenizers (not the TF/Flax/ONNX copies some repos hold).
 WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "spiece.model", "*.bin"]
@@ -68,8 +69,6 @@ def _cmd_list(args) -> int:
 
     rows = [{"id": mid, "label": label} for mid, label in models.available_models()]
     if args.format == "json":
-        from .common import print_json
-
         print_json(rows)
     else:
         for r in rows:

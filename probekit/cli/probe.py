@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ProbekitError
+from ..types import parse_free_query
 from .common import (
     add_dataset_args,
     add_model_args,
@@ -17,7 +18,6 @@ from .common import (
 def _cmd_probe(args) -> int:
     from .. import models
     from ..probes import get_probe
-    from ..types import parse_free_query
 
     probe = get_probe(args.probe)
     typed_without_relation = args.query is not None and not args.query_id and not args.relation

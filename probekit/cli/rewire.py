@@ -15,6 +15,9 @@ from probekit.rewire import (
     sweep_curve,
     train,
 )
+from probekit.store.export import write_table
+
+from .common import add_dataset_args, load_dataset_from_args, print_json, print_listing, progress_bar
 
 
 def _warn(notes: list[str]) -> None:
@@ -24,7 +27,6 @@ def _warn(notes: list[str]) -> None:
 
 
 def _cmd_rewire(args) -> int:
-    from .common import print_json, print_listing, progress_bar
 
     if args.list:
         listed = list_runs()
@@ -54,7 +56,6 @@ def _cmd_rewire(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from .common import load_dataset_from_args, print_json, progress_bar
 
     ds = load_dataset_from_args(args)
     _warn([note for r in args.run for note in run_info(r)["damaged"]])
@@ -62,8 +63,6 @@ def _cmd_sweep(args) -> int:
         frame = sweep(args.run, ds, similarity=args.similarity, vocab=args.vocab, k=args.k, preset=args.preset,
                       include_base=not args.no_base, device=args.device, progress=report)
     if args.out:
-        from probekit.store.export import write_table
-
         write_table(frame, args.out, fmt="parquet" if args.out.endswith(".parquet") else "csv")  # atomic, safe
     ks = [k for k in (1, 5, 10) if k <= args.k]
     if args.format == "json":
@@ -85,7 +84,6 @@ def _cmd_sweep(args) -> int:
 
 
 def register(sub) -> None:
-    from .common import add_dataset_args
 
     d = RewireSettings()
     p = sub.add_parser("rewire", help="contrastive rewiring (Rewire-then-Probe): train, save checkpoints")

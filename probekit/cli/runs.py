@@ -12,6 +12,8 @@ from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError
 from probekit.metrics.accuracy import COUNTINGS, counting_label
 
+from .common import add_actions, print_json, print_listing
+
 
 def _pct(value, width: int) -> str:
     """A percentage, or "-" where the number is not defined (NaN: e.g. acc@10 of a one-answer method)."""
@@ -55,7 +57,6 @@ def _print_summary(meta: dict, summary: dict) -> None:
 
 
 def _cmd_list(args) -> int:
-    from .common import print_listing
 
     def line(r: dict) -> str:
         a1, a10 = r["macro acc@1"], r["macro acc@10"]
@@ -74,7 +75,6 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_show(args) -> int:
-    from .common import print_json
 
     mark_stale()  # a run whose process is gone shows as interrupted
     run = load_run(args.run)
@@ -100,7 +100,6 @@ def _cmd_delete(args) -> int:
 
 
 def register(sub) -> None:
-    from .common import add_actions
 
     p = sub.add_parser("runs", help="stored benchmark runs: list, show, export, delete",
                        description="Stored benchmark runs; `runs ACTION --help` lists an action's flags.")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 
+from ..datasets import load_dataset
 from ..errors import ProbekitError
+from ..store.export import write_table
 from .common import (
     add_dataset_args,
     add_model_args,
@@ -68,9 +70,7 @@ def _cmd_compare(args) -> int:
 def _cmd_parallel(args) -> int:
     from .. import models
     from ..bench import runs
-    from ..datasets import load_dataset
     from ..probes import get_probe
-    from ..store.export import write_table
     from ..templates.parallel import pair_datasets, parallel_drop
 
     if args.vocab_kind == "relation":

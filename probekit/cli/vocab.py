@@ -12,6 +12,9 @@ A killed build resumes where it stopped (finished shards are kept). Probe with i
 from __future__ import annotations
 
 from probekit.errors import ProbekitError
+from probekit.vocab.sources import open_source
+
+from .common import add_actions, add_model_args, print_json, print_listing, progress_bar
 
 INDEX_KINDS = ("exact", "ivf-flat", "ivf-pq", "hnsw", "auto")
 
@@ -34,9 +37,6 @@ def _params(pairs) -> dict:
 
 def _cmd_build(args) -> int:
     from probekit.vocab.build import build
-    from probekit.vocab.sources import open_source
-
-    from .common import print_json, progress_bar
 
     if args.source == "umls":
         opts = {"lat": args.lat, "sab": args.sab, "tty": args.tty, "suppress": args.suppress, "tui": args.tui,
@@ -82,8 +82,6 @@ def _cmd_list(args) -> int:
 
     from probekit.vocab.store import listing
 
-    from .common import print_listing
-
     def line(r: dict) -> str:
         recall = f" recall@10 {r['recall_at_10']:.4f}" if r.get("recall_at_10") is not None else ""
         cuis = ", CUIs" if r["cuis"] else ""
@@ -97,8 +95,6 @@ def _cmd_list(args) -> int:
 
 def _cmd_info(args) -> int:
     from probekit.vocab.store import record, status
-
-    from .common import print_json
 
     rec = record(args.name)
     rec["status"] = status(rec)
@@ -118,8 +114,6 @@ def _cmd_info(args) -> int:
 
 def register(sub) -> None:
     from probekit.vocab.shards import DTYPES, SHARD_SIZE
-
-    from .common import add_actions, add_model_args
 
     p = sub.add_parser("vocab", help="vocabularies at scale: build (UMLS or a name list), list, info",
                        description=__doc__.split("\n\n")[0] + " `vocab ACTION --help` lists an action's flags.")

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import metrics
 from ..datasets import hardness
-from ..errors import ProbekitError, positive_int
+from ..errors import ProbekitError, UnknownNameError, positive_int
 from ..jobs import Cancelled, Progress, no_progress
 from ..metrics import accuracy
 from ..types import Query, Ranking, normalize_name
@@ -172,8 +172,6 @@ def sample_queries(dataset, *, relations: Sequence[str] | None = None, limit: in
     rels = relations or dataset.relations
     unknown = [r for r in rels if r not in dataset.relations]
     if unknown:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError("relation", unknown[0], dataset.relations)
     out = []
     for rel in rels:

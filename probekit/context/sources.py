@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import config
-from ..errors import ProbekitError, positive_int
+from ..errors import ProbekitError, UnknownNameError, positive_int
 from ..memo import Memo
 from ..types import normalize_name
 from .segment import _pattern
@@ -92,8 +92,6 @@ def resolve_corpora(names: Sequence[str] | None, root: str | Path | None = None)
         if not hits and Path(name).is_file():
             hits = [Path(name)]
         if not hits:
-            from ..errors import UnknownNameError
-
             raise UnknownNameError("corpus", name, sorted({short_name(f) for f in files}))
         out += [f for f in hits if f not in out]
     return out

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..datasets import load_dataset
 from ..errors import DataFormatError, ProbekitError
 from .match import has_word_char, name_key
 
@@ -140,7 +141,6 @@ def load_entities(*, dataset: str | None = None, which: str = "full", data_dir: 
     if names_file is not None:
         return from_file(names_file)
     assert dataset is not None  # exactly one of the two is given (checked above)
-    from ..datasets import load_dataset
 
     # load_dataset reads ``which`` for the datasets that have sets (demo, medlama) only
     return from_dataset(load_dataset(dataset, path=data_dir, which=which), objects_only=objects_only)

@@ -5,20 +5,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from ..errors import ProbekitError, positive_int
-from ..types import CandidateSet, Query
+from ..errors import ProbekitError, UnknownNameError, positive_int
+from ..types import HARD_IN_FULL, SUBSETS, CandidateSet, Query
+
+__all__ = ["HARD_IN_FULL", "SUBSETS", "VOCABS", "Dataset", "available_vocabs", "check_vocab"]
 
 VOCABS = ("heads+tails", "tails", "relation")
-HARD_IN_FULL = "hard-in-full"
-"""The label of a full-set run's hard queries: they were ranked among the FULL set's vocabulary (22,923
-names on MedLAMA), a different experiment from the hard set's own (17,532 names, MedLAMA Table 4 "Hard")."""
-SUBSETS = {
-    "full": "all queries of the dataset, among its vocabulary",
-    "hard": "the hard set, among its own files' vocabulary (MedLAMA: 17,532 names)",
-    HARD_IN_FULL: "the hard queries of a full-set run, among the full set's vocabulary (a different experiment "
-                  "from the paper's hard set)",
-}
-"""Every label for which queries met which candidates, with what it means (tables, exports, charts)."""
 
 
 @dataclass
@@ -64,7 +56,6 @@ class Dataset:
         >>> len(one), one.relations, one.candidates().names == ds.candidates().names
         (1, ['r1'], True)
         """
-        from ..errors import UnknownNameError
 
         queries = self.queries
         if relations is not None:
@@ -164,8 +155,6 @@ def check_vocab(vocab: str) -> str:
         return vocab
     available = available_vocabs()
     if vocab not in available:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError("vocabulary", str(vocab), available)
     return vocab
 

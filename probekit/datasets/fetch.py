@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .. import atomic, config
 from ..errors import ProbekitError
+from . import biolama, hardness, medlama
 
 MEDLAMA_COMMIT = "df3762bd183c5938f96024fe0c2f515c3e9a2e66"
 """The commit of github.com/cambridgeltl/medlama whose ``data/`` the pinned file checksums describe."""
@@ -221,7 +222,6 @@ def verify_files(root: Path, files: Mapping[str, tuple[int, str]]) -> None:
 
 def check_medlama(root: Path) -> str:
     """Both sets load, and every row of every hard-set file is hard by MedLAMA's rule recomputed from text."""
-    from . import hardness, medlama
 
     full = medlama.load(root, which="full")
     hard = medlama.load(root, which="hard")
@@ -239,7 +239,6 @@ def check_medlama(root: Path) -> str:
 
 
 def check_biolama(root: Path) -> str:
-    from . import biolama
 
     ds = biolama.load(root)
     return f"BioLAMA ({root.name}): {len(ds.queries)} queries over {len(ds.templates)} relations"

@@ -11,7 +11,7 @@ import csv
 import re
 from pathlib import Path
 
-from ..errors import DataFormatError, ProbekitError
+from ..errors import DataFormatError, ProbekitError, UnknownNameError
 from ..types import OBJECT, SUBJECT, Query
 from .base import Dataset, fingerprint_files
 
@@ -116,7 +116,6 @@ def load(root: str | Path, *, which: str = "full", template_column: str = "human
     if relations:
         unknown = [r for r in relations if r not in files]
         if unknown:
-            from ..errors import UnknownNameError
             raise UnknownNameError("relation", unknown[0], sorted(files))
     queries = []
     for rel, path in files.items():

@@ -29,6 +29,7 @@ import random
 from pathlib import Path
 
 from .. import config
+from ..datasets import load_dataset
 from ..errors import ProbekitError
 from .data import Disease, DisKnESet, Positive, save_set
 from .splits import mentions
@@ -167,7 +168,6 @@ def default_path(source: str, seed: int, per_disease: int, max_diseases: int | N
 def build(source: str = "demo", *, seed: int = 0, per_disease: int = 3, max_diseases: int | None = 40,
           data_dir: str | Path | None = None, out: str | Path | None = None) -> tuple[DisKnESet, Path]:
     """Build the derived set from ``demo`` or ``medlama`` and write it (default: ``cache/diskne/``)."""
-    from ..datasets import load_dataset
 
     if source not in ("demo", "medlama"):
         raise ProbekitError(f"unknown DisKnE source {source!r}; available: demo, medlama (or the licensed files)")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ProbekitError
-from ..jobs import Cancelled
+from ..jobs import Cancelled, Job
 from ..store import owner
 from . import results
 from .data import read_set
@@ -198,7 +198,6 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
 
 def start_grid(models: Sequence[str], set_path: str | Path, **options):
     """A started background job running :func:`run_grid`; ``result`` is the list of run ids."""
-    from ..jobs import Job
 
     read_set(set_path)  # a missing or malformed set fails here, on the page, not in the job
     FinetuneSettings.from_dict(options.get("finetune"))

@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ProbekitError
+from ..ray_session import one_line, ray_address, start_ray, stop_ray
 from .spec import Cell, sibling_layers
 from .work import CellResult, run_cell
 
@@ -26,17 +26,7 @@ if TYPE_CHECKING:
     from ..models import LoadedModel
 
 BACKENDS = ("local", "ray")
-ROOT = Path(__file__).resolve().parents[2]
 Outcome = tuple[Cell, CellResult | None, str | None]
-
-
-def _message(e: BaseException) -> str:
-    if isinstance(e, ProbekitError):
-        return str(e)
-    if isinstance(e, MemoryError):
-        return "out of memory"
-    first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-    return f"{type(e).__name__}: {first}"
 
 
 class _ModelSlot:
@@ -86,7 +76,7 @@ class LocalBackend:
                     yield cell, run_cell(cell, model=slot.get(cell.model), worker="local",
                                          share_layers=siblings.get(cell.share_key, ())), None
                 except Exception as e:  # noqa: BLE001 - one cell's failure is reported, the grid goes on
-                    yield cell, None, _message(e)
+                    yield cell, None, one_line(e)
         finally:
             slot.release()
 
@@ -143,20 +133,12 @@ def _worker_class(ray):
                 return run_cell(cell, model=self.slot.get(cell.model), worker=self.name,
                                 share_layers=tuple(share_layers)), None
             except Exception as e:  # noqa: BLE001 - reported to the driver as the cell's error
-                return None, _message(e)
+                return None, one_line(e)
 
         def pid(self) -> int:
             return os.getpid()
 
     return GridWorker
-
-
-def _runtime_env() -> dict:
-    """Environment for workers: probekit importable and the driver's PROBEKIT_/HF_ settings."""
-    env = {k: v for k, v in os.environ.items() if k.startswith(("PROBEKIT_", "HF_", "TRANSFORMERS_"))}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env.setdefault("RAY_AUTH_MODE", "disabled")
-    return {"env_vars": env}
 
 
 class RayBackend:
@@ -168,36 +150,13 @@ class RayBackend:
                  max_retries: int = 2, device: str | None = None, share_layers: bool = True):
         if workers < 1:
             raise ProbekitError(f"workers must be at least 1, got {workers}")
-        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.address = ray_address(address)
         self.workers, self.max_retries, self.device = int(workers), int(max_retries), device
         self.gpus_per_worker, self.share_layers = gpus_per_worker, share_layers
         self.actors: list = []
 
     def _ray(self):
-        try:
-            import ray
-        except ImportError:
-            raise ProbekitError("the ray backend needs Ray: pip install -r requirements-ray.txt "
-                                "(or pip install 'probekit[ray]')") from None
-        if not ray.is_initialized():
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
-                                          runtime_env=_runtime_env())
-            try:
-                if self.address:
-                    ray.init(address=self.address, **kwargs)
-                else:
-                    ray.init(num_cpus=self.workers, num_gpus=self._local_gpus(), **kwargs)
-            except Exception as e:  # noqa: BLE001 - connection/start failures: one clear line
-                where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
-                raise ProbekitError(f"could not start or join {where}: {_message(e)}") from None
-        return ray
-
-    @staticmethod
-    def _local_gpus() -> int:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return start_ray(address=self.address, workers=self.workers)
 
     def _gpus(self, ray) -> float:
         if self.device == "cpu":
@@ -257,24 +216,14 @@ class RayBackend:
                 try:
                     result, error = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - the actor died more often than max_retries
-                    result, error = None, f"worker lost: {_message(e)}"
+                    result, error = None, f"worker lost: {one_line(e)}"
                 idle.append(i)
                 yield cell, result, error
             fill()
 
     def shutdown(self) -> None:
-        try:
-            import ray
-        except ImportError:
-            return
-        for actor in self.actors:
-            try:
-                ray.kill(actor)
-            except Exception:  # noqa: BLE001, S110 - already gone
-                pass
+        stop_ray(self.actors, address=self.address)
         self.actors = []
-        if ray.is_initialized() and not self.address:
-            ray.shutdown()
 
 
 def make_backend(name: str, **options):

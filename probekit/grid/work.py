@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..datasets import load_dataset, load_spec
 from ..errors import ProbekitError
 from .spec import Cell
 
@@ -56,8 +57,6 @@ class CellResult:
 def load_cell_dataset(cell: Cell):
     """The cell's dataset; a relation filter keeps the set's own candidate vocabulary."""
     from pathlib import Path
-
-    from ..datasets import load_dataset, load_spec
 
     spec = cell.dataset
     if spec.lower().endswith((".csv", ".jsonl", ".json")) or Path(spec).expanduser().is_file():

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError
+from ..types import HARD_IN_FULL
 from .accuracy import AVERAGES, DEFAULT_COUNTING, check_counting, check_k, counted_hits, frame_accuracy
 from .accuracy import hits as rank_hits
 

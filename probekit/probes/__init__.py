@@ -10,17 +10,8 @@ flags, page widgets and Grid entries, and the contract test over :data:`PROBES` 
 from __future__ import annotations
 
 from ..errors import ProbekitError, Registry
-from .base import (
-    COMMON_OPTIONS,
-    NOTHING_EXCLUDED,
-    Call,
-    Excluded,
-    Explanation,
-    Option,
-    Probe,
-    ProbeContractError,
-    ranking_from_scores,
-)
+from ..ranking import NOTHING_EXCLUDED, Excluded, ranking_from_scores
+from .base import COMMON_OPTIONS, Call, Explanation, Option, Probe, ProbeContractError
 from .generative import PROBE as _generative
 from .likelihood import PROBE as _likelihood
 from .mask_average import PROBE as _mask_average

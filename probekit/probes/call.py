@@ -6,22 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..jobs import Progress  # progress(done, total, stage): probes report each stage (encoding, search, scoring)
+from ..ranking import NOTHING_EXCLUDED, Excluded
 
-
-@dataclass(frozen=True)
-class Excluded:
-    """What one query is ranked without: candidate ``ids`` treated as absent (never listed, never counted against a
-    gold) and the ``names`` they stand for, which open-vocabulary probes drop from their generated answers.
-
-    With ``exclude_subject`` the names are the query's subject and every candidate spelling it (for a typed
-    query without ``[X]``: every candidate its text names)."""
-
-    ids: tuple[int, ...] = ()
-    names: tuple[str, ...] = ()
-
-
-NOTHING_EXCLUDED = Excluded()
-"""The exclusion of a call without ``exclude_subject``."""
+__all__ = ["NOTHING_EXCLUDED", "Call", "Excluded", "Explanation"]
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..memo import Memo
+from ..ranking import Excluded
 from ..types import CandidateSet, Query, Ranking, normalize_name
-from .call import Excluded
 
 _CANDIDATE_KEYS: Memo[tuple[int, str], tuple[object, dict[str, int]]] = Memo(max_entries=4)
 """(tokenizer id, candidate key) -> (tokenizer, {answer key: first candidate index})."""

@@ -29,8 +29,9 @@ import numpy as np
 import torch
 
 from ..errors import ProbekitError
+from ..ranking import ranking_from_scores
 from ..types import OBJECT, SUBJECT, CandidateSet, Query, Ranking
-from .base import Call, Option, Probe, ranking_from_scores
+from .base import Call, Option, Probe
 from .call import Explanation
 from .likelihood_scoring import (
     SPANS,

@@ -13,7 +13,7 @@ each kind of model gives each *scored* token a log-probability:
   only its window's keys in the cache, so a query with a statement longer than the window is scored whole.
 - masked LM (pseudo-log-likelihood, Salazar et al. 2020; the ``original`` PLL of BEAR's ``lm-pub-quiz``): token t
   gets log P(w_t | W with w_t masked); special tokens are context. The masked copies of all statements are
-  stacked, length-sorted, and run through :func:`probekit.templates.perplexity._logits_at_mask` (only each
+  stacked, length-sorted, and run through :func:`probekit.probes.mask_logits.logits_at_mask` (only each
   copy's masked row goes through the MLM head, and for BERT-style encoders through the last layer).
 - encoder-decoder: the encoder reads the query with the model's mask in the answer's place (once per query),
   the decoder is teacher-forced on the statement; token t of the statement gets log P(w_t | w_<t, encoder).
@@ -33,6 +33,7 @@ import torch
 from transformers import DynamicCache
 
 from ..errors import ProbekitError
+from .mask_logits import logits_at_mask, logits_path
 
 SPANS = ("statement", "answer")
 
@@ -272,8 +273,6 @@ def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int,
                  progress: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
     """Per-token pseudo-log-likelihoods: one masked copy per scored token, copies of all statements stacked,
     shortest first, ``batch_size`` copies per forward (module docstring)."""
-    from ..templates.perplexity import _logits_at_mask, logits_path
-
     out = _nan_rows(encoded)
     mask_id = tokenizer.mask_token_id
     pad_id = tokenizer.pad_token_id or 0
@@ -295,7 +294,7 @@ def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int,
         target = batch[rows, pos].clone()
         batch[rows, pos] = mask_id
         batch, attn, rows, pos, target = (t.to(dev) for t in (batch, attn, rows, pos, target))
-        lp = _target_logprobs(_logits_at_mask(mlm, batch, attn, rows, pos, path), target).double().cpu().numpy()
+        lp = _target_logprobs(logits_at_mask(mlm, batch, attn, rows, pos, path), target).double().cpu().numpy()
         for (i, p), v in zip(chunk, lp):
             out[i][p] = v
         if progress:

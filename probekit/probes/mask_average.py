@@ -17,7 +17,8 @@ import torch
 
 from ..encode import _autocast
 from ..errors import ProbekitError
-from .base import Call, Option, Probe, ranking_from_scores
+from ..ranking import ranking_from_scores
+from .base import Call, Option, Probe
 
 
 def candidate_token_ids(tokenizer, names) -> list[list[int]]:

@@ -29,8 +29,9 @@ from ..errors import ProbekitError
 from ..index import SIMILARITIES, build_index
 from ..jobs import Progress
 from ..metrics.concept import MATCH_RULES
+from ..ranking import Excluded, gold_indices
 from ..types import Ranking
-from .base import Call, Excluded, Option, Probe, gold_indices
+from .base import Call, Option, Probe
 
 QUERY_MAX_LENGTH = 50
 QUERY_CACHE_MIN = 2

@@ -20,6 +20,7 @@ import pandas as pd
 from .. import jobs
 from ..datasets.base import HARD_IN_FULL, SUBSETS
 from ..errors import ProbekitError, UnknownNameError
+from ..jobs import Job
 from .runs import run_info
 
 SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
@@ -113,7 +114,6 @@ def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab:
 
 def start_sweep(run_ids: Sequence[str], dataset, *, device: str | None = None, **options):
     """A started :class:`~probekit.jobs.Job` running :func:`sweep`; ``result`` is its frame."""
-    from ..jobs import Job
 
     if not run_ids:
         raise ProbekitError("pick at least one rewiring run")

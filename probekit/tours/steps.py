@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .. import config
+from .. import config, views
+from ..datasets import VOCABS, available_datasets, load_spec
 from ..errors import ProbekitError, Registry
+from ..types import parse_free_query
 from .tour import Step, Tour
 
 Loader = Callable[[str, "str | None"], object]
@@ -49,7 +51,6 @@ def _pick(value, allowed) -> str:
     return str(value) if value is not None and value in allowed else str(allowed[0])
 
 def _dataset(params: Mapping[str, str]):
-    from ..datasets import available_datasets, load_spec
 
     spec = params.get("dataset") or "demo"
     here = dict(available_datasets())
@@ -78,10 +79,7 @@ def _k(params: Mapping[str, str], default: int, allowed: tuple[int, ...] | None 
 def _probe(params: Mapping[str, str], load: Loader) -> Prepared:
     import pandas as pd
 
-    from .. import views
-    from ..datasets import VOCABS
     from ..probes import get_probe, probes_for
-    from ..types import parse_free_query
 
     model, ds = _model(params, load), _dataset(params)
     names = probes_for(model)
@@ -114,7 +112,6 @@ def _probe(params: Mapping[str, str], load: Loader) -> Prepared:
 # ---------------------------------------------------------------- Context (one triple's rank-change curve)
 def _context(params: Mapping[str, str], load: Loader) -> Prepared:
     from .. import context as ctx
-    from .. import views
     from ..context import documents
     from ..probes import probes_for
 

@@ -17,6 +17,7 @@ from ..errors import ProbekitError
 from ..jobs import Progress
 from ..memo import Memo
 from ..metrics.concept import check_match, concept_gold_ranks, rows_by_concept
+from ..ranking import gold_indices
 from ..types import Query, Ranking
 from . import shards
 from .shards import index_folder
@@ -69,8 +70,6 @@ def rank_in_vocabulary(index, queries: Sequence[Query], candidates: VocabularyCa
     """Rankings of ``queries`` (vectors ``qvec``: (n_queries, dim)) against the vocabulary's index, each without
     its ``excluded`` candidates; gold ranks by ``match`` (``string``: the row spelling the gold; ``concept``: the
     best-ranked row of the gold's CUI)."""
-    from ..probes.base import gold_indices
-
     check_match(match)
     exclude = [list(ex.ids) for ex in excluded]
     if match == "concept":

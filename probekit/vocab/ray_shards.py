@@ -1,6 +1,6 @@
 """Vocabulary shards encoded across Ray workers: one model per worker, shards as tasks, no shard encoded twice.
 
-Ray is started or joined as the grid's Ray backend does (:class:`probekit.grid.backends.RayBackend`); the shards land
+Ray is started or joined as the grid's Ray backend does (:func:`probekit.ray_session.start_ray`); the shards land
 where :func:`probekit.vocab.shards.encode` puts them, so either resumes the other.
 """
 
@@ -10,6 +10,7 @@ import time
 
 from ..errors import positive_int
 from ..jobs import Progress
+from ..ray_session import ray_address, start_ray, stop_ray
 from .shards import Rate, Rows, Vectors, encode_shard, vector_key, vectors_for
 
 
@@ -51,18 +52,16 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
     the actors' model loads), ``encode_s`` (first shard handed out to last one back), ``worker_s`` (the actors'
     own seconds inside :func:`~probekit.vocab.shards.encode_shard`, summed: what is left of ``encode_s`` x workers
     is Ray's share)."""
-    from ..grid.backends import RayBackend
-
     workers = positive_int("workers", workers)
-    backend = RayBackend(address=address, workers=workers, device=device)
-    ray = backend._ray()
+    address = ray_address(address)
+    ray = start_ray(address=address, workers=workers)
     t0 = time.perf_counter()
     actor_cls = _shard_actor(ray)
-    backend.actors = [actor_cls.options(num_cpus=1).remote(model_id, threads_per_worker, device)
+    actors = [actor_cls.options(num_cpus=1).remote(model_id, threads_per_worker, device)
                       for _ in range(workers)]
     try:
         keys = ray.get([a.key.remote(rows.fingerprint, layer, pooling, dtype, rows.shard_size, fast)
-                        for a in backend.actors])  # every actor has its model loaded from here on
+                        for a in actors])  # every actor has its model loaded from here on
         key, layer_, pooling_ = keys[0]
         vectors = vectors_for(rows, key, dtype)
         start_s = time.perf_counter() - t0
@@ -73,7 +72,7 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
         done, rate = before, Rate(rows.n_rows)
         running: dict = {}
         worker_s = 0.0
-        free = list(backend.actors)
+        free = list(actors)
         while todo or running:
             while todo and free:
                 actor, i = free.pop(), todo.pop(0)
@@ -90,4 +89,4 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
         return vectors, {"assigned": assigned, "start_s": start_s, "encode_s": time.perf_counter() - t1,
                          "worker_s": worker_s}
     finally:
-        backend.shutdown()
+        stop_ray(actors, address=address)

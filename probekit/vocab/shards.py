@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import atomic, config
 from ..errors import ProbekitError, positive_int
-from ..jobs import Progress
+from ..jobs import Cancelled, Progress
 from .sources import Entry, Source
 
 DTYPES = ("float16", "float32")
@@ -234,7 +234,6 @@ def encode(model, rows: Rows, *, layer: int | None = None, pooling: str | None =
     done, rate = before, Rate(rows.n_rows)
     for i in missing:
         if should_cancel():
-            from ..jobs import Cancelled
             raise Cancelled(f"cancelled after {done:,} of {rows.n_rows:,} names (finished shards are kept)")
         if progress:
             progress(done, rows.n_rows, f"encoding shard {i + 1}/{rows.n_shards} {rate.text(done, before)}".strip())

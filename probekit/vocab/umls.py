@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import DataFormatError, ProbekitError
+from ..errors import DataFormatError, ProbekitError, UnknownNameError
 from .entries import Entry, Source, text_lines
 
 MRCONSO_FIELDS = ("CUI", "LAT", "TS", "LUI", "STT", "SUI", "ISPREF", "AUI", "SAUI", "SCUI", "SDUI", "SAB", "TTY",
@@ -101,7 +101,6 @@ class UmlsReader:
             table = read_semgroups(Path(o["semgroups_file"]))
             missing = [g for g in o["groups"] if g not in table]
             if missing:
-                from ..errors import UnknownNameError
                 raise UnknownNameError("semantic group", missing[0], sorted(table))
             for g in o["groups"]:
                 tuis |= table[g]
