@@ -4,6 +4,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from probekit import models
+from probekit.metrics.registry import metric_from_params
 from probekit.probes import get_probe
 
 
@@ -17,8 +18,8 @@ def restore_link() -> None:
         st.session_state.bm_sel = qp["runs"].split(",")
     if qp.get("set"):
         st.session_state.bm_show_set = qp["set"]
-    if qp.get("k") in ("1", "5", "10"):
-        st.session_state.bm_show_k = int(qp["k"])
+    if metric_from_params(qp):
+        st.session_state.bm_show_metric = metric_from_params(qp)
     if qp.get("relation"):  # the drill-down's relation (checked against the run's once it is loaded)
         st.session_state.bm_link_rel = qp["relation"]
 

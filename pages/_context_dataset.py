@@ -9,15 +9,16 @@ import streamlit as st
 from pages import _ui as ui
 from probekit import context as ctx
 from probekit.context import store as context_runs
+from probekit.metrics.registry import metric_names
 
 UCM_COLOURS = {"U": "#2e7d32", "C": "#9e9e9e", "M": "#c62828"}
-PCT = {f"acc@{k}": st.column_config.NumberColumn(f"acc@{k}", format="%.1f %%") for k in (1, 5, 10)}
+PCT = {n: st.column_config.NumberColumn(n, format="%.1f %%") for n in metric_names()}
 
 
 def percent(frame: pd.DataFrame) -> pd.DataFrame:
-    """acc@k columns as percentages (shown with one decimal and a % sign)."""
+    """Metric columns (acc@k, MRR: every registered one) as percentages (one decimal and a % sign)."""
     frame = frame.copy()
-    for c in [c for c in frame.columns if c.startswith("acc@")]:
+    for c in [c for c in frame.columns if c in PCT]:
         frame[c] = 100 * frame[c]
     return frame
 

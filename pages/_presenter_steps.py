@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
+from probekit.metrics.registry import METRICS
 
 FONT_PX = 18
 """Chart text on a projector, read from the back of a room."""
@@ -80,7 +81,7 @@ def _layers(data: dict, i: int) -> None:
     acc: pd.DataFrame = data["acc"]
     rel_text = {rel: ui.chart_text(rel) for rel in acc.index}
     fig = px.imshow(acc.rename(index=rel_text), aspect="auto", text_auto=".0f", color_continuous_scale="Blues",
-                    zmin=0, labels={"x": "layer", "y": "relation", "color": f"acc@{data['k']} (%)"})
+                    zmin=0, labels={"x": "layer", "y": "relation", "color": f"{data['metric']} (%)"})
     best = data["best"]
     fig.add_scatter(x=best["best layer"].astype(int), y=best["relation"].map(rel_text), mode="markers",
                     name="best layer", marker=dict(symbol="star", size=18, color="#c62828",
@@ -88,19 +89,20 @@ def _layers(data: dict, i: int) -> None:
     fig.update_layout(xaxis=dict(dtick=1), coloraxis_colorbar=dict(ticksuffix="%"))
     st.plotly_chart(_big(fig, height=min(520, max(360, 34 * len(acc) + 120))), key=f"tp_heatmap_{i}",
                     config={"displayModeBar": False})
-    st.markdown(f"acc@{data['k']} (%) per relation and layer, **{data['set']}** queries; ★ = best layer · "
+    st.markdown(f"{data['metric']} (%) per relation and layer, **{data['set']}** queries; ★ = best layer · "
                 f"{ui.md(data.get('label') or '')}")
 
 
 def _benchmark(data: dict, i: int) -> None:
-    k, which = data["k"], data["set"]
+    k, which, metric = data["k"], data["set"], data["metric"]
     table: pd.DataFrame = data["table"]
     table = table[table.average == "macro"] if "average" in table.columns else table
-    pct = [c for c in table.columns if "acc@" in c]
+    pct = [c for c in table.columns if c.split(" ", 1)[-1] in METRICS]
     _table(table.assign(**{c: (table[c] * 100).map("{:.1f}".format) for c in pct})[["run", *pct]])
     if data["drill"] is None:  # a Compare step
         return
-    st.markdown(f"**{ui.md(data['relation'])}** — its queries in {ui.md(data['run'])} (acc@{k}, {which}):")
+    st.markdown(f"**{ui.md(data['relation'])}** — its queries in {ui.md(data['run'])} "
+                f"(hit@{k} beside {metric}, {which}):")
     drill: pd.DataFrame = data["drill"].head(6)
     cols = [c for c in ("subject", "golds", "best rank", f"hit@{k}", "top-1") if c in drill.columns]
     _table(drill[cols] if cols else drill)

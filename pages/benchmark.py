@@ -10,6 +10,7 @@ from probekit import rewire
 from probekit.bench import runs, views
 from probekit.metrics import compare as rm
 from probekit.metrics.accuracy import COUNTINGS, DEFAULT_COUNTING, counting_label
+from probekit.metrics.registry import METRICS, hit_depth, metric_names
 from probekit.probes import get_probe, probes_for
 
 ui.title("Benchmark")
@@ -75,7 +76,7 @@ st.session_state.bm_sel = views.keep_known(st.session_state.get("bm_sel"), names
 selected = st.multiselect("Runs to show", list(names), key="bm_sel", persist_state="session", format_func=names.get,
                           help="Checkpoint-sweep points are listed after the other runs, as 'sweep … › step N'.")
 with st.expander(f"All stored runs ({len(listed)}; accuracy in %)"):
-    accs = [c for c in listed.columns if "acc@" in c]
+    accs = [c for c in listed.columns if c.split(" ", 1)[-1] in METRICS]
     st.dataframe(views.styled(views.percent(listed, accs), numbers=accs), hide_index=True, key="bm_list")
 if not selected:
     st.info("Pick the runs to show.")
@@ -97,12 +98,13 @@ counting = st.segmented_control("Counting", list(COUNTINGS), key="bm_counting",
                                 help="; ".join(f"{k}: {v}" for k, v in COUNTINGS.items())) or DEFAULT_COUNTING
 depths = {label: run.meta.get("answers_per_query") for label, run in loaded.items()}
 table = rm.full_hard_table(frames, hard_set=hard_set, counting=counting, depths=depths)
-pct = [c for c in table.columns if "acc@" in c]
+pct = [c for c in table.columns if c.split(" ", 1)[-1] in METRICS]
 table = views.percent(table, pct)
 st.dataframe(views.styled(table, numbers=pct), hide_index=True, key="bm_table")
 present = views.subsets_of(run.hard_set for run in loaded.values())
 st.caption(f"Every run here by one rule: {counting_label(counting)}. Macro = mean over relations, micro = over "
-           "the items counted. \u2013 = not defined (a method with one answer per query has no acc@5/10). "
+           "the items counted; MRR = mean reciprocal rank of the gold (0 when it is not ranked). \u2013 = not defined "
+           "(a method with one answer per query has no acc@5/10). "
            + " ".join(views.subset_note(s) for s in present))
 _bench.subject_note(loaded)
 for label, run in loaded.items():  # a top-k served by an approximate index says so, with its measured recall
@@ -110,22 +112,24 @@ for label, run in loaded.items():  # a top-k served by an approximate index says
         st.caption(f"{ui.md(label)}: {ui.md(run.meta['search'])}")
 
 c1, c2 = st.columns(2)
-st.session_state.setdefault("bm_show_k", 10)
-kk = c1.segmented_control("acc@", [1, 5, 10], key="bm_show_k", persist_state="session") or 10
+st.session_state.setdefault("bm_show_metric", "acc@10")
+metric = c1.segmented_control("Metric", metric_names(), key="bm_show_metric", persist_state="session") or "acc@10"
 if st.session_state.get("bm_show_set") not in present:
     st.session_state.bm_show_set = present[0]
 which = c2.segmented_control("Queries", present, key="bm_show_set", persist_state="session") or present[0]
-per = rm.relation_accuracy(frames, k=kk, which=which, hard_set=hard_set, counting=counting, depths=depths).assign(
-    acc=lambda d: d.acc * 100, relation=lambda d: d.relation.map(ui.chart_text), run=lambda d: d.run.map(ui.chart_text))
-fig = px.bar(per, x="relation", y="acc", color="run", barmode="group", hover_data=["n"],
-             labels={"acc": f"acc@{kk} (%), {which}, counting: {counting}"})
+per = rm.relation_accuracy(frames, metric=metric, which=which, hard_set=hard_set, counting=counting,
+                          depths=depths).assign(value=lambda d: d.value * 100,
+                                                relation=lambda d: d.relation.map(ui.chart_text),
+                                                run=lambda d: d.run.map(ui.chart_text))
+fig = px.bar(per, x="relation", y="value", color="run", barmode="group", hover_data=["n"],
+             labels={"value": f"{metric} (%), {which}, counting: {counting}"})
 st.plotly_chart(ui.legible(fig, height=440, percent_axis="y"), key="bm_rel_chart")
 by_len = rm.accuracy_by_length({ui.chart_text(lab): rm.subset(f, which, hard_set=lab in hard_set)
-                                for lab, f in frames.items()}, ks=[kk])
-by_len[f"acc@{kk}"] *= 100
-fig = px.bar(by_len, x="bin", y=f"acc@{kk}", color="run", barmode="group", hover_data=["n"],
+                                for lab, f in frames.items()}, metrics=[metric])
+by_len[metric] *= 100
+fig = px.bar(by_len, x="bin", y=metric, color="run", barmode="group", hover_data=["n"],
              labels={"bin": "gold answer length (characters, mean over a query's golds)",
-                     f"acc@{kk}": f"acc@{kk} (%), {which}, counting: query"})
+                     metric: f"{metric} (%), {which}, counting: query"})
 st.plotly_chart(ui.legible(fig, height=340, legend=False, percent_axis="y"), key="bm_len_chart")
 
 # ---- drill down: one relation's queries
@@ -137,7 +141,7 @@ relations = sorted(run.frame.relation.unique())
 if (linked := st.session_state.pop("bm_link_rel", None)) in relations:  # a shared link's drill-down
     st.session_state.bm_drill_rel = linked
 rel = c2.selectbox("Relation", relations, key="bm_drill_rel", persist_state="session")
-queries = rm.relation_queries(run.frame, rel, k=kk)
+queries = rm.relation_queries(run.frame, rel, k=hit_depth(metric))
 picked = st.dataframe(views.styled(queries, ranks=["best rank"]), hide_index=True, key="bm_queries",
                       on_select="rerun", selection_mode="single-row")
 rows = picked.selection.rows if picked is not None else []
@@ -161,4 +165,4 @@ for col, fmt in zip(cols, ("csv", "parquet")):
 with cols[2]:
     ui.download("Accuracy table (CSV)", lambda: runs.frame_bytes(table, "csv"), memo=("bm_table", done),
                 file_name="accuracy.csv", mime="text/csv", key="bm_table_csv")
-ui.share_link({"runs": ",".join(selected), "k": kk, "set": which, "relation": rel})
+ui.share_link({"runs": ",".join(selected), "metric": metric, "set": which, "relation": rel})

@@ -9,6 +9,7 @@ from probekit import rewire
 from probekit.bench import runs, views
 from probekit.metrics import compare as rm
 from probekit.metrics.accuracy import COUNTINGS, DEFAULT_COUNTING, counting_label
+from probekit.metrics.registry import hit_depth, metric_from_params, metric_names
 
 ui.title("Compare runs")
 if not st.session_state.get("_cmp_link"):  # a shared link opens on its runs and view
@@ -18,8 +19,8 @@ if not st.session_state.get("_cmp_link"):  # a shared link opens on its runs and
         st.session_state.cmp_sel = qp["runs"].split(",")
     if qp.get("set") in rm.SUBSETS:
         st.session_state.cmp_set = qp["set"]
-    if qp.get("k") in ("1", "5", "10"):
-        st.session_state.cmp_k = int(qp["k"])
+    if metric_from_params(qp):
+        st.session_state.cmp_metric = metric_from_params(qp)
 listed = sweeps = None
 with ui.guard("Stored runs"):
     listed = runs.list_runs(status="done")
@@ -48,8 +49,9 @@ hard_set = {label for label, run in loaded.items() if run.hard_set}
 labels = list(frames)
 present = views.subsets_of(run.hard_set for run in loaded.values())
 c1, c2, c3 = st.columns(3)
-st.session_state.setdefault("cmp_k", 10)
-k = c1.segmented_control("acc@", [1, 5, 10], key="cmp_k", persist_state="session") or 10
+st.session_state.setdefault("cmp_metric", "acc@10")
+metric = c1.segmented_control("Metric", metric_names(), key="cmp_metric", persist_state="session") or "acc@10"
+k = hit_depth(metric)  # the top-k of the hit/miss and agreement views
 st.session_state.setdefault("cmp_counting", DEFAULT_COUNTING)
 counting = c3.segmented_control("Counting", list(COUNTINGS), key="cmp_counting",
                                 help="; ".join(f"{k_}: {v}" for k_, v in COUNTINGS.items())) or DEFAULT_COUNTING
@@ -62,18 +64,18 @@ st.caption(views.subset_note(which) + (f" Runs without {which} queries are empty
                                          if lacking else ""))
 
 # ---- per relation
-st.subheader(f"acc@{k} per relation and difference to the baseline")
-diff = rm.relation_differences(frames, k=k, which=which, hard_set=hard_set, counting=counting, depths=depths)
+st.subheader(f"{metric} per relation and difference to the baseline")
+diff = rm.relation_differences(frames, metric=metric, which=which, hard_set=hard_set, counting=counting, depths=depths)
 deltas = [c for c in diff.columns if c.startswith("Δ ")]
 long = (diff.drop(index="macro")[deltas] * 100).reset_index().melt(id_vars="relation", var_name="run",
                                                                    value_name="points")
 long = long.assign(run=long["run"].str[2:].map(ui.chart_text), relation=long["relation"].map(ui.chart_text))
 fig = px.bar(long, x="relation", y="points", color="run", barmode="group",
-             labels={"points": f"acc@{k} − baseline (points of %), {which}"})
+             labels={"points": f"{metric} − baseline (points of %), {which}"})
 st.plotly_chart(ui.legible(fig, height=440), key="cmp_diff_chart")
 shown = (diff * 100).reset_index()
 st.dataframe(views.styled(shown, numbers=shown.columns[1:]), hide_index=True, key="cmp_diff")
-st.caption(f"Baseline: {ui.md(labels[0])}. Accuracy in %, differences in points; \"–\": a relation a run lacks "
+st.caption(f"Baseline: {ui.md(labels[0])}. {metric} in %, differences in points; \"–\": a relation a run lacks "
            "(or acc@k above a one-answer method's depth). 'macro' is the mean over a run's relations. Every run by "
            f"one rule: {counting_label(counting)}.")
 
@@ -100,7 +102,7 @@ st.dataframe(views.styled(agree, numbers=["spearman", "kendall", "top1_agreement
 st.caption(f"Over the queries both runs hold: hit@{k} counts (both / only a / only b / neither); Spearman and "
            f"Kendall τ-b of the best gold ranks (where both rank a gold); share with the same top-1; mean Jaccard "
            f"overlap of the top-{k} names; \"–\": undefined (too few shared queries ranked).")
-memo = ("cmp", tuple(selected), k, which)  # stored finished runs never change
+memo = ("cmp", tuple(selected), metric, which)  # stored finished runs never change
 c1, c2 = st.columns(2)
 with c1:
     ui.download("Per-relation table (CSV)", lambda: runs.frame_bytes(shown, "csv"), memo=(*memo, "diff"),
@@ -108,4 +110,4 @@ with c1:
 with c2:
     ui.download("Agreement (CSV)", lambda: runs.frame_bytes(agree, "csv"), memo=(*memo, "agree"),
                 file_name="compare_agreement.csv", mime="text/csv", key="cmp_dl_agree")
-ui.share_link({"runs": ",".join(selected), "k": k, "set": which})
+ui.share_link({"runs": ",".join(selected), "metric": metric, "set": which})

@@ -11,6 +11,7 @@ from probekit import grid, models
 from probekit.bench import runs
 from probekit.datasets import available_datasets
 from probekit.datasets.base import available_vocabs
+from probekit.metrics.registry import metric_names
 from probekit.probes import PROBES
 
 ui.title("Probing grid")
@@ -92,17 +93,19 @@ cells = grid.cells_frame(sel)
 counts = cells.status.value_counts().to_dict()
 st.markdown(" · ".join(f"**{counts.get(s, 0)}** {s}" for s in ("done", "failed", "pending")))
 shown = cells.drop(columns=["settings", "cell_key", "position"]).copy()
-for c in ("macro acc@1", "macro acc@10"):
+scores = [f"macro {name}" for name in metric_names()]  # every registered metric, in %
+for c in scores:
     shown[c] = shown[c] * 100
 st.dataframe(shown, hide_index=True, key="gr_cells",
-             column_config={"macro acc@1": st.column_config.NumberColumn(format="%.2f %%"),
-                            "macro acc@10": st.column_config.NumberColumn(format="%.2f %%"),
+             column_config={**{c: st.column_config.NumberColumn(format="%.2f %%") for c in scores},
                             "seconds": st.column_config.NumberColumn(format="%.1f")})
-done = shown.dropna(subset=["macro acc@10"])
+done = shown.dropna(subset=["macro acc@1"])
 if not done.empty:
+    st.session_state.setdefault("gr_metric", "acc@10")
+    metric = st.segmented_control("Chart", metric_names(), key="gr_metric", persist_state="session") or "acc@10"
     bars = done.assign(label=done["label"].map(ui.chart_text))  # model paths and names are data, not markup
-    fig = px.bar(bars, x="macro acc@10", y="label", orientation="h", labels={"label": "", "macro acc@10":
-                 "macro acc@10 (%)"})
+    fig = px.bar(bars, x=f"macro {metric}", y="label", orientation="h",
+                 labels={"label": "", f"macro {metric}": f"macro {metric} (%)"})
     st.plotly_chart(ui.legible(fig, height=max(260, 34 * len(done) + 80), legend=False, percent_axis="x"),
                     key="gr_chart")
     st.caption("Each cell is a stored benchmark run: open it on the Benchmark or Compare page.")

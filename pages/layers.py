@@ -10,6 +10,7 @@ from pages import _ui as ui
 from probekit.bench import layers, runs, views
 from probekit.datasets import VOCABS
 from probekit.index import SIMILARITIES
+from probekit.metrics.registry import metric_from_params, metric_names
 
 ui.title("Layer-wise probing")
 model, ds = ui.current_model(), ui.current_dataset()
@@ -21,9 +22,10 @@ if not st.session_state.get("_ly_link"):  # a shared link opens on its sweep, op
     lo, _, hi = (qp.get("layers") or "").partition("-")
     ok = {"ly_sel": qp.get("sweep"), "ly_pooling": qp.get("pooling") in ("cls", "mean"), "ly_set": qp.get("set"),
           "ly_similarity": qp.get("similarity") in SIMILARITIES, "ly_vocab": qp.get("vocab") in VOCABS,
-          "ly_k": qp.get("k") in ("1", "5", "10"),
+          "ly_metric": metric_from_params(qp) is not None,
           "ly_range": lo.isdigit() and hi.isdigit() and int(lo) <= int(hi) <= model.num_layers}
-    st.session_state.update({key: int(qp["k"]) if key == "ly_k" else (int(lo), int(hi)) if key == "ly_range" else
+    st.session_state.update({key: metric_from_params(qp) if key == "ly_metric" else (int(lo), int(hi))
+                             if key == "ly_range" else
                              qp[{"ly_sel": "sweep"}.get(key, key[3:])] for key, good in ok.items() if good})
 if not 0 <= min(st.session_state.get("ly_range", (0, 99))) <= max(st.session_state.get("ly_range", (0, 99))) \
         <= model.num_layers:  # first visit, or a model with fewer layers
@@ -84,21 +86,21 @@ if sel != matching:
                "below); press **Run** for these settings.", icon=":material/history:")
 present = result.subsets
 c1, c2 = st.columns(2)
-st.session_state.setdefault("ly_k", 1)
-k = c1.segmented_control("acc@", [1, 5, 10], key="ly_k", persist_state="session") or 1
+st.session_state.setdefault("ly_metric", "acc@1")
+metric = c1.segmented_control("Metric", metric_names(), key="ly_metric", persist_state="session") or "acc@1"
 if st.session_state.get("ly_set") not in present:
     st.session_state.ly_set = present[0]
 which = c2.segmented_control("Queries", present, key="ly_set", persist_state="session") or present[0]
 st.caption(views.subset_note(which))
 _bench.subject_note({result.label: result}, other="tick *Exclude subject* above and press Run")
-acc = result.accuracy(k=k, subset=which) * 100
-best = result.best_layers(k=k, subset=which)
+acc = result.accuracy(metric=metric, subset=which) * 100
+best = result.best_layers(metric=metric, subset=which)
 marked = best.dropna(subset=["best layer"]).astype({"best layer": int})  # relations with at least one hit
 rel_text = {rel: ui.chart_text(rel) for rel in acc.index}
 
-st.subheader(f"acc@{k} (%) per relation and layer, {which}")
+st.subheader(f"{metric} (%) per relation and layer, {which}")
 fig = px.imshow(acc.rename(index=rel_text), aspect="auto", text_auto=".1f", color_continuous_scale="Blues",
-                zmin=0, labels={"x": "layer", "y": "relation", "color": f"acc@{k} (%)"})
+                zmin=0, labels={"x": "layer", "y": "relation", "color": f"{metric} (%)"})
 fig.add_scatter(x=marked["best layer"], y=marked["relation"].map(rel_text), mode="markers", name="best layer",
                 marker=dict(symbol="star", size=14, color="#c62828", line=dict(width=1, color="white")),
                 hovertemplate="%{y}: best layer %{x}<extra></extra>")
@@ -112,9 +114,9 @@ lines.add_scatter(x=marked["best layer"], y=marked["best acc"] * 100, mode="mark
                   marker=dict(symbol="star", size=13, color="#c62828"), text=marked["relation"].map(rel_text),
                   hovertemplate="%{text}: best layer %{x} (%{y:.1f}%)<extra></extra>")
 avg = result.averages(subset=which)
-lines.add_scatter(x=list(avg.index), y=list(avg[f"macro acc@{k}"] * 100), mode="lines", name="macro average",
+lines.add_scatter(x=list(avg.index), y=list(avg[f"macro {metric}"] * 100), mode="lines", name="macro average",
                   line=dict(color="black", width=3, dash="dash"))
-lines.update_layout(xaxis=dict(title="layer", dtick=1), yaxis_title=f"acc@{k} (%), {which}")
+lines.update_layout(xaxis=dict(title="layer", dtick=1), yaxis_title=f"{metric} (%), {which}")
 st.plotly_chart(ui.legible(lines, height=480, percent_axis="y"), key="ly_lines")
 
 c1, c2 = st.columns(2)
@@ -131,5 +133,5 @@ for col, fmt in ((d1, "csv"), (d2, "parquet")):
         ui.download(f"Layer table ({'CSV' if fmt == 'csv' else 'Parquet'})", key=f"ly_{fmt}",
                     make=lambda fmt=fmt: runs.frame_bytes(result.table, fmt), memo=("layers", sel, fmt),
                     file_name=f"{sel}.{fmt}", mime="text/csv" if fmt == "csv" else None)
-ui.share_link({"sweep": sel, "k": k, "set": which, "pooling": pooling, "similarity": similarity, "vocab": vocab,
-               "layers": f"{lo}-{hi}"})
+ui.share_link({"sweep": sel, "metric": metric, "set": which, "pooling": pooling, "similarity": similarity,
+               "vocab": vocab, "layers": f"{lo}-{hi}"})

@@ -8,6 +8,7 @@ from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import runs
 from probekit.datasets import VOCABS
+from probekit.metrics.registry import metric_names
 from probekit.probes.retrieval import PRESETS
 
 ui.title("Checkpoint sweep")
@@ -37,10 +38,10 @@ def stored_sweeps() -> None:
     with st.expander(f"Stored sweeps ({points.sweep.nunique()})", icon=":material/history:"):
         for n, (name, part) in enumerate(points.groupby("sweep", sort=False)):
             st.markdown(f"**{ui.md(name)}**: {len(part)} points")
-            st.dataframe(part.drop(columns="sweep").assign(**{c: part[c] * 100 for c in ("macro acc@1",
-                         "macro acc@10")}), hide_index=True, key=f"sw_stored_{n}",
-                         column_config={c: st.column_config.NumberColumn(format="%.2f %%")
-                                        for c in ("macro acc@1", "macro acc@10")})
+            scores = [f"macro {name}" for name in metric_names()]
+            st.dataframe(part.drop(columns="sweep").assign(**{c: part[c] * 100 for c in scores}), hide_index=True,
+                         key=f"sw_stored_{n}",
+                         column_config={c: st.column_config.NumberColumn(format="%.2f %%") for c in scores})
 
 
 st.session_state.sw_runs = [r for r in st.session_state.get("sw_runs", []) if r in labels] or list(labels)[:1]
@@ -89,17 +90,19 @@ if frame is None:
     st.stop()
 
 c1, c2 = st.columns(2)
-k = c1.segmented_control("acc@", [1, 5, 10], default=10, key="sw_k", persist_state="session") or 10
+shown = [n for n in metric_names() if n in frame.columns]  # the metrics the sweep computed
+metric = c1.segmented_control("Metric", shown, default=shown[-1], key="sw_metric", persist_state="session") \
+    or shown[-1]
 present = [s for s in rewire.SUBSETS if s in set(frame["subset"])]
 if st.session_state.get("sw_subset") not in present:
     st.session_state.sw_subset = present[0]
 subset = c2.segmented_control("Queries", present, key="sw_subset", persist_state="session") or present[0]
 st.caption(f"**{subset}**: {rewire.SUBSETS[subset]}.")
 n_runs = frame["rewire_run"].nunique()
-best = rewire.best_checkpoint(frame, k=k, subset=subset)
+best = rewire.best_checkpoint(frame, metric=metric, subset=subset)
 m1, m2, m3 = st.columns(3)
 if best["base"] is not None:
-    m1.metric(f"base model, macro acc@{k}", f"{100 * best['base']:.2f}%")
+    m1.metric(f"base model, macro {metric}", f"{100 * best['base']:.2f}%")
 if best["step"] is not None:
     delta = None if best["base"] is None else f"{100 * (best['acc'] - best['base']):+.2f} points"
     m2.metric(f"best checkpoint (step {best['step']})", f"{100 * best['acc']:.2f}%", delta)
@@ -107,7 +110,7 @@ m3.metric("runs averaged", n_runs)
 
 fig = go.Figure()
 for avg, color in (("macro", "#1565c0"), ("micro", "#2e7d32")):
-    curve = rewire.sweep_curve(frame, k=k, relation=avg, subset=subset)
+    curve = rewire.sweep_curve(frame, metric=metric, relation=avg, subset=subset)
     x, mean, std = curve["step"], 100 * curve["mean"], 100 * curve["std"]
     if n_runs > 1:  # the ±1 std band: upper edge, then lower edge filled up to it
         fig.add_scatter(x=x, y=mean + std, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip")
@@ -117,17 +120,17 @@ for avg, color in (("macro", "#1565c0"), ("micro", "#2e7d32")):
     fig.add_scatter(x=x, y=mean, mode="lines+markers", name=f"{avg} (mean of {n_runs})" if n_runs > 1 else avg,
                     line=dict(color=color, width=3), customdata=std,
                     hovertemplate="step %{x}: %{y:.2f}% ± %{customdata:.2f}<extra></extra>")
-fig.update_layout(xaxis_title="training step", yaxis_title=f"acc@{k} (%)")
+fig.update_layout(xaxis_title="training step", yaxis_title=f"{metric} (%)")
 st.plotly_chart(ui.legible(fig, height=380, percent_axis="y"), key="sw_macro")
 
-st.subheader(f"Per relation (acc@{k}, %)")
+st.subheader(f"Per relation ({metric}, %)")
 per = frame[(frame.subset == subset) & ~frame.relation.isin(["macro", "micro"])]
-table = per.groupby(["relation", "step"])[f"acc@{k}"].mean().unstack("step") * 100
+table = per.groupby(["relation", "step"])[metric].mean().unstack("step") * 100
 lines = go.Figure()
 for rel, row in table.iterrows():
     lines.add_scatter(x=list(row.index), y=list(row.values), mode="lines+markers", name=ui.chart_text(rel),
                       hovertemplate=f"{ui.chart_text(rel)}<br>step %{{x}}: %{{y:.2f}}%<extra></extra>")
-lines.update_layout(xaxis_title="training step", yaxis_title=f"acc@{k} (%)")
+lines.update_layout(xaxis_title="training step", yaxis_title=f"{metric} (%)")
 st.plotly_chart(ui.legible(lines, height=460, percent_axis="y"), key="sw_relations")
 st.dataframe(table.round(2).rename(columns=lambda step: f"step {step}").reset_index(), hide_index=True, key="sw_table")
 points = tuple(sorted(set(frame.run_id)))  # stored runs never change: they name the file's content

@@ -12,6 +12,7 @@ from pages import _bench
 from pages import _ui as ui
 from probekit import models
 from probekit.bench import runs
+from probekit.metrics.registry import metric_names
 from probekit.templates import compare, stored
 
 ui.title("Templates vs free text")
@@ -31,7 +32,8 @@ if not selected:
     st.info("Pick the runs to compare: each model's run on a template-based dataset and on a template-free one.")
     st.stop()
 c1, c2, c3 = st.columns(3)
-k = c1.segmented_control("Rank models by acc@", [1, 5, 10], default=1, key="tpl_k", persist_state="session") or 1
+metric = c1.segmented_control("Rank models by", metric_names(), default="acc@1", key="tpl_metric",
+                              persist_state="session") or "acc@1"
 aggregates = list(stored.PERPLEXITY_AGGREGATES)
 aggregate = c1.radio("Perplexity per run", aggregates, key="tpl_agg", horizontal=True,
                      help=" · ".join(f"{n}: {stored.PERPLEXITY_AGGREGATES[n][1]}" for n in aggregates))
@@ -42,20 +44,20 @@ threshold = c3.slider("Flag objects in the top k of at least", 0.05, 1.0, 0.1, 0
                       persist_state="session", format="%.2f")
 cmp = None
 with ui.guard("Comparing runs"):
-    cmp = compare.compare_runs(selected, k=k, top_n=int(top_n), flag_threshold=threshold, frequency_k=freq_k,
+    cmp = compare.compare_runs(selected, metric=metric, top_n=int(top_n), flag_threshold=threshold, frequency_k=freq_k,
                                perplexity_aggregate=aggregate or "prompt-mean")
 if cmp is None:
     st.stop()
 _bench.subject_note({names[r]: runs.load_run(r) for r in selected},
                     other="store runs with *Exclude subject* ticked (Benchmark page, or `bench --exclude-subject`)")
-acc = f"acc@{k}"
+acc = cmp.metric
 # models by their picker names (a rewired checkpoint is "MiniLM-L6 rewired on pubmed_0, step 150", not its folder)
 named = dict(models.available_models())
 cmp = dataclasses.replace(cmp, runs=cmp.runs.assign(model=cmp.runs.model.map(lambda m: named.get(m, m))),
                           rankings=None if cmp.rankings is None else cmp.rankings.assign(
                               model=cmp.rankings.model.map(lambda m: named.get(m, m))))
 st.dataframe(cmp.runs.drop(columns=["label"]), hide_index=True, key="tpl_runs", column_config={
-    c: st.column_config.NumberColumn(format="%.4f") for c in (acc, "top object share", f"top-{top_n} share",
+    c: st.column_config.NumberColumn(format="%.4f") for c in (*metric_names(), "top object share", f"top-{top_n} share",
                                                               "distinct share", "mean perplexity",
                                                               "corpus perplexity")})
 

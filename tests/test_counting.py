@@ -87,14 +87,14 @@ def test_frames_and_compare_tables_count_the_same_way():
     frame = pd.DataFrame({"relation": [r.query.relation for r in rs], "best_gold_rank": [r.best_gold_rank for r in rs],
                           "gold_ranks": [list(r.gold_ranks) for r in rs]})
     for counting in metrics.COUNTINGS:
-        table = compare.full_hard_table({"a": frame}, ks=(1, 10), counting=counting)
+        table = compare.full_hard_table({"a": frame}, metrics=("acc@1", "acc@10"), counting=counting)
         assert set(table["counting"]) == {counting}  # one table, one rule
         micro = table[table.average == "micro"].iloc[0]
         assert micro["full acc@10"] == pytest.approx(naive(rs, k=10, average="micro", counting=counting))
-        per = compare.relation_accuracy({"a": frame}, k=10, counting=counting).set_index("relation")
+        per = compare.relation_accuracy({"a": frame}, metric="acc@10", counting=counting).set_index("relation")
         for rel in per.index:
             mine = [r for r in rs if r.query.relation == rel]
-            assert per.loc[rel, "acc"] == pytest.approx(naive(mine, k=10, average="micro", counting=counting))
+            assert per.loc[rel, "value"] == pytest.approx(naive(mine, k=10, average="micro", counting=counting))
 
 
 def test_depth_leaves_acc_above_it_undefined():
@@ -102,8 +102,9 @@ def test_depth_leaves_acc_above_it_undefined():
     r = [Ranking(q, (0,), ("a",), (0.0,), (1,), depth=1)]
     assert metrics.acc_at_k(r, k=1) == 1.0 and math.isnan(metrics.acc_at_k(r, k=10))
     frame = pd.DataFrame({"relation": ["r"], "best_gold_rank": [1], "gold_ranks": [[1]]})
-    table = compare.full_hard_table({"x": frame}, ks=(1, 10), depths={"x": 1})
+    table = compare.full_hard_table({"x": frame}, depths={"x": 1})
     assert table["full acc@1"].tolist() == [1.0, 1.0] and table["full acc@10"].isna().all()
+    assert table["full MRR"].tolist() == [1.0, 1.0]  # MRR needs no depth: a one-answer method's MRR is its acc@1
 
 
 def test_a_stored_run_records_its_counting(tiny_encoder, tiny_dataset, tmp_path, capsys):

@@ -386,11 +386,11 @@ def summary_bounds(record: dict, *, generated: bool = False, atol: float = 0.0) 
     (for a generated run, the bounds of :func:`generated_bounds`; ``None`` there: not generated)."""
     qs = record["queries"]
     rels = [q["relation"] for q in qs]
-    ks = [int(k.split("@")[1]) for k in record["summary"]["macro"]]
+    names = list(record["summary"]["macro"])  # the metrics the file pins
     bounds = [generated_bounds(q, 2 * atol) if generated else q["gold_rank_bounds"] for q in qs]
     worst = [_best(None if b is None else b[1] for b in bs) for bs in bounds]
     best = [_best(None if b is None else b[0] for b in bs) for bs in bounds]
-    return metrics.rank_summary(worst, rels, ks=ks), metrics.rank_summary(best, rels, ks=ks)
+    return metrics.rank_summary(worst, rels, metrics=names), metrics.rank_summary(best, rels, metrics=names)
 
 
 def compare_summary(record: dict, summary: dict, *, generated: bool = False, atol: float = 0.0) -> list[str]:
@@ -458,8 +458,9 @@ def test_golden_files_are_consistent_and_none_is_stale():
     for name in sorted(found):
         record = load_golden(GOLDEN_DIR / name)
         qs = record["queries"]
-        ks = [int(k.split("@")[1]) for k in record["summary"]["macro"]]
-        own = metrics.rank_summary([_best(q["gold_ranks"]) for q in qs], [q["relation"] for q in qs], ks=ks)
+        names = list(record["summary"]["macro"])  # the metrics the file pins: every registered one
+        assert names == metrics.metric_names(), f"{name} pins {names}: `make golden` adds the registered metrics"
+        own = metrics.rank_summary([_best(q["gold_ranks"]) for q in qs], [q["relation"] for q in qs], metrics=names)
         assert {a: own[a] for a in AVERAGES} == {a: record["summary"][a] for a in AVERAGES}, name
         assert record["summary"]["n_queries"] == len(qs), name
         for q in qs:
@@ -525,10 +526,10 @@ def test_generated_rule_fails_on_a_real_change():
         "a gold that leaves its place"
     # and the summary may move only as far as golds after the prefix allow
     summary = metrics.rank_summary([_best(q["gold_ranks"]) for q in record["queries"]],
-                                   [q["relation"] for q in record["queries"]], ks=(1, 5, 10))
+                                   [q["relation"] for q in record["queries"]])
     assert compare_summary(record, summary, generated=True, atol=atol) == []
     ranks = [1 if q["id"] == miss["id"] else _best(q["gold_ranks"]) for q in record["queries"]]
-    planted = metrics.rank_summary(ranks, [q["relation"] for q in record["queries"]], ks=(1, 5, 10))
+    planted = metrics.rank_summary(ranks, [q["relation"] for q in record["queries"]])
     assert compare_summary(record, planted, generated=True, atol=atol)
 
 

@@ -45,13 +45,13 @@ def test_each_layer_equals_the_probe_at_that_layer(tiny_encoder, tiny_dataset, m
         rankings = probe.rank(tiny_encoder, tiny_dataset.queries, tiny_dataset.candidates(), k=10, layer=L,
                               pooling="mean")
         per = metrics.per_relation(rankings)
-        for k in (1, 5, 10):
-            acc = result.accuracy(k=k)
+        summary = metrics.summary(rankings)
+        for name in metrics.metric_names():  # every registered metric, from the sweep's stored ranks
+            acc = result.accuracy(metric=name)
             for rel, v in per.items():
-                assert acc.loc[rel, L] == pytest.approx(v[k])
-            assert result.averages().loc[L, f"micro acc@{k}"] == pytest.approx(metrics.acc_at_k(rankings, k=k,
-                                                                                            average="micro"))
-            assert result.averages().loc[L, f"macro acc@{k}"] == pytest.approx(metrics.acc_at_k(rankings, k=k))
+                assert acc.loc[rel, L] == pytest.approx(v[name])
+            assert result.averages().loc[L, f"micro {name}"] == pytest.approx(summary["micro"][name])
+            assert result.averages().loc[L, f"macro {name}"] == pytest.approx(summary["macro"][name])
         hard = [r for r in rankings if hardness.is_hard(r.query.subject, list(r.query.golds))]
         hard_acc = result.averages(subset="hard-in-full").loc[L, "micro acc@10"]
         assert hard_acc == pytest.approx(metrics.acc_at_k(hard, k=10, average="micro"))
@@ -100,14 +100,14 @@ HAND = pd.DataFrame(
      (1, "b", "full", 2, 2, 2, 2), (2, "b", "full", 2, 0, 1, 2), (3, "b", "full", 2, 1, 2, 2),
      (1, "a", "hard-in-full", 2, 0, 1, 1), (2, "a", "hard-in-full", 2, 1, 1, 2), (3, "a", "hard-in-full", 2, 1, 2, 2),
      (1, "c", "hard-in-full", 3, 0, 0, 1), (2, "c", "hard-in-full", 3, 0, 0, 0), (3, "c", "hard-in-full", 3, 0, 1, 1)],
-    columns=layers.TABLE_COLUMNS)
+    columns=[c for c in layers.TABLE_COLUMNS if c != "ranks"])  # as sweeps stored before ranks were kept
 
 
 def test_tables_against_naive_loops():
     for subset in ("full", "hard-in-full"):
         rows = [r for r in HAND.itertuples(index=False) if r.subset == subset]
         for k in (1, 5, 10):
-            acc = layers.layer_accuracy(HAND, k=k, subset=subset)
+            acc = layers.layer_accuracy(HAND, metric=f"acc@{k}", subset=subset)
             col = 4 + (1, 5, 10).index(k)
             for r in rows:
                 assert acc.loc[r.relation, r.layer] == r[col] / r.n
@@ -125,8 +125,11 @@ def test_tables_against_naive_loops():
                 else:
                     assert best.loc[rel, "best layer"] == min(L for L, v in values.items() if v == top)
                 assert best.loc[rel, "gain"] == pytest.approx(top - values[3])
-    with pytest.raises(ProbekitError, match="k must be"):
-        layers.layer_accuracy(HAND, k=3)
+    # a sweep stored before ranks were kept has acc@1/5/10 from its hit counts and nothing else
+    assert layers.layer_accuracy(HAND, metric="MRR").isna().all().all()
+    assert layers.layer_averages(HAND)["micro MRR"].isna().all()
+    with pytest.raises(ProbekitError, match="unknown metric 'MMR'"):
+        layers.layer_accuracy(HAND, metric="MMR")
 
 
 def test_job_and_cli(capsys, tiny_encoder, tiny_encoder_dir, tiny_dataset, tmp_path):
@@ -142,7 +145,8 @@ def test_job_and_cli(capsys, tiny_encoder, tiny_encoder_dir, tiny_dataset, tmp_p
     data = json.loads(capsys.readouterr().out)
     assert data["layers"] == [1, 2] and data["run_id"]
     assert set(data["full"]["per_layer"]) == {1, 2} or set(data["full"]["per_layer"]) == {"1", "2"}
-    assert set(data["full"]["best_layers"]["acc@1"]) == set(tiny_dataset.relations)
+    assert list(data["full"]["best_layers"]) == data["metrics"] == metrics.metric_names()
+    assert set(data["full"]["best_layers"]["MRR"]) == set(tiny_dataset.relations)
     assert cli.main([*base, "--layers", "2"]) == 0
     assert "best layer per relation" in capsys.readouterr().out
     assert cli.main([*base, "--layers", "9"]) == 2

@@ -6,7 +6,7 @@ import pandas as pd
 from apptest_tables import shown, table_with
 from apptest_utils import downloads, errors, immediate, open_app
 
-from probekit import jobs, models, rewire
+from probekit import jobs, metrics, models, rewire
 from probekit.bench import runs
 from probekit.datasets import load_dataset
 
@@ -49,8 +49,11 @@ def test_run_tables_charts_and_second_run(tiny_encoder_dir):
     assert len(_frame(at, "full acc@1")) == 4
     assert at.segmented_control(key="bm_show_set").options == ["full", "hard-in-full"]  # no "hard": not the hard set
     at.segmented_control(key="bm_show_set").set_value("hard-in-full").run()
-    at.segmented_control(key="bm_show_k").set_value(1).run()
+    assert at.segmented_control(key="bm_show_metric").options == metrics.metric_names()  # the registry's
+    at.segmented_control(key="bm_show_metric").set_value("acc@1").run()
     assert errors(at) == [] and "hit@1" in _frame(at, "query_id").columns
+    at.segmented_control(key="bm_show_metric").set_value("MRR").run()
+    assert errors(at) == [] and "full MRR" in _frame(at, "full acc@1").columns
     # the same settings again open the stored run instead of computing
     at.button(key="bm_start").click().run()
     assert _finish(at).result == second.result
@@ -154,9 +157,9 @@ def test_share_link_restores_the_view_and_exports_are_ready(tiny_encoder_dir):
                   query_params={"runs": f"{b.run_id},{a.run_id},run-gone", "k": "1", "set": "hard-in-full"})
     assert errors(at) == []
     assert at.session_state["bm_sel"] == [b.run_id, a.run_id]  # an unknown run id is dropped
-    assert at.session_state["bm_show_k"] == 1 and at.session_state["bm_show_set"] == "hard-in-full"
+    assert at.session_state["bm_show_metric"] == "acc@1" and at.session_state["bm_show_set"] == "hard-in-full"
     link = at.code[-1].value
-    assert f"runs={b.run_id}%2C{a.run_id}" in link and "k=1" in link and "set=hard-in-full" in link
+    assert f"runs={b.run_id}%2C{a.run_id}" in link and "metric=acc%401" in link and "set=hard-in-full" in link
     assert at.query_params["runs"] in (f"{b.run_id},{a.run_id}", [f"{b.run_id},{a.run_id}"])
     buttons = downloads(at)
     assert set(buttons) == {"Run results (CSV)", "Run results (Parquet)", "Accuracy table (CSV)"}

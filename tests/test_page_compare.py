@@ -51,14 +51,17 @@ def test_compare_two_runs(tiny_encoder_dir, two_runs):
     assert diff.relation.iloc[-1] == "macro" and len(diff) == len(load_dataset("demo").relations) + 1
     delta = [c for c in diff.columns if c.startswith("Δ ")]
     assert len(delta) == 1
-    expected = rm.relation_differences({"a": a.frame, "b": b.frame}, k=10)
+    expected = rm.relation_differences({"a": a.frame, "b": b.frame}, metric="acc@10")
     assert list(diff[delta[0]].round(6)) == list((expected["Δ b"] * 100).round(6))
     agree = _frame(at, "spearman")
     assert len(agree) == 1 and agree.n[0] == len(a.frame)
     only_a = rm.hit_miss(a.frame, b.frame, k=10)
     assert any(f"A gets, B misses ({len(only_a)})" in t.label for t in at.tabs)
     assert len(at.get("plotly_chart")) == 1
-    at.segmented_control(key="cmp_k").set_value(1).run()
+    at.segmented_control(key="cmp_metric").set_value("MRR").run()
+    mrr = rm.relation_differences({"a": a.frame, "b": b.frame}, metric="MRR")
+    assert list(_frame(at, "relation")[delta[0]].round(6)) == list((mrr["Δ b"] * 100).round(6))
+    at.segmented_control(key="cmp_metric").set_value("acc@1").run()
     assert at.segmented_control(key="cmp_set").options == ["full", "hard-in-full"]
     at.segmented_control(key="cmp_set").set_value("hard-in-full").run()
     assert errors(at) == []
@@ -75,9 +78,9 @@ def test_share_link_labels_and_exports(tiny_encoder_dir, two_runs):
                   query_params={"runs": f"{b.run_id},{a.run_id}", "k": "5", "set": "hard-in-full"})
     assert errors(at) == []
     assert at.session_state["cmp_sel"] == [b.run_id, a.run_id]
-    assert at.session_state["cmp_k"] == 5 and at.session_state["cmp_set"] == "hard-in-full"
+    assert at.session_state["cmp_metric"] == "acc@5" and at.session_state["cmp_set"] == "hard-in-full"  # k=5: acc@5
     link = at.code[-1].value
-    assert f"runs={b.run_id}%2C{a.run_id}" in link and "k=5" in link and "set=hard-in-full" in link
+    assert f"runs={b.run_id}%2C{a.run_id}" in link and "metric=acc%405" in link and "set=hard-in-full" in link
     buttons = downloads(at)
     assert set(buttons) == {"Per-relation table (CSV)", "Agreement (CSV)"} and all(map(immediate, buttons.values()))
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)

@@ -30,7 +30,7 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
     assert len(at.get("plotly_chart")) == 2  # heatmap and lines
     best = _frame(at, "best layer")
     result = job.result
-    expected = result.best_layers(k=1)["best layer"]
+    expected = result.best_layers(metric="acc@1")["best layer"]
     assert list(best["best layer"].fillna(-1)) == list(expected.fillna(-1))
     assert set(best["best layer"].dropna()) <= {1, 2}
     per_layer = _frame(at, "macro acc@1")
@@ -41,8 +41,8 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
     assert len(layers.list_layer_runs()) == 1
     assert at.segmented_control(key="ly_set").options == ["full", "hard-in-full"]  # a full-set sweep
     at.segmented_control(key="ly_set").set_value("hard-in-full").run()
-    at.segmented_control(key="ly_k").set_value(10).run()
-    assert errors(at) == []
+    at.segmented_control(key="ly_metric").set_value("MRR").run()
+    assert errors(at) == [] and "MRR (%) per relation and layer, hard-in-full" in [s.value for s in at.subheader]
     # a sweep over other layers
     at.slider(key="ly_range").set_value((0, 1)).run()
     at.button(key="ly_run").click().run()
@@ -75,7 +75,7 @@ def test_share_link_caption_and_missing_values(tiny_encoder_dir):
         "set": "hard-in-full"})
     assert errors(at) == []
     assert at.session_state["ly_sel"] == sweep.run_id and at.session_state["ly_range"] == (0, 1)
-    assert at.session_state["ly_k"] == 10 and at.session_state["ly_set"] == "hard-in-full"
+    assert at.session_state["ly_metric"] == "acc@10" and at.session_state["ly_set"] == "hard-in-full"
     assert not at.warning  # the sweep shown is the one of these settings
     link = at.code[-1].value
     for part in (f"sweep={sweep.run_id}", "pooling=mean", "similarity=dot", "layers=0-1", "set=hard-in-full"):

@@ -123,7 +123,8 @@ def test_sweep_page_macro_band_and_reuse(tiny_encoder_dir, corpora):
     assert any(m.label == "runs averaged" and m.value == "2" for m in at.metric)
     band = at.get("plotly_chart")[0].proto.spec
     assert "tonexty" in band  # the ±1 std band is drawn
-    at.segmented_control(key="sw_k").set_value(1).run()
+    at.segmented_control(key="sw_metric").set_value("MRR").run()
+    assert errors(at) == []
     assert at.segmented_control(key="sw_subset").options == ["full", "hard-in-full"]  # labelled: full vocabulary
     at.segmented_control(key="sw_subset").set_value("hard-in-full").run()
     assert errors(at) == []

@@ -56,7 +56,7 @@ def test_needs_runs_then_a_selection(tiny_mlm_dir, stored_runs):
 def test_compare_two_models_on_both_kinds(tiny_mlm_dir, stored_runs):
     at = open_app("templates", model=str(tiny_mlm_dir), state={"tpl_sel": stored_runs})
     assert errors(at) == []
-    expected = compare.compare_runs(stored_runs, k=1)
+    expected = compare.compare_runs(stored_runs, metric="acc@1")
     table = _frame(at, "kind")
     assert sorted(table.run_id) == sorted(stored_runs)
     assert list(table["acc@1"]) == list(expected.runs["acc@1"])
@@ -65,8 +65,9 @@ def test_compare_two_models_on_both_kinds(tiny_mlm_dir, stored_runs):
     assert len(at.get("plotly_chart")) == 3  # slope chart, perplexity scatter, frequency bars
     assert [w.value for w in at.warning] == [ui.md(f) for f in expected.flags]  # data shown as text
     assert any("Kendall's τ-b undefined" in c.value for c in at.caption)  # two models: tau is undefined
-    at.segmented_control(key="tpl_k").set_value(10).run()
-    assert errors(at) == [] and "acc@10" in _frame(at, "kind").columns
+    at.segmented_control(key="tpl_metric").set_value("MRR").run()
+    assert errors(at) == [] and "MRR" in _frame(at, "kind").columns
+    assert any("ranked by macro MRR" in c.value for c in at.caption)
     at.selectbox(key="tpl_freq_run").set_value(list(expected.frequency)[1]).run()
     assert errors(at) == []
 

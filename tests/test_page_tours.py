@@ -32,9 +32,9 @@ def test_add_to_tour_stores_the_pages_view_with_its_drill_down(tiny_encoder_dir)
     assert errors(at) == []
     step = tours.get_tour("talk").steps[0]
     assert (step.page, step.title, step.note) == ("benchmark", "Drill-down", "one relation's queries")
-    assert step.params["runs"] == run.run_id and step.params["relation"] == rel and step.params["k"] == "5"
-    prepared = tours.prepare(step, lambda m, d: models.load(m, device="cpu"))
-    assert prepared.data["relation"] == rel and prepared.data["k"] == 5
+    assert step.params["runs"] == run.run_id and step.params["relation"] == rel and step.params["metric"] == "acc@5"
+    prepared = tours.prepare(step, lambda m, d: models.load(m, device="cpu"))  # an older link's k=5 is acc@5
+    assert prepared.data["relation"] == rel and prepared.data["metric"] == "acc@5" and prepared.data["k"] == 5
 
 
 def test_tours_page_checks_and_exports_and_the_presenter_shows_a_prepared_step(tiny_encoder_dir):

@@ -256,7 +256,7 @@ def test_sweep_with_the_medlama_reference_preset(tiny_encoder_dir, corpus, tiny_
         assert (opts["preset"], opts["pooling"], opts["similarity"], opts["max_length"]) == (
             "medlama-reference", "cls", "l2", 50)
     spelled = rewire.sweep([info["run_id"]], tiny_dataset, device="cpu", similarity="l2")
-    cols = ["step", "relation", "subset", "acc@1", "acc@5", "acc@10"]
+    cols = ["step", "relation", "subset", *rewire.SWEEP_COLUMNS[9:]]  # every metric of the sweep
     pd.testing.assert_frame_equal(frame[cols], spelled[cols])
 
 
@@ -280,7 +280,7 @@ def test_sweep_curve_mean_and_std_against_a_naive_loop():
     rows = [{"rewire_run": f"r{r}", "step": s, "relation": rel, "subset": "full", "acc@1": rng.random()}
             for r in range(3) for s in (0, 50, 100) for rel in ("macro", "a")]
     frame = pd.DataFrame(rows)
-    curve = rewire.sweep_curve(frame, k=1, relation="a")
+    curve = rewire.sweep_curve(frame, metric="acc@1", relation="a")
     for _, row in curve.iterrows():
         vals = [r["acc@1"] for r in rows if r["step"] == row["step"] and r["relation"] == "a"]
         mean = sum(vals) / len(vals)
@@ -288,7 +288,7 @@ def test_sweep_curve_mean_and_std_against_a_naive_loop():
         assert row["mean"] == pytest.approx(mean) and row["std"] == pytest.approx(std) and row["runs"] == 3
     with pytest.raises(UnknownNameError, match="unknown relation 'b'"):
         rewire.sweep_curve(frame, relation="b")
-    best = rewire.best_checkpoint(frame.assign(**{"acc@10": frame["acc@1"]}), k=10)
+    best = rewire.best_checkpoint(frame.assign(**{"acc@10": frame["acc@1"]}), metric="acc@10")
     macro = {s: np.mean([r["acc@1"] for r in rows if r["step"] == s and r["relation"] == "macro"])
              for s in (0, 50, 100)}
     assert best["step"] == max((50, 100), key=macro.get) and best["acc"] == pytest.approx(macro[best["step"]])

@@ -62,9 +62,9 @@ def test_accuracy_and_table4_shape(seed):
         for avg in ("macro", "micro"):
             assert same(rm.accuracy(frame, k=k, average=avg), naive_acc(rows, k, avg))
     table = rm.full_hard_table({"A": frame, "B": make_frame(seed + 10)})
-    assert list(table.columns) == ["run", "average", "counting", "full acc@1", "full acc@5", "full acc@10",
-                                   "hard-in-full acc@1", "hard-in-full acc@5", "hard-in-full acc@10", "n full",
-                                   "n hard-in-full"]
+    names = metrics.metric_names()
+    assert list(table.columns) == ["run", "average", "counting", *[f"full {n}" for n in names],
+                                   *[f"hard-in-full {n}" for n in names], "n full", "n hard-in-full"]
     assert len(table) == 4
     row = table[(table.run == "A") & (table.average == "macro")].iloc[0]
     hard_rows = [r for r in rows if r["hard"]]
@@ -88,7 +88,7 @@ def test_subsets_label_the_experiment():
     assert table.loc[("F", "micro"), "n hard-in-full"] == n_hard and pd.isna(table.loc[("F", "micro"), "n hard"])
     assert table.loc[("H", "micro"), "n hard"] == len(hard) and pd.isna(table.loc[("H", "micro"), "full acc@1"])
     assert same(table.loc[("H", "macro"), "hard acc@10"], naive_acc(records(hard), 10, "macro"))
-    per = rm.relation_accuracy({"F": full, "H": hard}, k=10, which="hard", hard_set={"H"})
+    per = rm.relation_accuracy({"F": full, "H": hard}, metric="acc@10", which="hard", hard_set={"H"})
     assert set(per.run) == {"H"}
     with pytest.raises(ProbekitError, match="unknown subset"):
         rm.subset(full, "hardest")
@@ -108,9 +108,10 @@ def test_agrees_with_probekit_metrics():
     # and a frame built from the same rankings by runs.rankings_frame gives the same numbers
     again = runs.rankings_frame(rankings)
     assert rm.accuracy(again, k=5) == pytest.approx(s["macro"]["acc@5"])
-    per = rm.relation_accuracy({"x": frame}, k=10).set_index("relation")
-    for rel, v in s["relations"].items():
-        assert per.loc[rel, "acc"] == pytest.approx(v["acc@10"]) and per.loc[rel, "n"] == v["n"]
+    for name in metrics.metric_names():
+        per = rm.relation_accuracy({"x": frame}, metric=name).set_index("relation")
+        for rel, v in s["relations"].items():
+            assert per.loc[rel, "value"] == pytest.approx(v[name]) and per.loc[rel, "n"] == v["n"]
 
 
 def test_empty_and_bad_input():
@@ -221,7 +222,7 @@ def test_compare_two_runs_against_naive_loops():
 
 def test_relation_differences():
     a, b = make_frame(8), make_frame(9, relations=("r1", "r2", "r4"))
-    out = rm.relation_differences({"A": a, "B": b}, k=10)
+    out = rm.relation_differences({"A": a, "B": b}, metric="acc@10")
     assert list(out.index) == ["r1", "r2", "r3", "r4", "macro"]
     for rel in ("r1", "r2"):
         na = naive_acc([r for r in records(a) if r["relation"] == rel], 10, "micro")

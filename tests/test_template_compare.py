@@ -70,7 +70,7 @@ def test_compare_runs_of_three_models_on_both_kinds(three_mlms, tiny_dataset):
         for ds in (tiny_dataset, free):
             ids[m.id, ds.name] = rid = _run(m, ds)
             stored.score_run(rid, m, batch_size=32)
-    cmp = compare.compare_runs(list(ids.values()), k=1)
+    cmp = compare.compare_runs(list(ids.values()), metric="acc@1")
     table = cmp.runs.set_index("run_id")
     assert len(table) == 6
     for (model_id, ds_name), rid in ids.items():
@@ -90,7 +90,7 @@ def test_compare_runs_of_three_models_on_both_kinds(three_mlms, tiny_dataset):
     assert list(cmp.perplexity_fit.kind) == ["template-based", "template-free"]
     assert list(cmp.perplexity_fit.models) == [3, 3]
     assert set(cmp.perplexity_fit["perplexity aggregate"]) == {"prompt-mean"}
-    by_corpus = compare.compare_runs(list(ids.values()), k=1, perplexity_aggregate="corpus")
+    by_corpus = compare.compare_runs(list(ids.values()), metric="acc@1", perplexity_aggregate="corpus")
     assert by_corpus.to_dict()["perplexity_aggregate"] == "corpus"
     tb = by_corpus.runs[by_corpus.runs.kind == "template-based"]
     r = by_corpus.perplexity_fit.pearson_r.iloc[0]  # the fit uses the chosen aggregate's column

@@ -160,12 +160,14 @@ def test_parallel_drop_per_relation():
                        "best_gold_rank": pd.array([1, 7, 2, 1], dtype="Int64")})
     tf = pd.DataFrame({"query_id": ["a:0", "a:1", "b:0"], "relation": ["a", "a", "b"],
                        "best_gold_rank": pd.array([3, None, 1], dtype="Int64")})
-    out = parallel.parallel_drop(tb, tf, ks=(1, 5))
+    out = parallel.parallel_drop(tb, tf, metrics=("acc@1", "acc@5", "MRR"))
     assert out.loc["a", ["pairs", "template acc@1", "free acc@1", "template acc@5", "free acc@5"]].tolist() == \
         [2, 0.5, 0.0, 0.5, 0.5]
     assert out.loc["b", "Δ acc@1"] == 1.0 and out.loc["b", "Δ acc@5"] == 0.0
     assert out.loc["macro", "Δ acc@1"] == pytest.approx(((0 - 0.5) + (1 - 0)) / 2)
     assert out.loc["micro", "template acc@1"] == pytest.approx(1 / 3)
     assert out.loc["micro", "pairs"] == 3
+    assert out.loc["a", "template MRR"] == pytest.approx((1 + 1 / 7) / 2) and out.loc["a", "free MRR"] == pytest.approx(
+        (1 / 3 + 0) / 2)  # a pair without a gold rank scores 0
     with pytest.raises(ProbekitError, match="share no query id"):
         parallel.parallel_drop(tb.iloc[3:], tf)

@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .. import metrics
 from ..datasets.base import HARD_IN_FULL
-from ..metrics.compare import KS, run_subsets
+from ..metrics.accuracy import DEFAULT_COUNTING
+from ..metrics.accuracy import summary as summarize
+from ..metrics.compare import run_subsets
+from ..metrics.registry import metric_names
 from ..types import Query, Ranking
 from .settings import is_hard
 
@@ -79,15 +81,16 @@ class Run:
     @property
     def counting(self) -> str:
         """The counting convention of the run's reported acc@k (``query`` for runs stored before it was recorded)."""
-        return self.meta.get("counting") or metrics.DEFAULT_COUNTING
+        return self.meta.get("counting") or DEFAULT_COUNTING
 
     @property
     def hard_set(self) -> bool:
         """True for a run on MedLAMA's hard set (its queries ranked among the hard files' own names)."""
         return self.meta.get("dataset_set") == "hard"
 
-    def summary(self, *, ks: Sequence[int] = KS, counting: str | None = None) -> dict:
-        """:func:`probekit.metrics.summary` of the run, plus its hard block labelled by what it is.
+    def summary(self, *, metrics: Sequence[str] | None = None, counting: str | None = None) -> dict:
+        """:func:`probekit.metrics.summary` of the run (every registered metric unless ``metrics`` names some),
+        plus its hard block labelled by what it is.
 
         A full-set run (any set but MedLAMA's hard one) adds ``"hard-in-full"``: its hard queries, ranked among
         the full set's vocabulary (None when it has none). A hard-set run adds ``"hard"``: the whole run, the
@@ -96,12 +99,13 @@ class Run:
         ``counting`` (default: the run's own, :attr:`counting`) is named in the summary and in every block.
         """
         counting = counting or self.counting
-        out = metrics.summary(self.rankings(), ks=ks, counting=counting)
+        names = metric_names(metrics)
+        out: dict = dict(summarize(self.rankings(), metrics=names, counting=counting))
         if self.hard_set:
-            out["hard"] = metrics.summary(self.rankings(), ks=ks, counting=counting)
+            out["hard"] = summarize(self.rankings(), metrics=names, counting=counting)
         else:
             hard = [r for r, h in zip(self.rankings(), self.frame["hard"].fillna(False)) if h]
-            out[HARD_IN_FULL] = metrics.summary(hard, ks=ks, counting=counting) if hard else None
+            out[HARD_IN_FULL] = summarize(hard, metrics=names, counting=counting) if hard else None
         out["subsets"] = list(run_subsets(self.hard_set))
         return out
 

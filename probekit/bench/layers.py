@@ -6,10 +6,12 @@ and shared with benchmark runs); then each layer is an ordinary run of the one r
 (:func:`probekit.bench.runner.run_benchmark` with ``layer=L``, not stored as a run), whose retrieval
 probe finds every vector in the cache and only searches. Layers go one after another, so at most a
 few layers' faiss indexes are in memory at a time, never all layers' vectors twice
-(``benchmarks/layers_memory.py`` measures it). Results are hit counts per (layer, relation, subset)
-with ``subset`` as in :data:`probekit.metrics.compare.SUBSETS` (a full-set sweep: ``full`` and
-``hard-in-full``, its hard queries among the full set's names; a hard-set sweep: ``hard``), stored in DuckDB
-(component ``layers``) so a finished sweep with the same settings opens instantly.
+(``benchmarks/layers_memory.py`` measures it). Results are, per (layer, relation, subset), the number of queries,
+their hits at 1/5/10 and their best gold ranks, so every registered metric (:mod:`probekit.metrics.registry`) is
+computed from them, a metric registered after the sweep included (sweeps stored before ranks were kept give acc@k
+from their hit counts, other metrics NaN), with ``subset`` as in :data:`probekit.metrics.compare.SUBSETS` (a
+full-set sweep: ``full`` and ``hard-in-full``, its hard queries among the full set's names; a hard-set sweep:
+``hard``), stored in DuckDB (component ``layers``) so a finished sweep with the same settings opens instantly.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ from ..datasets import HARD_IN_FULL, Dataset
 from ..encode import POOLINGS, precision
 from ..errors import ProbekitError
 from ..index import SIMILARITIES
-from ..metrics.accuracy import counts_accuracy
-from ..metrics.compare import KS, SUBSETS, run_subsets
+from ..metrics.accuracy import AVERAGES, counts_accuracy, hits
+from ..metrics.compare import SUBSETS, run_subsets
+from ..metrics.registry import get_metric, metric_names
 from ..probes.retrieval import QUERY_MAX_LENGTH
 from ..store import component_store
 from .runner import run_benchmark
 from .settings import check_run_args, dataset_spec
 
 COMPONENT = "layers"
+KS = (1, 5, 10)
+"""The hit counts a sweep stores beside its ranks (what sweeps stored before ranks were kept have alone)."""
 TOP_K = max(KS)
-TABLE_COLUMNS = ["layer", "relation", "subset", "n", *[f"hits@{k}" for k in KS]]
+TABLE_COLUMNS = ["layer", "relation", "subset", "n", *[f"hits@{k}" for k in KS], "ranks"]
 RUN_COLUMNS = ("run_id", "created_at", "settings_key", "label", "model", "model_source", "model_revision", "dataset",
                "dataset_version", "dataset_set", "dataset_spec", "options", "vocab", "layers", "device",
                "probekit_version", "n_queries", "seconds", "timings")
@@ -50,27 +55,47 @@ def _store():
 
 
 # ---------------------------------------------------------------- pure tables
-def _check_table(table: pd.DataFrame, k: int, subset: str) -> None:
-    if not isinstance(table, pd.DataFrame) or not set(TABLE_COLUMNS) <= set(table.columns):
+def _check_table(table: pd.DataFrame, subset: str) -> None:
+    if not isinstance(table, pd.DataFrame) or not set(TABLE_COLUMNS) - {"ranks"} <= set(table.columns):
         raise ProbekitError(f"a layer table needs the columns {', '.join(TABLE_COLUMNS)}")
-    if k not in KS:
-        raise ProbekitError(f"k must be one of {', '.join(map(str, KS))}, got {k!r}")
     if subset not in SUBSETS:
         raise ProbekitError(f"unknown subset {subset!r}; available: {', '.join(SUBSETS)}")
 
 
-def layer_accuracy(table: pd.DataFrame, *, k: int = 1, subset: str = "full") -> pd.DataFrame:
-    """acc@k as a relation × layer matrix (fractions): the heatmap of MedLAMA Fig. 6.
+def _score_sums(part: pd.DataFrame, metric: str) -> np.ndarray:
+    """(rows,) the sum of each row's item scores under ``metric``: from its best gold ranks, else (a sweep stored
+    before ranks were kept) from its hit counts for acc@1/5/10, else NaN."""
+    m = get_metric(metric)
+    ranks = part["ranks"] if "ranks" in part.columns else pd.Series([None] * len(part), index=part.index)
+    stored = f"hits@{m.depth}" if m.name == f"acc@{m.depth}" and m.depth in KS else None
+    out = []
+    for r, row in zip(ranks, part.itertuples(index=False)):
+        if isinstance(r, (list, tuple, np.ndarray)):
+            out.append(float(m.score(r).sum()))
+        else:
+            out.append(float(getattr(row, stored.replace("@", "_"))) if stored else np.nan)
+    return np.asarray(out, dtype=float)
+
+
+def _value(g: pd.DataFrame, metric: str, average: str) -> float:
+    sums = _score_sums(g.rename(columns=lambda c: c.replace("@", "_")), metric)
+    if np.isnan(sums).any():
+        return float("nan")
+    return counts_accuracy(g["n"], sums, g["relation"], average=average)
+
+
+def layer_accuracy(table: pd.DataFrame, *, metric: str = "acc@1", subset: str = "full") -> pd.DataFrame:
+    """A registered ``metric`` as a relation × layer matrix (fractions): the heatmap of MedLAMA Fig. 6.
 
     >>> t = pd.DataFrame({"layer": [1, 2, 1], "relation": ["a", "a", "b"], "subset": "full", "n": [4, 4, 2],
-    ...                   "hits@1": [1, 3, 2], "hits@5": [4, 4, 2], "hits@10": [4, 4, 2]})
-    >>> layer_accuracy(t, k=1).to_dict()
-    {1: {'a': 0.25, 'b': 1.0}, 2: {'a': 0.75, 'b': nan}}
+    ...                   "hits@1": [1, 3, 2], "hits@5": [4, 4, 2], "hits@10": [4, 4, 2],
+    ...                   "ranks": [[1, 2, 2, 4], [1, 1, 1, 2], [1, 1]]})
+    >>> layer_accuracy(t, metric="acc@1").to_dict(), layer_accuracy(t, metric="MRR")[1].to_dict()
+    ({1: {'a': 0.25, 'b': 1.0}, 2: {'a': 0.75, 'b': nan}}, {'a': 0.5625, 'b': 1.0})
     """
-    _check_table(table, k, subset)
+    _check_table(table, subset)
     part = table[table["subset"] == subset]
-    acc = pd.DataFrame([{"relation": rel, "layer": layer,
-                         "acc": counts_accuracy(g["n"], g[f"hits@{k}"], g["relation"], average="micro")}
+    acc = pd.DataFrame([{"relation": rel, "layer": layer, "acc": _value(g, metric, "micro")}
                         for (rel, layer), g in part.groupby(["relation", "layer"])],
                        columns=["relation", "layer", "acc"])
     out = acc.pivot(index="relation", columns="layer", values="acc").sort_index()
@@ -78,16 +103,15 @@ def layer_accuracy(table: pd.DataFrame, *, k: int = 1, subset: str = "full") -> 
     return out.reindex(columns=sorted(out.columns))
 
 
-def layer_averages(table: pd.DataFrame, *, subset: str = "full") -> pd.DataFrame:
-    """Per layer: macro (mean over relations) and micro (over queries) acc@1/@5/@10; index = layer."""
-    _check_table(table, KS[0], subset)
+def layer_averages(table: pd.DataFrame, *, subset: str = "full", metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per layer: macro (mean over relations) and micro (over queries) value of every metric (default: every
+    registered one), columns ``{average} {metric}``; index = layer."""
+    _check_table(table, subset)
+    names = metric_names(metrics)
     part = table[table["subset"] == subset]
     rows = {}
     for layer, g in part.groupby("layer", sort=True):
-        row = {}
-        for avg in ("macro", "micro"):
-            for k in KS:
-                row[f"{avg} acc@{k}"] = counts_accuracy(g["n"], g[f"hits@{k}"], g["relation"], average=avg)
+        row: dict[str, float | int] = {f"{avg} {n}": _value(g, n, avg) for avg in AVERAGES for n in names}
         row["n"] = int(g["n"].sum())
         rows[int(layer)] = row
     out = pd.DataFrame.from_dict(rows, orient="index")
@@ -143,34 +167,35 @@ class LayerRun:
         present = set(self.table["subset"])
         return [s for s in SUBSETS if s in present]
 
-    def accuracy(self, *, k: int = 1, subset: str = "full") -> pd.DataFrame:
-        return layer_accuracy(self.table, k=k, subset=subset)
+    def accuracy(self, *, metric: str = "acc@1", subset: str = "full") -> pd.DataFrame:
+        return layer_accuracy(self.table, metric=metric, subset=subset)
 
     def averages(self, *, subset: str = "full") -> pd.DataFrame:
         return layer_averages(self.table, subset=subset)
 
-    def best_layers(self, *, k: int = 1, subset: str = "full") -> pd.DataFrame:
-        return best_layers(self.accuracy(k=k, subset=subset))
+    def best_layers(self, *, metric: str = "acc@1", subset: str = "full") -> pd.DataFrame:
+        return best_layers(self.accuracy(metric=metric, subset=subset))
 
     def to_dict(self) -> dict:
         """JSON-able summary: per-layer averages and the best layer per relation for each subset (None where the
         sweep has none: ``hard`` on a full-set sweep, ``full``/``hard-in-full`` on a hard-set one)."""
-        out = {"run_id": self.run_id, "label": self.label, "layers": self.layers,
+        out: dict = {"run_id": self.run_id, "label": self.label, "layers": self.layers,
                "settings": {k: self.meta.get(k) for k in ("model", "model_revision", "dataset", "dataset_version",
                                                           "options", "vocab", "device", "seconds", "timings")}}
+        names = metric_names()
+        out["metrics"] = names
         for subset in SUBSETS:
             if not (self.table["subset"] == subset).any():
                 out[subset] = None
                 continue
+            by_metric = {n: self.accuracy(metric=n, subset=subset) for n in names}
             out[subset] = {
                 "per_layer": {int(L): row for L, row in self.averages(subset=subset).to_dict("index").items()},
-                "relations": {rel: {f"acc@{k}": {int(L): v for L, v in self.accuracy(k=k, subset=subset)
-                                                 .loc[rel].items() if not pd.isna(v)} for k in KS}
-                              for rel in self.accuracy(subset=subset).index},
-                "best_layers": {f"acc@{k}": {row["relation"]: {c: (None if pd.isna(v) else v) for c, v in row.items()
-                                                          if c != "relation"}
-                                             for row in self.best_layers(k=k, subset=subset).to_dict("records")}
-                                for k in (1, 10)},
+                "relations": {rel: {n: {int(L): v for L, v in by_metric[n].loc[rel].items() if not pd.isna(v)}
+                                    for n in names} for rel in by_metric[names[0]].index},
+                "best_layers": {n: {row["relation"]: {c: (None if pd.isna(v) else v) for c, v in row.items()
+                                                      if c != "relation"}
+                                    for row in best_layers(by_metric[n]).to_dict("records")} for n in names},
             }
         return out
 
@@ -225,10 +250,8 @@ def find_layer_run(settings: dict | str) -> str | None:
 
 
 def _hit_counts(frame: pd.DataFrame, *, hard_set: bool = False) -> dict[str, tuple]:
-    """(n, hits@k...) of a relation's results frame per subset: all queries (``full``) and the hard ones
-    (``hard-in-full``) of a full-set sweep; all queries (``hard``) of a hard-set sweep."""
-    from ..metrics.accuracy import hits
-
+    """(n, hits@k..., best gold ranks) of a relation's results frame per subset: all queries (``full``) and the
+    hard ones (``hard-in-full``) of a full-set sweep; all queries (``hard``) of a hard-set sweep."""
     hard = frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     every = np.ones(len(frame), dtype=bool)
     masks = {"full": every, "hard": every, HARD_IN_FULL: hard}
@@ -236,7 +259,8 @@ def _hit_counts(frame: pd.DataFrame, *, hard_set: bool = False) -> dict[str, tup
     for subset, mask in ((s, masks[s]) for s in run_subsets(hard_set)):
         if mask.any():
             ranks = frame["best_gold_rank"].to_numpy()[mask]
-            out[subset] = (int(mask.sum()), *[int(hits(ranks, k).sum()) for k in KS])
+            best = [None if r is None or pd.isna(r) else int(r) for r in ranks]
+            out[subset] = (int(mask.sum()), *[int(hits(ranks, k).sum()) for k in KS], best)
     return out
 
 
@@ -333,7 +357,8 @@ def _save(meta: dict, table: pd.DataFrame) -> str:
     run_id = f"layers-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     values = {**meta, "run_id": run_id, "options": json.dumps(meta["options"]), "layers": json.dumps(meta["layers"]),
               "timings": json.dumps(meta["timings"])}
-    data = table.rename(columns={f"hits@{k}": f"hits_{k}" for k in KS})
+    data = table.rename(columns={**{f"hits@{k}": f"hits_{k}" for k in KS}, "ranks": "best_ranks"})
+    data["best_ranks"] = [json.dumps(r) for r in data["best_ranks"]]
     data.insert(0, "run_id", run_id)
     cols = ", ".join(data.columns)
     with _store().transaction() as cur:
@@ -352,9 +377,10 @@ def load_layer_run(run_id: str) -> LayerRun:
     meta = dict(zip(RUN_COLUMNS, rows[0]))
     for c in ("options", "layers", "timings"):
         meta[c] = json.loads(meta[c] or "null")
-    table = _store().fetch_df("SELECT layer, relation, subset, n, hits_1, hits_5, hits_10 FROM layer_results "
-                              "WHERE run_id = ? ORDER BY layer, relation, subset", [run_id])
+    table = _store().fetch_df("SELECT layer, relation, subset, n, hits_1, hits_5, hits_10, best_ranks "
+                              "FROM layer_results WHERE run_id = ? ORDER BY layer, relation, subset", [run_id])
     table.columns = TABLE_COLUMNS
+    table["ranks"] = [None if r is None or pd.isna(r) else json.loads(r) for r in table["ranks"]]
     return LayerRun(run_id, meta, table)
 
 

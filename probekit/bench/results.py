@@ -271,9 +271,10 @@ def find_run(settings, *, statuses: Sequence[str] = ("done",)) -> str | None:
 
 
 def list_runs(*, status: str | None = None) -> pd.DataFrame:
-    """Stored runs, newest first, with macro/micro acc@1/@10 computed from their results by
-    :func:`probekit.metrics.accuracy.gold_rank_accuracy` under each run's ``counting`` (a column of the listing);
-    acc@10 is NaN for a method with one answer per query (``answers_per_query``)."""
+    """Stored runs, newest first, with the macro and micro value of every registered metric (``macro acc@1``,
+    ``micro MRR``…) computed from their results by :func:`probekit.metrics.accuracy.metric_value` under each run's
+    ``counting`` (a column of the listing); a metric needing more answers than a method gives per query
+    (``answers_per_query``: acc@10 of a one-answer method) is NaN."""
     where, params = "", []
     if status is not None:
         if status not in STATUSES:
@@ -290,14 +291,15 @@ def list_runs(*, status: str | None = None) -> pd.DataFrame:
     how = {r.run_id: (r.counting, None if pd.isna(r.answers_per_query) else int(r.answers_per_query))
            for r in listed.itertuples(index=False)}
     accs = {}
+    names = metrics.metric_names()
     for run_id, part in ranks.groupby("run_id", sort=False):
         g, rel = [json.loads(v) for v in part["gold_ranks"]], part["relation"].to_numpy()
         counting, depth = how[run_id]
         accs[run_id] = {"n_done": len(part),
-                        **{f"{avg} acc@{k}": metrics.gold_rank_accuracy(g, rel, k=k, average=avg, counting=counting,
-                                                                        depth=depth)
-                           for avg in ("macro", "micro") for k in (1, 10)}}
-    cols = ["n_done", "macro acc@1", "macro acc@10", "micro acc@1", "micro acc@10"]
+                        **{f"{avg} {name}": metrics.metric_value(g, rel, metric=name, average=avg, counting=counting,
+                                                                 depth=depth)
+                           for avg in metrics.accuracy.AVERAGES for name in names}}
+    cols = ["n_done", *[f"{avg} {name}" for avg in metrics.accuracy.AVERAGES for name in names]]
     extra = pd.DataFrame([accs.get(r, {"n_done": 0}) for r in listed["run_id"]], columns=cols, index=listed.index)
     extra["n_done"] = extra["n_done"].fillna(0).astype(int)
     listed.insert(listed.columns.get_loc("n_queries") + 1, "n_done", extra["n_done"])
@@ -323,7 +325,9 @@ def export_frame(run: str | Run) -> pd.DataFrame:
 
     ``subset`` labels each row by the experiment it belongs to: ``full`` or ``hard-in-full`` (a hard
     query of a full-set run, ranked among the full set's names) for a full-set run, ``hard`` for a hard-set run;
-    ``hard`` stays the query's MedLAMA hardness flag.
+    ``hard`` stays the query's MedLAMA hardness flag. Then one column per registered metric (``acc@1``…, ``MRR``):
+    the query's own score from its best gold rank (the ``query`` counting; a metric needing more answers than the
+    method gives is empty), so the mean of a column over a relation's rows is that relation's value.
     """
     run = load_run(run) if isinstance(run, str) else run
     data = _json_frame(run.frame, run.run_id)
@@ -333,6 +337,12 @@ def export_frame(run: str | Run) -> pd.DataFrame:
     flag = run.frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     data.insert(data.columns.get_loc("relation"), "subset",
                 "hard" if run.hard_set else [HARD_IN_FULL if h else "full" for h in flag])
+    best = pd.to_numeric(run.frame["best_gold_rank"], errors="coerce").astype(float).to_numpy()
+    depth = run.meta.get("answers_per_query")
+    depth = None if depth is None or pd.isna(depth) else int(depth)
+    for name in metrics.metric_names():
+        m = metrics.get_metric(name)
+        data[name] = m.score(best) if m.defined_at(depth) else float("nan")
     return data
 
 

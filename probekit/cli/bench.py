@@ -1,4 +1,5 @@
-"""``python -m probekit bench``: probe a whole dataset, print per-relation, macro and micro acc@k."""
+"""``python -m probekit bench``: probe a whole dataset, print per-relation, macro and micro acc@k, MRR and every other
+registered metric."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def _cmd_bench(args) -> int:
         with progress_bar(args.quiet) as report:
             run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
                                        progress=report, save=args.save, reuse=not args.fresh, counting=args.counting)
-    ks = tuple(k for k in (1, 5, 10) if k <= args.k)
-    summary = metrics.summary(run.rankings(), ks=ks, counting=args.counting)
+    names = metrics.metric_names(depth=args.k)  # every registered metric a top-k of k answers can show
+    summary = metrics.summary(run.rankings(), metrics=names, counting=args.counting)
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,
            "vocab": args.vocab, **summary}
     if args.save:
@@ -67,14 +68,14 @@ def _cmd_bench(args) -> int:
     else:
         print(f"{ds.name} ({len(ds)} queries), {model.id}, {probe.name} {opts}"
               + (f"  [{run.run_id}]" if args.save else ""))
-        print(f"{'relation':<50}" + "".join(f"{'acc@' + str(k):>9}" for k in ks))
+        print(f"{'relation':<50}" + "".join(f"{name:>9}" for name in names))
         for rel, row in summary["relations"].items():
-            print(f"{rel:<50}" + "".join(_pct(row[f'acc@{k}']) for k in ks))
+            print(f"{rel:<50}" + "".join(_pct(row[name]) for name in names))
         for avg in ("macro", "micro"):
-            print(f"{avg:<50}" + "".join(_pct(summary[avg][f'acc@{k}']) for k in ks))
+            print(f"{avg:<50}" + "".join(_pct(summary[avg][name]) for name in names))
         depth = summary["depth"]
         print(f"{metrics.counting_label(args.counting)}; {summary['n_items']} items"
-              + (f"; {depth} answer(s) per query: acc@k above it not defined (-)" if depth else ""))
+              + (f"; {depth} answer(s) per query: a metric needing more is not defined (-)" if depth else ""))
     return 0
 
 
@@ -83,7 +84,7 @@ def _pct(value) -> str:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="probe a whole dataset and print per-relation, macro and micro acc@k")
+    p = sub.add_parser("bench", help="probe a whole dataset and print per-relation, macro and micro acc@k and MRR")
     add_model_args(p)
     add_dataset_args(p, default="medlama")
     add_probe_args(p)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from .. import grid
 from ..errors import ProbekitError
+from ..metrics.registry import metric_names
 from .common import add_actions, print_json, print_listing, progress_bar
 
 
 def _print_cells(frame) -> None:
     for r in frame.to_dict(orient="records"):
-        acc = r.get("macro acc@10")
-        acc = "" if acc is None or acc != acc else f"acc@10 {100 * acc:6.2f}"
+        values = {name: r.get(f"macro {name}") for name in metric_names()}
+        acc = "  ".join(f"{name} {100 * v:6.2f}" for name, v in values.items() if v is not None and v == v)
         extra = f"  {r['run_id']}" if r.get("run_id") else ""
         err = f"  {r['error']}" if r.get("status") == "failed" and r.get("error") else ""
         print(f"{r['status']:<8} {r['label'][:70]:<70} {acc}{extra}{err}")

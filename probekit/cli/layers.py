@@ -11,6 +11,7 @@ from probekit.encode import POOLINGS
 from probekit.errors import ProbekitError
 from probekit.index import SIMILARITIES
 from probekit.metrics.compare import SUBSETS
+from probekit.metrics.registry import metric_names
 
 from .common import add_dataset_args, add_model_args, load_dataset_from_args, print_json, print_listing, progress_bar
 
@@ -25,12 +26,17 @@ def _print_table(result: LayerRun) -> None:
         print(f"{'layer':>5}" + "".join(f"{c:>16}" for c in avg.columns if c != "n"))
         for L, row in avg.iterrows():
             print(f"{L:>5}" + "".join(f"{100 * v:>16.2f}" for c, v in row.items() if c != "n"))
-        best1, best10 = result.best_layers(k=1, subset=subset), result.best_layers(k=10, subset=subset)
-        print(f"\n{subset}: best layer per relation (acc@1 | acc@10, %)")
-        for a, b in zip(best1.itertuples(index=False), best10.itertuples(index=False)):
-            la, lb = ("-" if pd.isna(x[1]) else f"L{x[1]}" for x in (a, b))
-            print(f"  {a.relation[:44]:<45} {la:<4} {100 * a[2]:>6.2f} (last {100 * a[3]:>6.2f})   |   "
-                  f"{lb:<4} {100 * b[2]:>6.2f} (last {100 * b[3]:>6.2f})")
+        names = metric_names()
+        best = {n: result.best_layers(metric=n, subset=subset).set_index("relation") for n in names}
+        print(f"\n{subset}: best layer per relation, its value / the last layer's (%)")
+        print(f"  {'':<45}" + "".join(f"{n:>20}" for n in names))
+        for rel in best[names[0]].index:
+            cells = []
+            for n in names:
+                row = best[n].loc[rel]
+                layer = "-" if pd.isna(row["best layer"]) else f"L{row['best layer']}"
+                cells.append(f"{layer:>5} {100 * row['best acc']:>6.2f}/{100 * row['last layer acc']:>6.2f}")
+            print(f"  {rel[:44]:<45}" + "".join(f"{c:>20}" for c in cells))
 
 
 def _cmd_layers(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from probekit.metrics.registry import metric_names
 from probekit.rewire import (
     CPU_BATCH_SIZE,
     SUBSETS,
@@ -64,22 +65,22 @@ def _cmd_sweep(args) -> int:
                       include_base=not args.no_base, device=args.device, progress=report)
     if args.out:
         write_table(frame, args.out, fmt="parquet" if args.out.endswith(".parquet") else "csv")  # atomic, safe
-    ks = [k for k in (1, 5, 10) if k <= args.k]
+    names = metric_names(depth=args.k)  # every registered metric a top-k of k answers shows
     if args.format == "json":
-        curves = {f"{s}:{a}:acc@{k}": sweep_curve(frame, k=k, relation=a, subset=s).to_dict(orient="records")
-                  for s in sorted(set(frame["subset"])) for a in ("macro", "micro") for k in ks}
+        curves = {f"{s}:{a}:{n}": sweep_curve(frame, metric=n, relation=a, subset=s).to_dict(orient="records")
+                  for s in sorted(set(frame["subset"])) for a in ("macro", "micro") for n in names}
         print_json({"dataset": ds.summary(), "runs": list(args.run), "preset": args.preset,
                     "subsets": {s: SUBSETS[s] for s in sorted(set(frame["subset"]))}, "curves": curves,
                     "rows": frame.to_dict(orient="records")})
     else:
-        print(f"{ds.name}: macro acc@k (%) by step, mean over {len(args.run)} run(s)"
+        print(f"{ds.name}: macro {', '.join(names)} (%) by step, mean over {len(args.run)} run(s)"
               + (f", preset {args.preset}" if args.preset else ""))
         for subset in sorted(set(frame["subset"])):
-            by_k = {k: sweep_curve(frame, k=k, subset=subset) for k in ks}
+            by_metric = {n: sweep_curve(frame, metric=n, subset=subset) for n in names}
             print(f"  {subset}: {SUBSETS[subset]}")
-            print(f"  {'':<6}{'step':>8}" + "".join(f"{'acc@' + str(k):>10}" for k in ks))
-            for i, step in enumerate(by_k[ks[0]]["step"]):
-                print(f"  {'':<6}{step:>8}" + "".join(f"{100 * by_k[k]['mean'].iloc[i]:>10.2f}" for k in ks))
+            print(f"  {'':<6}{'step':>8}" + "".join(f"{n:>10}" for n in names))
+            for i, step in enumerate(by_metric[names[0]]["step"]):
+                print(f"  {'':<6}{step:>8}" + "".join(f"{100 * by_metric[n]['mean'].iloc[i]:>10.2f}" for n in names))
     return 0
 
 
@@ -109,7 +110,7 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_rewire)
 
-    p = sub.add_parser("sweep", help="probe every checkpoint of rewiring runs: acc@k against training step")
+    p = sub.add_parser("sweep", help="probe every checkpoint of rewiring runs: acc@k and MRR against training step")
     p.add_argument("--run", action="append", required=True, help="rewiring run id (repeatable: mean ± std)")
     p.add_argument("--device", default=None)
     add_dataset_args(p, default="medlama")

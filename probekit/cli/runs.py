@@ -11,6 +11,7 @@ from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_blo
 from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError
 from probekit.metrics.accuracy import COUNTINGS, counting_label
+from probekit.metrics.registry import metric_names
 
 from .common import add_actions, print_json, print_listing
 
@@ -21,9 +22,9 @@ def _pct(value, width: int) -> str:
 
 
 def _print_summary(meta: dict, summary: dict) -> None:
-    """Per relation, macro and micro acc@k: the run's queries, then its hard block under its own label
-    (``hard-in-full`` for a full-set run: hard queries among the full set's names)."""
-    ks = [int(c.split("@")[1]) for c in summary["macro"]]
+    """Per relation, macro and micro value of each metric the summary holds: the run's queries, then its hard block
+    under its own label (``hard-in-full`` for a full-set run: hard queries among the full set's names)."""
+    names = list(summary.get("metrics") or summary["macro"])
     label, hard = hard_block(summary, hard_set=meta.get("dataset_set") == "hard")
     first = "hard" if label == "hard" else "full"
     print(f"{meta['run_id']}  {meta['label']}  [{meta['status']}, {meta['n_queries']} queries, "
@@ -31,27 +32,31 @@ def _print_summary(meta: dict, summary: dict) -> None:
     if label == "hard":  # a hard-set run: one block, the whole run
         hard = None
     hard = hard or {}
-    head = f"{'':<44}" + "".join(f"{first + '@' + str(k):>9}" for k in ks)
+    def short(name: str) -> str:  # a column head: full@10, hard-in-full MRR
+        return name.replace("acc@", "@") if name.startswith("acc@") else f" {name}"
+
+    width = max(9, max(len(first + short(n)) for n in names) + 1)
+    hwidth = max(9, max(len(label + short(n)) for n in names) + 1)
+    head = f"{'':<44}" + "".join(f"{first + short(n):>{width}}" for n in names)
     if label != "hard":
-        head += "".join(f"{label + '@' + str(k):>{max(9, len(label) + 5)}}" for k in ks)
-    width = max(9, len(label) + 5)
+        head += "".join(f"{label + short(n):>{hwidth}}" for n in names)
     print(head)
     for rel, row in summary["relations"].items():
         hrow = (hard.get("relations") or {}).get(rel, {})
-        line = f"{rel[:43]:<44}" + "".join(_pct(row[f'acc@{k}'], 9) for k in ks)
+        line = f"{rel[:43]:<44}" + "".join(_pct(row.get(n), width) for n in names)
         if label != "hard":
-            line += "".join(_pct(hrow[f'acc@{k}'], width) if hrow else f"{'-':>{width}}" for k in ks)
+            line += "".join(_pct(hrow.get(n), hwidth) if hrow else f"{'-':>{hwidth}}" for n in names)
         print(line)
     for avg in ("macro", "micro"):
-        line = f"{avg:<44}" + "".join(_pct(summary[avg][f'acc@{k}'], 9) for k in ks)
+        line = f"{avg:<44}" + "".join(_pct(summary[avg].get(n), width) for n in names)
         if label != "hard":
-            line += "".join(_pct(hard[avg][f'acc@{k}'], width) if hard else f"{'-':>{width}}" for k in ks)
+            line += "".join(_pct(hard[avg].get(n), hwidth) if hard else f"{'-':>{hwidth}}" for n in names)
         print(line)
     if label != "hard":
         print(f"{label}: {SUBSETS[label]}")
     print(counting_label(summary.get("counting", "query")) + f"; {summary.get('n_items', '?')} items")
     if summary.get("depth"):
-        print(f"one answer per query at most {summary['depth']}: acc@k above it is not defined (-)")
+        print(f"one answer per query at most {summary['depth']}: a metric needing more is not defined (-)")
     if meta.get("search"):
         print(meta["search"])
 
@@ -59,9 +64,8 @@ def _print_summary(meta: dict, summary: dict) -> None:
 def _cmd_list(args) -> int:
 
     def line(r: dict) -> str:
-        a1, a10 = r["macro acc@1"], r["macro acc@10"]
-        acc = "" if pd.isna(a1) else (f"macro acc@1 {100 * a1:.2f}  acc@10 {_pct(a10, 0).strip()}  "
-                                      f"(counting: {r.get('counting') or 'query'})")
+        shown = "  ".join(f"{name} {_pct(r.get(f'macro {name}'), 0).strip()}" for name in metric_names())
+        acc = "" if not r.get("n_done") else f"macro {shown}  (counting: {r.get('counting') or 'query'})"
         which = "hard set" if r.get("dataset_set") == "hard" else "full set"  # which experiment its numbers are
         return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{which}, {r['n_done']}/{r['n_queries']}]  {acc}"
 
@@ -105,10 +109,10 @@ def register(sub) -> None:
                        description="Stored benchmark runs; `runs ACTION --help` lists an action's flags.")
     actions = add_actions(p)
     run_help = "run id (see `runs list`)"
-    a = actions.add_parser("list", help="every stored run, finished or not, with its macro acc@1/acc@10")
+    a = actions.add_parser("list", help="every stored run, finished or not, with its macro acc@1/acc@10/MRR")
     a.add_argument("--format", default="table", choices=["table", "json"])
     a.set_defaults(func=_cmd_list)
-    a = actions.add_parser("show", help="one run: per relation, macro and micro acc@k (and its hard block)")
+    a = actions.add_parser("show", help="one run: per relation, macro and micro acc@k and MRR (and its hard block)")
     a.add_argument("run", help=run_help)
     a.add_argument("--format", default="table", choices=["table", "json"])
     a.add_argument("--counting", default=None, choices=list(COUNTINGS),

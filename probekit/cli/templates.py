@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 
 from ..datasets import load_dataset
 from ..errors import ProbekitError
+from ..metrics.registry import get_metric, metric_names
 from ..store.export import write_table
 from .common import (
     add_dataset_args,
@@ -29,6 +31,14 @@ def _pct(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}"
 
 
+def _metric(name: str) -> str:
+    """A registered metric's name (argparse type: an unknown one is a usage error naming the close ones)."""
+    try:
+        return get_metric(name).name
+    except ProbekitError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _num(v, fmt=".3f") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
@@ -36,13 +46,13 @@ def _num(v, fmt=".3f") -> str:
 def _cmd_compare(args) -> int:
     from ..templates.compare import compare_runs
 
-    cmp = compare_runs(args.runs, k=args.k, average=args.average, top_n=args.top_n,
+    cmp = compare_runs(args.runs, metric=args.metric, average=args.average, top_n=args.top_n,
                        flag_threshold=args.flag_threshold, scorer=args.scorer, fill=args.fill,
                        frequency_k=args.frequency_k, perplexity_aggregate=args.perplexity_aggregate)
     if args.format == "json":
         print_json(cmp.to_dict())
         return 0
-    acc = f"acc@{args.k}"
+    acc = cmp.metric
     print(f"{'run':<28}{'kind':<16}{'model · dataset':<48}{acc:>9}{'mean ppl':>11}{'corpus ppl':>11}"
           "  top object (share of top-k)")
     for r in cmp.runs.to_dict(orient="records"):
@@ -89,8 +99,9 @@ def _cmd_parallel(args) -> int:
             run = runs.run_benchmark(model, ds, probe=probe.name, options=opts, k=args.k, progress=report,
                                      save=args.save)
             frames[side], ids[side] = run.frame, run.run_id
-    ks = tuple(sorted({k for k in (1, 5, 10) if k <= args.k} | {args.k}))
-    drop = parallel_drop(frames["template"], frames["free"], ks=ks)
+    names = metric_names(depth=args.k)  # every registered metric a top-k of k answers shows, and acc@k itself
+    names += [] if f"acc@{args.k}" in names else [f"acc@{args.k}"]
+    drop = parallel_drop(frames["template"], frames["free"], metrics=names)
     if args.format == "json":
         print_json({"pairs": par.stats, "runs": ids, "model": model.id, "probe": probe.name,
                     "per_relation": drop.reset_index().to_dict(orient="records")})
@@ -99,8 +110,8 @@ def _cmd_parallel(args) -> int:
     print(f"{s['pairs']} pairs ({s['facts']} facts) from {s['sentences']} sentences; {model.id}, {probe.name}, "
           f"{len(par.free.candidates())} candidates" + (f"; runs {ids['template']} / {ids['free']}" if args.save
                                                          else ""))
-    cols = [c for k in ks for c in (f"template acc@{k}", f"free acc@{k}", f"Δ acc@{k}")]
-    print(f"{'relation':<44}{'pairs':>6}" + "".join(f"{c.replace(' acc', ''):>16}" for c in cols))
+    cols = [c for n in names for c in (f"template {n}", f"free {n}", f"Δ {n}")]
+    print(f"{'relation':<44}{'pairs':>6}" + "".join(f"{c:>16}" for c in cols))
     for rel, row in drop.iterrows():
         print(f"{rel[:43]:<44}{int(row['pairs']):>6}" + "".join(f"{100 * row[c]:>16.2f}" for c in cols))
     return 0
@@ -114,7 +125,8 @@ def register(sub) -> None:
     c.add_argument("--runs", nargs="+", required=True, metavar="RUN_ID",
                    help="stored runs (`python -m probekit runs list`) of several models on a template-based "
                         "and a template-free dataset")
-    c.add_argument("--k", type=int, default=1, help="rank models by acc@k (default 1, as the paper)")
+    c.add_argument("--metric", default="acc@1", type=_metric, metavar="METRIC",
+                   help=f"rank models by this metric (default acc@1, as the paper): {', '.join(metric_names())}")
     c.add_argument("--average", default="macro", choices=["macro", "micro"])
     c.add_argument("--top-n", type=int, default=5, help="share of predictions taken by the top-n objects")
     c.add_argument("--flag-threshold", type=float, default=0.1,

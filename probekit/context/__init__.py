@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from ..jobs import Progress  # noqa: F401, E402
 from .dataset import (  # noqa: F401
-    ACC_KS,
     CONTEXT_KINDS,
     DATASET_VARIANTS,
     KB_LABEL,

@@ -33,7 +33,6 @@ from .segment import Mention, Segmentation, negative_target, segment, segment_do
 from .sources import ContextSource
 from .variants import KNOWLEDGE_VARIANTS, SEPARATOR, build_inputs
 
-ACC_KS = (1, 5, 10)
 DATASET_VARIANTS = ("real", *KNOWLEDGE_VARIANTS)
 CONTEXT_KINDS = ("kb", "corpus", "index")
 KB_LABEL = "KB contexts: a fallback, not the paper's experiment"
@@ -123,9 +122,9 @@ def _rankings(rows: Sequence[dict]) -> tuple[list[Ranking], list[Ranking]]:
     return [ranking(r) for r in first.values()], [ranking(r) for r in last.values()]
 
 
-def _acc(rows: list[dict], ks: Sequence[int]) -> dict:
-    """acc@k without context (step 0) and with the full context (last step), macro and micro, per context
-    sequence, through :func:`probekit.metrics.accuracy.summary`.
+def _acc(rows: list[dict], names: Sequence[str] | None) -> dict:
+    """Every registered metric (acc@k, MRR) or ``names`` without context (step 0) and with the full context (last
+    step), macro and micro, per context sequence, through :func:`probekit.metrics.accuracy.summary`.
 
     With KB contexts the target and negative-target runs of a triple share both of these inputs (the
     prompt alone; the whole knowledge-only context in document order), so their acc@k agree by
@@ -134,21 +133,21 @@ def _acc(rows: list[dict], ks: Sequence[int]) -> dict:
     none, full = _rankings(rows)
     out = {}
     for label, rs in (("none", none), ("full", full)):
-        s = accuracy.summary(rs, ks=ks)
+        s = accuracy.summary(rs, metrics=names)
         out[label] = {"relations": s["relations"], "macro": s["macro"], "micro": s["micro"]}
     return out
 
 
-def _figures(rs: list[dict], ks: Sequence[int], target_mentions: bool) -> dict:
+def _figures(rs: list[dict], names: Sequence[str] | None, target_mentions: bool) -> dict:
     return {"n_triples": len({(r["query_id"], r.get("target")) for r in rs}),
             "n_contexts": len({(r["query_id"], r.get("target"), r.get("context") or 0) for r in rs}),
             "ucm_k": metrics.ucm_k(rs, target_mentions=target_mentions),
             "ucm_m": metrics.ucm_m(rs, target_mentions=target_mentions),
             "ucm_m_macro": metrics.ucm_m(rs, average="macro", target_mentions=target_mentions),
-            "acc": _acc(rs, ks) if rs else {}}
+            "acc": _acc(rs, names) if rs else {}}
 
 
-def summarize(rows: list[dict], *, ks: Sequence[int] = ACC_KS, target_mentions: bool = True) -> dict:
+def summarize(rows: list[dict], *, metrics: Sequence[str] | None = None, target_mentions: bool = True) -> dict:
     """UCM_k per relation, UCM_m (micro and macro) and acc@k without / with context, per mode; and the same
     without the facts whose object is in the subject's name (:func:`name_overlap`), under
     ``without_name_overlap``, with their count in ``name_overlap_triples``. ``target_mentions``: whether a
@@ -161,8 +160,8 @@ def summarize(rows: list[dict], *, ks: Sequence[int] = ACC_KS, target_mentions: 
         flagged = {(r["query_id"], r.get("target")) for r in rs
                    if name_overlap(r.get("subject") or "", r.get("target") or "")}
         kept = [r for r in rs if (r["query_id"], r.get("target")) not in flagged]
-        out[mode] = {**_figures(rs, ks, target_mentions), "name_overlap_triples": len(flagged),
-                     "without_name_overlap": _figures(kept, ks, target_mentions)}
+        out[mode] = {**_figures(rs, metrics, target_mentions), "name_overlap_triples": len(flagged),
+                     "without_name_overlap": _figures(kept, metrics, target_mentions)}
     return out
 
 

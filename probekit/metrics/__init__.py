@@ -1,6 +1,7 @@
 """Metrics over rankings and runs: pure functions, tested against naive loops.
 
-``accuracy`` (acc@k, macro/micro), ``ucm`` (rank change, UCM), ``compare`` (run tables and comparisons),
+``registry`` (every reported metric: acc@k, MRR), ``accuracy`` (any metric over gold ranks, macro/micro, either
+counting), ``ucm`` (rank change, UCM), ``compare`` (run tables and comparisons),
 ``agreement`` (expert ratings: Table 5, Krippendorff's alpha, kappa), ``concept`` (hits by CUI: the match rules).
 """
 
@@ -9,21 +10,24 @@ from __future__ import annotations
 from .accuracy import (  # noqa: F401
     COUNTINGS,
     DEFAULT_COUNTING,
-    DEFAULT_KS,
+    Summary,
     acc_at_k,
     counted_hits,
     counting_label,
     counts_accuracy,
     depth_of,
     frame_accuracy,
+    frame_metric,
     gold_rank_accuracy,
     hits,
+    item_scores,
+    metric_value,
     per_relation,
     rank_accuracy,
     rank_summary,
-    relation_accuracy,
     summary,
 )
+from .registry import METRICS, Metric, get_metric, metric_names  # noqa: F401
 from .ucm import (  # noqa: F401
     UCM_KEYS,
     rank_changes,

@@ -17,21 +17,25 @@ context summaries) calls these.
 >>> rs = [Ranking(q, (0,), ("x",), (1.0,), (1,)), Ranking(q, (0,), ("y",), (1.0,), (3,))]
 >>> acc_at_k(rs, k=1), acc_at_k(rs, k=5)
 (0.5, 1.0)
->>> rank_summary([1, 7, None], ["a", "a", "b"], ks=(1, 10))["macro"]
+>>> rank_summary([1, 7, None], ["a", "a", "b"], metrics=("acc@1", "acc@10"))["macro"]
 {'acc@1': 0.25, 'acc@10': 0.5}
+
+Every function that reports several metrics takes ``metrics`` (names in :data:`probekit.metrics.registry.METRICS`,
+default: all of them) and keys its numbers by those names; :func:`metric_value` is the one computation behind them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ProbekitError, positive_int
 from ..types import Ranking
+from .registry import Metric, get_metric, metric_names
 
-DEFAULT_KS = (1, 5, 10)
 AVERAGES = ("macro", "micro")
 COUNTINGS = {
     "query": "a query is a hit when any gold is in the top k (MedLAMA)",
@@ -112,28 +116,73 @@ def rank_accuracy(ranks, relations, *, k: int, average: str = "macro") -> float:
     return counts_accuracy(np.ones(len(h)), h.astype(float), relations, average=average)
 
 
-def relation_accuracy(ranks, relations, *, ks: Sequence[int] = DEFAULT_KS) -> dict[str, dict[int, float]]:
-    """{relation: {k: acc@k}} in relation order of first appearance."""
-    ks = [check_k(k) for k in ks]
-    relations = list(relations)
-    columns: dict[str | int, object] = {"relation": relations, **{k: hits(ranks, k) for k in ks}}
-    frame = pd.DataFrame(columns)
-    per = frame.groupby("relation", sort=False)[ks].mean()
-    return {rel: {k: float(per.loc[rel, k]) for k in ks} for rel in per.index}
-
-
-def rank_summary(ranks, relations, *, ks: Sequence[int] = DEFAULT_KS) -> dict:
-    """Per-relation, macro and micro acc@k (fractions) from best gold ranks: ``{"relations", "macro", "micro"}``."""
+def rank_summary(ranks, relations, *, metrics: Sequence[str] | None = None) -> dict:
+    """Per-relation, macro and micro values of ``metrics`` (fractions) from best gold ranks (one item per
+    query): ``{"relations", "macro", "micro"}``."""
     ranks, relations = list(ranks), list(relations)
+    names = metric_names(metrics)
+    per_query = [[r] for r in ranks]
+    by_rel: dict[str, list[int]] = {}
+    for i, rel in enumerate(relations):
+        by_rel.setdefault(rel, []).append(i)
     return {
-        "relations": {rel: {f"acc@{k}": v for k, v in accs.items()}
-                      for rel, accs in relation_accuracy(ranks, relations, ks=ks).items()},
-        "macro": {f"acc@{k}": rank_accuracy(ranks, relations, k=k, average="macro") for k in ks},
-        "micro": {f"acc@{k}": rank_accuracy(ranks, relations, k=k, average="micro") for k in ks},
+        "relations": {rel: {n: metric_value([per_query[i] for i in idx], [rel] * len(idx), metric=n,
+                                            average="micro") for n in names} for rel, idx in by_rel.items()},
+        "macro": {n: metric_value(per_query, relations, metric=n, average="macro") for n in names},
+        "micro": {n: metric_value(per_query, relations, metric=n, average="micro") for n in names},
     }
 
 
 # ---------------------------------------------------------------- over every gold's rank, either counting
+def _rows(gold_ranks) -> list[list[float]]:
+    """Each query's gold ranks as a list (a missing rank kept as NaN: the gold is an item that scores 0)."""
+    return [[np.nan if r is None else float(r) for r in g] if isinstance(g, (list, tuple, np.ndarray)) else []
+            for g in gold_ranks]
+
+
+def item_scores(gold_ranks, *, metric: str | Metric, counting: str = DEFAULT_COUNTING) -> tuple[np.ndarray,
+                                                                                                 np.ndarray]:
+    """``(items, score sums)`` per query from each query's gold ranks: under ``query`` one item scored by its best
+    gold (a query without any gold rank scores 0); under ``triple`` one item per gold, each scored by its own rank.
+
+    >>> n, s = item_scores([[1, 4], [None], []], metric="MRR", counting="triple")
+    >>> n.tolist(), s.tolist()
+    ([2, 1, 0], [1.25, 0.0, 0.0])
+    >>> item_scores([[1, 4], [None], []], metric="MRR")[1].tolist()
+    [1.0, 0.0, 0.0]
+    """
+    m, counting = get_metric(metric), check_counting(counting)
+    rows = _rows(gold_ranks)
+    if counting == "query":
+        best = np.array([np.nanmin(g) if g and not np.all(np.isnan(g)) else np.nan for g in rows], dtype=float)
+        return np.ones(len(rows), dtype=int), m.score(best)
+    sizes = np.array([len(g) for g in rows], dtype=int)
+    flat = np.array([r for g in rows for r in g], dtype=float)
+    scored = m.score(flat) if len(flat) else np.zeros(0)
+    owner = np.repeat(np.arange(len(rows)), sizes)
+    return sizes, np.bincount(owner, weights=scored, minlength=len(rows)).astype(float)
+
+
+def metric_value(gold_ranks, relations, *, metric: str | Metric, average: str = "macro",
+                 counting: str = DEFAULT_COUNTING, depth: int | None = None) -> float:
+    """``metric`` over queries given each one's gold ranks, under ``counting``, ``macro`` (mean over relations of
+    each relation's mean item score) or ``micro`` (mean over all items); NaN when empty, or when the metric needs
+    more answers per query than ``depth`` gives (:meth:`Metric.defined_at`).
+
+    >>> metric_value([[1, 7], [None]], ["a", "a"], metric="acc@5"), metric_value([[2], [4]], ["a", "b"], metric="MRR")
+    (0.5, 0.375)
+    >>> metric_value([[1]], ["a"], metric="acc@10", depth=1), metric_value([], [], metric="MRR")
+    (nan, nan)
+    """
+    m = get_metric(metric)
+    _check_average(average)
+    gold_ranks = list(gold_ranks)
+    if not m.defined_at(depth) or not gold_ranks:
+        return float("nan")
+    n, s = item_scores(gold_ranks, metric=m, counting=counting)
+    return counts_accuracy(n, s, relations, average=average)
+
+
 def counted_hits(gold_ranks, *, k: int, counting: str = DEFAULT_COUNTING) -> tuple[np.ndarray, np.ndarray]:
     """``(items, hits)`` per query from each query's gold ranks: under ``query`` 1 item, a hit when any gold
     ranks within ``k``; under ``triple`` one item per gold, one hit per gold within ``k``.
@@ -164,14 +213,8 @@ def gold_rank_accuracy(gold_ranks, relations, *, k: int, average: str = "macro",
     >>> gold_rank_accuracy([[1]], ["a"], k=10, depth=1)
     nan
     """
-    _check_average(average)
-    gold_ranks = list(gold_ranks)
-    if depth is not None and check_k(k) > depth:
-        return float("nan")
-    if not gold_ranks:
-        return float("nan")
-    n, h = counted_hits(gold_ranks, k=k, counting=counting)
-    return counts_accuracy(n, h, relations, average=average)
+    return metric_value(gold_ranks, relations, metric=f"acc@{check_k(k)}", average=average, counting=counting,
+                        depth=depth)
 
 
 # ---------------------------------------------------------------- over rankings
@@ -197,55 +240,79 @@ def acc_at_k(rankings: Sequence[Ranking], *, k: int, average: str = "macro",
                               depth=depth_of(rankings))
 
 
-def per_relation(rankings: Sequence[Ranking], *, ks: Sequence[int] = DEFAULT_KS,
-                 counting: str = DEFAULT_COUNTING) -> dict[str, dict[int, float]]:
-    """{relation: {k: acc@k}} in relation order of first appearance."""
+def per_relation(rankings: Sequence[Ranking], *, metrics: Sequence[str] | None = None,
+                 counting: str = DEFAULT_COUNTING) -> dict[str, dict[str, float]]:
+    """{relation: {metric name: value}} in relation order of first appearance."""
+    names = metric_names(metrics)
     ranks, relations = _gold_ranks(rankings)
     depth = depth_of(rankings)
-    out: dict[str, dict[int, float]] = {}
+    out: dict[str, dict[str, float]] = {}
     for rel in dict.fromkeys(relations):
         mine = [g for g, r in zip(ranks, relations) if r == rel]
-        out[rel] = {k: gold_rank_accuracy(mine, [rel] * len(mine), k=k, average="micro", counting=counting,
-                                          depth=depth) for k in ks}
+        out[rel] = {n: metric_value(mine, [rel] * len(mine), metric=n, average="micro", counting=counting,
+                                    depth=depth) for n in names}
     return out
 
 
-def summary(rankings: Sequence[Ranking], *, ks: Sequence[int] = DEFAULT_KS, counting: str = DEFAULT_COUNTING) -> dict:
-    """Per-relation, macro and micro acc@k (as fractions) plus counts: the shape of MedLAMA Table 4.
+class Summary(TypedDict):
+    """What :func:`summary` returns: counts, then ``relations`` ({relation: {"n", "n_items", metric: value}}),
+    ``macro`` and ``micro`` ({metric name: value}), every value keyed by its registered metric's name."""
 
-    ``counting`` names the convention (:data:`COUNTINGS`); ``n`` counts queries, ``n_items`` what acc@k counts;
-    ``depth`` is the answers per query the method gives (acc@k above it is NaN)."""
+    n_queries: int
+    counting: str
+    n_items: int
+    depth: int | None
+    metrics: list[str]
+    relations: dict[str, dict[str, float]]
+    macro: dict[str, float]
+    micro: dict[str, float]
+
+
+def summary(rankings: Sequence[Ranking], *, metrics: Sequence[str] | None = None,
+            counting: str = DEFAULT_COUNTING) -> Summary:
+    """Per-relation, macro and micro value of every metric (default: every registered one) plus counts: the
+    shape of MedLAMA Table 4.
+
+    ``counting`` names the convention (:data:`COUNTINGS`); ``n`` counts queries, ``n_items`` what the metrics
+    count; ``depth`` is the answers per query the method gives (a metric needing more is NaN)."""
     check_counting(counting)
+    names = metric_names(metrics)
     ranks, relations = _gold_ranks(rankings)
     depth = depth_of(rankings)
     counts = pd.Series(relations, dtype=object).value_counts(sort=False).to_dict() if relations else {}
     items = {rel: int(sum(counted_hits([g], k=1, counting=counting)[0][0] for g, r in zip(ranks, relations)
                           if r == rel)) for rel in counts}
 
-    def accs(average: str) -> dict:
-        return {f"acc@{k}": gold_rank_accuracy(ranks, relations, k=k, average=average, counting=counting, depth=depth)
-                for k in ks}
+    def values(average: str) -> dict[str, float]:
+        return {n: metric_value(ranks, relations, metric=n, average=average, counting=counting, depth=depth)
+                for n in names}
 
     return {
         "n_queries": len(rankings),
         "counting": counting,
         "n_items": int(sum(items.values())),
         "depth": depth,
-        "relations": {rel: {"n": int(counts[rel]), "n_items": items[rel], **{f"acc@{k}": v for k, v in a.items()}}
-                      for rel, a in per_relation(rankings, ks=ks, counting=counting).items()},
-        "macro": accs("macro"),
-        "micro": accs("micro"),
+        "metrics": names,
+        "relations": {rel: {"n": int(counts[rel]), "n_items": items[rel], **v}
+                      for rel, v in per_relation(rankings, metrics=names, counting=counting).items()},
+        "macro": values("macro"),
+        "micro": values("micro"),
     }
 
 
 # ---------------------------------------------------------------- over results frames
+def frame_metric(frame: pd.DataFrame, *, metric: str | Metric, average: str = "macro",
+                 counting: str = DEFAULT_COUNTING, depth: int | None = None) -> float:
+    """``metric`` of a results frame (columns ``relation``, ``best_gold_rank``; ``gold_ranks`` for ``triple``
+    counting); NaN if empty or when the metric needs more answers than ``depth``."""
+    if check_counting(counting) == "query" and "gold_ranks" not in frame.columns:
+        ranks = [[r] for r in pd.to_numeric(frame["best_gold_rank"], errors="coerce").astype(float).to_numpy()]
+        return metric_value(ranks, frame["relation"].to_numpy(), metric=metric, average=average, depth=depth)
+    return metric_value(frame["gold_ranks"].tolist(), frame["relation"].to_numpy(), metric=metric, average=average,
+                        counting=counting, depth=depth)
+
+
 def frame_accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro", counting: str = DEFAULT_COUNTING,
                    depth: int | None = None) -> float:
-    """acc@k of a results frame (columns ``relation``, ``best_gold_rank``; ``gold_ranks`` for ``triple``
-    counting); NaN if empty or ``k`` exceeds ``depth``."""
-    if check_counting(counting) == "query" and "gold_ranks" not in frame.columns:
-        if depth is not None and check_k(k) > depth:
-            return float("nan")
-        return rank_accuracy(frame["best_gold_rank"].to_numpy(), frame["relation"].to_numpy(), k=k, average=average)
-    return gold_rank_accuracy(frame["gold_ranks"].tolist(), frame["relation"].to_numpy(), k=k, average=average,
-                              counting=counting, depth=depth)
+    """acc@k of a results frame (:func:`frame_metric`)."""
+    return frame_metric(frame, metric=f"acc@{check_k(k)}", average=average, counting=counting, depth=depth)

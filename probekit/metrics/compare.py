@@ -27,10 +27,10 @@ import pandas as pd
 
 from ..errors import ProbekitError
 from ..types import HARD_IN_FULL
-from .accuracy import AVERAGES, DEFAULT_COUNTING, check_counting, check_k, counted_hits, frame_accuracy
+from .accuracy import AVERAGES, DEFAULT_COUNTING, check_counting, check_k, frame_accuracy, frame_metric, item_scores
 from .accuracy import hits as rank_hits
+from .registry import get_metric, metric_names
 
-KS = (1, 5, 10)
 SUBSETS = ("full", HARD_IN_FULL, "hard")
 """Which queries met which candidates (MedLAMA): ``full`` = every query of a run, ranked among its
 set's vocabulary; ``hard-in-full`` = a full-set run's MedLAMA-hard queries, still ranked among the FULL set's
@@ -113,23 +113,30 @@ def accuracy(frame: pd.DataFrame, *, k: int, average: str = "macro", counting: s
     return frame_accuracy(_check_frame(frame), k=k, average=average, counting=counting, depth=depth)
 
 
+def value(frame: pd.DataFrame, *, metric: str, average: str = "macro", counting: str = DEFAULT_COUNTING,
+          depth: int | None = None) -> float:
+    """A registered ``metric`` of a results frame, ``macro`` or ``micro``, under ``counting``; NaN if empty or when
+    the metric needs more answers than ``depth`` (:func:`probekit.metrics.accuracy.frame_metric`)."""
+    return frame_metric(_check_frame(frame), metric=metric, average=average, counting=counting, depth=depth)
+
+
 def _depth_of(depths, label) -> int | None:
     value = (depths or {}).get(label)
     return None if value is None or pd.isna(value) else int(value)
 
 
 # ---------------------------------------------------------------- tables of one or several runs
-def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS, hard_set=False,
+def full_hard_table(runs: Mapping[str, pd.DataFrame], *, metrics: Sequence[str] | None = None, hard_set=False,
                     counting: str = DEFAULT_COUNTING, depths: Mapping[str, int | None] | None = None) -> pd.DataFrame:
-    """MedLAMA Table 4 shape: one row per (run, average), acc@k of each subset the runs have.
+    """MedLAMA Table 4 shape: one row per (run, average), every metric (default: all registered) of each subset.
 
     Columns: ``run``, ``average``, ``counting`` (every run of the table counted the one way), then
-    ``{subset} acc@k``… and ``n {subset}`` (queries) for each of :data:`SUBSETS` that at least one run has
+    ``{subset} {metric}``… and ``n {subset}`` (queries) for each of :data:`SUBSETS` that at least one run has
     (:func:`run_subsets`); NaN where a run lacks it, or above a run's ``depths[label]`` (answers per query).
     ``hard_set``: True when every run is on the hard set, or the labels of those that are.
     """
     counting = check_counting(counting)
-    ks = [_check_k(k) for k in ks]
+    names = metric_names(metrics)
     runs = _check_runs(runs)
     present = [s for s in SUBSETS if any(s in run_subsets(_hard_set_of(hard_set, lab)) for lab in runs)]
     rows = []
@@ -139,9 +146,9 @@ def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS,
         for avg in AVERAGES:
             row: dict[str, object] = {"run": label, "average": avg, "counting": counting}
             for s, part in parts.items():
-                row.update({f"{s} acc@{k}": accuracy(part, k=k, average=avg, counting=counting,
-                                                     depth=_depth_of(depths, label)) if s in mine else np.nan
-                            for k in ks})
+                row.update({f"{s} {n}": value(part, metric=n, average=avg, counting=counting,
+                                              depth=_depth_of(depths, label)) if s in mine else np.nan
+                            for n in names})
             row.update({f"n {s}": len(part) if s in mine else pd.NA for s, part in parts.items()})
             rows.append(row)
     out = pd.DataFrame(rows)
@@ -150,27 +157,28 @@ def full_hard_table(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS,
     return out
 
 
-def relation_accuracy(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full",
+def relation_accuracy(runs: Mapping[str, pd.DataFrame], *, metric: str, which: str = "full",
                       hard_set=False, counting: str = DEFAULT_COUNTING,
                       depths: Mapping[str, int | None] | None = None) -> pd.DataFrame:
-    """Long table ``run, relation, n, acc`` (MedLAMA Fig. 5 shape: grouped bars per relation) over the ``which``
-    subset of each run (``hard_set`` as in :func:`full_hard_table`; a run without that subset has no rows).
-    ``n`` counts the items ``counting`` counts (queries, or triples); ``acc`` is NaN above a run's depth."""
-    k, counting = _check_k(k), check_counting(counting)
+    """Long table ``run, relation, n, value`` (MedLAMA Fig. 5 shape: grouped bars per relation) of a registered
+    ``metric`` over the ``which`` subset of each run (``hard_set`` as in :func:`full_hard_table`; a run without
+    that subset has no rows). ``n`` counts the items ``counting`` counts (queries, or triples); ``value`` is NaN
+    when the metric needs more answers than a run's depth."""
+    m, counting = get_metric(metric), check_counting(counting)
     parts = []
     for label, frame in _check_runs(runs).items():
         part = subset(frame, which, hard_set=_hard_set_of(hard_set, label))
         if counting == "query" and "gold_ranks" not in part.columns:
-            n, h = np.ones(len(part)), hits(part, k).astype(float)
+            ranks = [[r] for r in pd.to_numeric(part["best_gold_rank"], errors="coerce").astype(float).to_numpy()]
+            n, s = item_scores(ranks, metric=m)
         else:
-            n, h = counted_hits(part["gold_ranks"].tolist(), k=k, counting=counting)
-        acc = pd.DataFrame({"relation": part["relation"].to_numpy(), "n": n, "h": h})
-        g = acc.groupby("relation", sort=True)[["n", "h"]].sum().reset_index()
-        g["acc"] = g["h"] / g["n"].where(g["n"] > 0)
-        depth = _depth_of(depths, label)
-        if depth is not None and k > depth:
-            g["acc"] = np.nan
-        g = g.drop(columns="h").astype({"n": int})
+            n, s = item_scores(part["gold_ranks"].tolist(), metric=m, counting=counting)
+        scores = pd.DataFrame({"relation": part["relation"].to_numpy(), "n": n, "s": s})
+        g = scores.groupby("relation", sort=True)[["n", "s"]].sum().reset_index()
+        g["value"] = g["s"] / g["n"].where(g["n"] > 0)
+        if not m.defined_at(_depth_of(depths, label)):
+            g["value"] = np.nan
+        g = g.drop(columns="s").astype({"n": int})
         g.insert(0, "run", label)
         parts.append(g)
     return pd.concat(parts, ignore_index=True)
@@ -190,19 +198,21 @@ def length_bins(lengths, edges: Sequence[float] = LENGTH_EDGES) -> pd.Categorica
     return pd.cut(pd.to_numeric(pd.Series(lengths), errors="coerce"), bins=bounds, labels=labels, right=False)
 
 
-def accuracy_by_length(runs: Mapping[str, pd.DataFrame], *, ks: Sequence[int] = KS,
+def accuracy_by_length(runs: Mapping[str, pd.DataFrame], *, metrics: Sequence[str] | None = None,
                        edges: Sequence[float] = LENGTH_EDGES) -> pd.DataFrame:
-    """MedLAMA Fig. 3 shape: micro acc@k per bin of gold-answer length (characters).
+    """MedLAMA Fig. 3 shape: each metric (default: all registered), micro over queries, per bin of gold-answer
+    length (characters).
 
-    Long table ``run, bin, n, acc@k…``; every bin appears for every run (acc NaN where n = 0).
+    Long table ``run, bin, n, {metric}…``; every bin appears for every run (NaN where n = 0).
     """
-    ks = [_check_k(k) for k in ks]
+    names = metric_names(metrics)
     parts = []
     for label, frame in _check_runs(runs).items():
         if "gold_length" not in frame.columns:
             raise ProbekitError("the results frame has no column 'gold_length'")
         bins = length_bins(frame["gold_length"].to_numpy(), edges)
-        data = pd.DataFrame({"bin": bins.to_numpy(), **{f"acc@{k}": hits(frame, k) for k in ks}})
+        best = pd.to_numeric(frame["best_gold_rank"], errors="coerce").astype(float).to_numpy()
+        data = pd.DataFrame({"bin": bins.to_numpy(), **{n: get_metric(n).score(best) for n in names}})
         g = data.groupby("bin", observed=False)
         out = g.mean().reset_index()
         out.insert(1, "n", g.size().to_numpy())
@@ -333,21 +343,21 @@ def agreement_table(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "f
     return pd.DataFrame(rows, columns=cols)
 
 
-def relation_differences(runs: Mapping[str, pd.DataFrame], *, k: int, which: str = "full",
+def relation_differences(runs: Mapping[str, pd.DataFrame], *, metric: str, which: str = "full",
                          hard_set=False, counting: str = DEFAULT_COUNTING,
                          depths: Mapping[str, int | None] | None = None) -> pd.DataFrame:
-    """Per-relation acc@k of each run and its difference to the first run (``Δ label``), every run counted by
-    ``counting``.
+    """Per-relation value of a registered ``metric`` for each run and its difference to the first run
+    (``Δ label``), every run counted by ``counting``.
 
     Index: relation (union over runs; NaN where a run lacks it or lacks the ``which`` subset, or above a run's
     depth), plus a ``macro`` row.
     """
-    long = relation_accuracy(runs, k=k, which=which, hard_set=hard_set, counting=counting, depths=depths)
-    wide = long.pivot(index="relation", columns="run", values="acc")
+    long = relation_accuracy(runs, metric=metric, which=which, hard_set=hard_set, counting=counting, depths=depths)
+    wide = long.pivot(index="relation", columns="run", values="value")
     labels = list(_check_runs(runs))
     wide = wide.reindex(columns=labels)
-    wide.loc["macro"] = [accuracy(subset(runs[label], which, hard_set=_hard_set_of(hard_set, label)), k=k,
-                                  average="macro", counting=counting, depth=_depth_of(depths, label))
+    wide.loc["macro"] = [value(subset(runs[label], which, hard_set=_hard_set_of(hard_set, label)), metric=metric,
+                               average="macro", counting=counting, depth=_depth_of(depths, label))
                          for label in labels]
     base = labels[0]
     for label in labels[1:]:

@@ -21,10 +21,12 @@ from .. import jobs
 from ..datasets.base import HARD_IN_FULL, SUBSETS
 from ..errors import ProbekitError, UnknownNameError
 from ..jobs import Job
+from ..metrics.registry import METRICS, get_metric, metric_names
 from .runs import run_info
 
 SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "relation", "subset", "n",
-                 "acc@1", "acc@5", "acc@10"]
+                 *metric_names()]
+"""A sweep's columns: the point, then every registered metric (:mod:`probekit.metrics.registry`)."""
 __all__ = ["HARD_IN_FULL", "SUBSETS", "SWEEP_COLUMNS", "best_checkpoint", "start_sweep", "stored_sweeps", "sweep",
            "sweep_curve"]
 
@@ -123,18 +125,19 @@ def start_sweep(run_ids: Sequence[str], dataset, *, device: str | None = None, *
                                                      should_cancel=should_cancel, **options), label="sweep").start()
 
 
-def sweep_curve(frame: pd.DataFrame, *, k: int = 1, relation: str = "macro", subset: str = "full") -> pd.DataFrame:
-    """acc@k against step for one relation (or ``macro``/``micro``): mean and std over runs (seeds,
-    corpora), with the number of runs per step. std is 0 for a single run.
+def sweep_curve(frame: pd.DataFrame, *, metric: str = "acc@1", relation: str = "macro",
+                subset: str = "full") -> pd.DataFrame:
+    """A registered ``metric`` against step for one relation (or ``macro``/``micro``): mean and std over runs
+    (seeds, corpora), with the number of runs per step. std is 0 for a single run.
 
     >>> f = pd.DataFrame({"rewire_run": ["a", "b", "a", "b"], "step": [0, 0, 50, 50], "relation": "macro",
     ...                   "subset": "full", "acc@1": [0.1, 0.1, 0.2, 0.4]})
-    >>> sweep_curve(f, k=1).round(3).to_dict(orient="list")
+    >>> sweep_curve(f, metric="acc@1").round(3).to_dict(orient="list")
     {'step': [0, 50], 'mean': [0.1, 0.3], 'std': [0.0, 0.141], 'runs': [2, 2]}
     """
-    col = f"acc@{k}"
+    col = get_metric(metric).name
     if col not in frame.columns:
-        raise ProbekitError(f"k must be one of 1, 5, 10, got {k!r}")
+        raise ProbekitError(f"this sweep has no {col} (it has {', '.join(c for c in frame.columns if c in METRICS)})")
     part = frame[(frame["relation"] == relation) & (frame["subset"] == subset)]
     if part.empty:
         avail = sorted(set(frame["relation"]))
@@ -145,9 +148,9 @@ def sweep_curve(frame: pd.DataFrame, *, k: int = 1, relation: str = "macro", sub
     return out
 
 
-def best_checkpoint(frame: pd.DataFrame, *, k: int = 10, subset: str = "full") -> dict:
-    """The step with the best mean macro acc@k, and the base (step 0) value, for reports."""
-    curve = sweep_curve(frame, k=k, subset=subset)
+def best_checkpoint(frame: pd.DataFrame, *, metric: str = "acc@10", subset: str = "full") -> dict:
+    """The step with the best mean macro ``metric``, and the base (step 0) value, for reports."""
+    curve = sweep_curve(frame, metric=metric, subset=subset)
     trained = curve[curve["step"] > 0]
     best = trained.loc[trained["mean"].idxmax()] if not trained.empty else None
     base = curve[curve["step"] == 0]
@@ -165,7 +168,8 @@ def stored_sweeps() -> pd.DataFrame:
     from ..bench import runs
     from .runs import runs_dir
 
-    cols = ["sweep", "step", "model", "run_id", "macro acc@1", "macro acc@10", "created_at"]
+    scores = [f"macro {name}" for name in metric_names()]
+    cols = ["sweep", "step", "model", "run_id", *scores, "created_at"]
     done = runs.list_runs(status="done").to_dict("records")
     key = ("dataset", "options", "vocab", "k")
     groups: dict[tuple, list[dict]] = {}
@@ -188,7 +192,7 @@ def stored_sweeps() -> pd.DataFrame:
         newest = max(str(p["created_at"]) for p in points)
         for p in sorted({p["step"]: p for p in base + points}.values(), key=lambda p: p["step"]):
             rows.append({"sweep": label, "step": p["step"], "model": p["model"], "run_id": p["run_id"],
-                         "macro acc@1": p["macro acc@1"], "macro acc@10": p["macro acc@10"],
+                         **{c: p[c] for c in scores},
                          "created_at": newest, "_newest": newest})
     frame = pd.DataFrame(rows, columns=[*cols, "_newest"])
     frame = frame.sort_values(["_newest", "sweep", "step"], ascending=[False, True, True], ignore_index=True)

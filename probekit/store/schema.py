@@ -124,6 +124,11 @@ MIGRATIONS["layers"] = [
         run_id VARCHAR NOT NULL, layer INTEGER NOT NULL, relation VARCHAR NOT NULL, subset VARCHAR NOT NULL,
         n INTEGER NOT NULL, hits_1 INTEGER NOT NULL, hits_5 INTEGER NOT NULL, hits_10 INTEGER NOT NULL""",
             key="run_id, layer, relation, subset", parent="layer_runs", indexes=("layer_results_run",)),
+    # 4: each row's best gold ranks (JSON list, null = no gold ranked), so every registered metric, not only
+    # acc@1/5/10, is computed from a stored sweep; sweeps stored before keep NULL and their hit counts
+    """
+    ALTER TABLE layer_results ADD COLUMN best_ranks VARCHAR
+    """,
 ]
 
 # expert annotation: sessions, queries, items, append-only rating events

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..errors import ProbekitError
 from ..metrics import compare as run_metrics
+from ..metrics.registry import get_metric, metric_names
 from ..types import SUBJECT
 from . import frequency, rankings, stored
 
@@ -49,7 +50,7 @@ class Comparison:
     perplexity_fit: pd.DataFrame
     frequency: dict[str, pd.DataFrame] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
-    k: int = 1
+    metric: str = "acc@1"
     average: str = "macro"
     perplexity_aggregate: str = "prompt-mean"
     """Which aggregate (:data:`~probekit.templates.stored.PERPLEXITY_AGGREGATES`) ``perplexity_fit`` used."""
@@ -61,7 +62,7 @@ class Comparison:
             return obj
 
         records = lambda f: [{k: clean(v) for k, v in r.items()} for r in f.to_dict(orient="records")]  # noqa: E731
-        return {"k": self.k, "average": self.average, "perplexity_aggregate": self.perplexity_aggregate,
+        return {"metric": self.metric, "average": self.average, "perplexity_aggregate": self.perplexity_aggregate,
                 "runs": records(self.runs),
                 "rankings": None if self.rankings is None else records(self.rankings),
                 "correlation": None if self.correlation is None else {k: clean(v) for k, v in self.correlation.items()},
@@ -80,11 +81,12 @@ def _perplexity_of(run_id: str, model: str, means: pd.DataFrame, scorer: str | N
     return float(rows.mean_perplexity.iloc[0]), float(rows.corpus_perplexity.iloc[0]), rows.scorer.iloc[0]
 
 
-def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", top_n: int = 5,
+def compare_runs(run_ids: Sequence[str], *, metric: str = "acc@1", average: str = "macro", top_n: int = 5,
                  flag_threshold: float = 0.1, scorer: str | None = None, fill: str = "gold",
                  frequency_k: int | None = None, perplexity_aggregate: str = "prompt-mean") -> Comparison:
-    """Load stored runs and compare them (see the module docstring). ``k``/``average``: the accuracy that
-    ranks models; ``scorer``/``fill``: which stored perplexities to use (default: the run's own model);
+    """Load stored runs and compare them (see the module docstring). The runs table holds every registered metric
+    (:mod:`probekit.metrics.registry`); ``metric``/``average``: the one that ranks models (the paper: acc@1);
+    ``scorer``/``fill``: which stored perplexities to use (default: the run's own model);
     ``perplexity_aggregate``: which of the two per-run perplexities (both are in the table) the Pearson fit
     uses; ``frequency_k``: how deep prediction frequency counts (default the paper's 10; a run that stored
     fewer predictions counts all it has, and the table's ``frequency k`` column says how many)."""
@@ -95,6 +97,7 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
         raise ProbekitError("give at least one stored run id (see `python -m probekit runs list`)")
     if average not in run_metrics.AVERAGES:
         raise ProbekitError(f"unknown average {average!r}; available: {', '.join(run_metrics.AVERAGES)}")
+    metric = get_metric(metric).name
     ppl_column = stored.PERPLEXITY_AGGREGATES.get_or_raise(perplexity_aggregate)[0]
     runs = [load_run(r) for r in run_ids]  # each with its run_id (the ids are already stripped, as stored)
     means = stored.mean_perplexity(run_ids)
@@ -121,7 +124,7 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
         dist = frequency.distinct_predictions(frame, ks=(fk,)).get(fk, {})
         rows.append({"run_id": run_id, "label": label, "model": model, "dataset": meta["dataset"], "kind": kind,
                      "probe": meta.get("probe"), "prompts": len(frame),
-                     f"acc@{k}": run_metrics.accuracy(frame, k=k, average=average),
+                     **{n: run_metrics.value(frame, metric=n, average=average) for n in metric_names()},
                      "mean perplexity": mean_ppl, "corpus perplexity": corpus_ppl, "scorer": used,
                      "frequency k": fk, "top object": freq.object.iloc[0], "top object share": freq.share.iloc[0],
                      f"top-{top_n} share": frequency.top_share(frame, k=fk, n=top_n),
@@ -132,7 +135,7 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
         if len(datasets) > 1:
             raise ProbekitError(f"the {kind} runs use {len(datasets)} datasets ({', '.join(datasets)}): compare runs "
                                 "of one dataset per kind")
-    acc = f"acc@{k}"
+    acc = metric
     by_kind = {kind: dict(zip(table.model[table.kind == kind], table[acc][table.kind == kind])) for kind in KINDS}
     ranked = corr = None
     if all(by_kind.values()) and set(by_kind[TEMPLATE_BASED]) & set(by_kind[TEMPLATE_FREE]):
@@ -143,4 +146,4 @@ def compare_runs(run_ids: Sequence[str], *, k: int = 1, average: str = "macro", 
     fit = rankings.perplexity_accuracy(points[["model", "kind", "perplexity", "accuracy"]])
     fit.insert(1, "perplexity aggregate", perplexity_aggregate)
     return Comparison(runs=table, rankings=ranked, correlation=corr, perplexity_fit=fit, frequency=freqs,
-                      flags=flags, k=k, average=average, perplexity_aggregate=perplexity_aggregate)
+                      flags=flags, metric=metric, average=average, perplexity_aggregate=perplexity_aggregate)

@@ -24,6 +24,7 @@ import pandas as pd
 from ..datasets.base import Dataset
 from ..datasets.freetext import KIND
 from ..errors import ProbekitError, positive_int
+from ..metrics.registry import get_metric, metric_names
 from ..types import MASK, OBJECT, Query, normalize_name
 
 VOCABS = ("pairs", "template")
@@ -111,22 +112,18 @@ def pair_datasets(template: Dataset, free: Dataset, *, per_fact: int = 1, vocab:
     return Parallel(tb_ds, tf_ds, pairs, stats)
 
 
-def _hits(frame: pd.DataFrame, k: int) -> pd.Series:
-    ranks = frame["best_gold_rank"]
-    return (ranks.notna() & (ranks.fillna(k + 1) <= k)).astype(float)
-
-
-def parallel_drop(template: pd.DataFrame, free: pd.DataFrame, *, ks: Sequence[int] = (1, 5, 10)) -> pd.DataFrame:
-    """acc@k of the template and the template-free run of a parallel set, per relation, and the change
-    ``Δ acc@k = free − template`` (negative: the natural sentences score lower). Rows: relations, then
-    ``macro`` (mean over relations) and ``micro`` (over all pairs). Only query ids in both runs count.
+def parallel_drop(template: pd.DataFrame, free: pd.DataFrame, *,
+                  metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Each metric (default: every registered one, :mod:`probekit.metrics.registry`) of the template and the
+    template-free run of a parallel set, per relation, and the change ``Δ metric = free − template`` (negative:
+    the natural sentences score lower). Rows: relations, then ``macro`` (mean over relations) and ``micro`` (over
+    all pairs). Only query ids in both runs count.
     """
     for label, frame in (("template", template), ("free", free)):
         missing = [c for c in ("query_id", "relation", "best_gold_rank") if c not in frame.columns]
         if missing:
             raise ProbekitError(f"the {label} results have no {missing[0]!r} column")
-    for k in ks:
-        positive_int("k", k)
+    names = metric_names(metrics)
     joined = template.merge(free, on="query_id", suffixes=(" tb", " tf"))
     if not len(joined):
         raise ProbekitError("the two runs share no query id: run both sides of one parallel set")
@@ -135,9 +132,11 @@ def parallel_drop(template: pd.DataFrame, free: pd.DataFrame, *, ks: Sequence[in
         raise ProbekitError(f"query {clash.query_id.iloc[0]!r} has different relations in the two runs: "
                             "they are not two sides of one parallel set")
     cols = {"relation": joined["relation tb"]}
-    for k in ks:
-        cols[f"template acc@{k}"] = _hits(joined.rename(columns={"best_gold_rank tb": "best_gold_rank"}), k)
-        cols[f"free acc@{k}"] = _hits(joined.rename(columns={"best_gold_rank tf": "best_gold_rank"}), k)
+    ranks = {side: pd.to_numeric(joined[f"best_gold_rank {s}"], errors="coerce").astype(float).to_numpy()
+             for side, s in (("template", "tb"), ("free", "tf"))}
+    for n in names:
+        for side in ("template", "free"):
+            cols[f"{side} {n}"] = get_metric(n).score(ranks[side])
     hits = pd.DataFrame(cols)
     per = hits.groupby("relation", sort=True).mean()
     per.insert(0, "pairs", hits.groupby("relation", sort=True).size())
@@ -146,7 +145,7 @@ def parallel_drop(template: pd.DataFrame, free: pd.DataFrame, *, ks: Sequence[in
     per.loc["macro"] = [per.pairs.sum(), *macro]
     per.loc["micro"] = [per.pairs.iloc[:-1].sum(), *micro]
     per["pairs"] = per["pairs"].astype(int)
-    for k in ks:
-        per[f"Δ acc@{k}"] = per[f"free acc@{k}"] - per[f"template acc@{k}"]
+    for n in names:
+        per[f"Δ {n}"] = per[f"free {n}"] - per[f"template {n}"]
     per.index.name = "relation"
     return per

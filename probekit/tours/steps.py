@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from .. import config, views
 from ..datasets import VOCABS, available_datasets, load_spec
 from ..errors import ProbekitError, Registry
+from ..metrics.registry import hit_depth, metric_from_params
 from ..types import parse_free_query
 from .tour import Step, Tour
 
@@ -66,13 +67,6 @@ def _model(params: Mapping[str, str], load: Loader):
         return load(model_id, params.get("device") or None)
     except ProbekitError as e:
         raise ProbekitError(f"model {model_id!r} is not available here: {e}") from None
-
-
-def _k(params: Mapping[str, str], default: int, allowed: tuple[int, ...] | None = None) -> int:
-    raw = params.get("k")
-    if raw is not None and raw.isdigit() and (allowed is None or int(raw) in allowed) and int(raw) >= 1:
-        return int(raw)
-    return default
 
 
 # ---------------------------------------------------------------- Probe
@@ -147,13 +141,14 @@ def _layers(params: Mapping[str, str], load: Loader) -> Prepared:
     except ProbekitError:
         raise ProbekitError(f"layer sweep {sweep!r} is not in this store ({config.db_path()}): run it here "
                             "(probekit layers --save) or copy the database") from None
-    k = _k(params, 1, (1, 5, 10))
+    metric = metric_from_params(params) or "acc@1"
     which = _pick(params.get("set"), run.subsets)
-    acc = run.accuracy(k=k, subset=which) * 100
-    best = run.best_layers(k=k, subset=which)
+    acc = run.accuracy(metric=metric, subset=which) * 100
+    best = run.best_layers(metric=metric, subset=which)
     top = best.dropna(subset=["best layer"])
-    summary = f"acc@{k} per relation and layer ({which}), {len(acc)} relations × {acc.shape[1]} layers"
-    return Prepared("layers", summary, {"acc": acc, "best": top, "k": k, "set": which, "label": run.meta.get("label")})
+    summary = f"{metric} per relation and layer ({which}), {len(acc)} relations × {acc.shape[1]} layers"
+    return Prepared("layers", summary, {"acc": acc, "best": top, "metric": metric, "set": which,
+                                        "label": run.meta.get("label")})
 
 
 # ---------------------------------------------------------------- Benchmark (runs compared, one relation drilled)
@@ -182,18 +177,19 @@ def _benchmark(params: Mapping[str, str], load: Loader) -> Prepared:
 
     loaded, hard_set = _runs(params)
     frames = {label: run.frame for label, run in loaded.items()}
-    k = _k(params, 10, (1, 5, 10))
+    metric = metric_from_params(params) or "acc@10"
+    k = hit_depth(metric)  # the drill-down's hit@k
     present = views.subsets_of(run.hard_set for run in loaded.values())
     which = _pick(params.get("set"), present)
     table = rm.full_hard_table(frames, hard_set=hard_set)
-    per = rm.relation_accuracy(frames, k=k, which=which, hard_set=hard_set)
+    per = rm.relation_accuracy(frames, metric=metric, which=which, hard_set=hard_set)
     first = next(iter(loaded))
     relations = sorted(loaded[first].frame.relation.unique())
     rel = _pick(params.get("relation"), relations)
     drill = rm.relation_queries(loaded[first].frame, rel, k=k)
-    return Prepared("benchmark", f"{len(loaded)} run(s), acc@{k} ({which}); drill-down: {rel}",
+    return Prepared("benchmark", f"{len(loaded)} run(s), {metric} ({which}); drill-down: {rel}",
                     {"table": table, "per_relation": per, "drill": drill, "relation": rel, "run": first, "k": k,
-                     "set": which})
+                     "metric": metric, "set": which})
 
 
 # ---------------------------------------------------------------- Annotation results
