@@ -53,7 +53,7 @@ with st.container(border=True):
         spec_dict = {}
     spec = None
     with ui.guard("The grid"):
-        spec = grid.GridSpec.from_yaml(text) if how == "YAML" else grid.GridSpec.from_dict(spec_dict)
+        spec = grid.GridSpec.from_yaml(text) if how == "YAML" else grid.GridSpec.from_dict(spec_dict, check_names=True)
     c1, c2, c3 = st.columns([2, 1, 2])
     backend = c1.radio("Backend", ["local", "ray"], horizontal=True, key="gr_backend", persist_state="session",
                        captions=["this process, one cell at a time",

@@ -70,6 +70,24 @@ def test_bad_grids_get_clear_messages(data, message):
         GridSpec.from_dict(data)
 
 
+@pytest.mark.parametrize("data, message", [
+    ({"datasets": ["nosuchset"]}, "unknown dataset 'nosuchset'; .*available: .*demo"),
+    ({"datasets": ["demo:hardest"]}, "dataset 'demo': unknown set 'hardest'; did you mean 'hard'"),
+    ({"probes": ["retreival"]}, "unknown probe 'retreival'; did you mean 'retrieval'"),
+    ({"probes": [{"name": "retrieval", "options": {"poling": ["cls"]}}]},
+     "probe 'retrieval': unknown option 'poling'; did you mean 'pooling'"),
+    ({"probes": [{"name": "retrieval", "options": {"pooling": ["cls", "max"]}}]}, "option pooling='max'"),
+    ({"vocab": "tail"}, "unknown vocabulary 'tail'; did you mean 'tails'"),
+])
+def test_a_written_grid_names_only_what_exists(data, message):
+    """A grid file or the Grid page's box is checked against the registries when read: an unknown name is one
+    line with the close ones, not a grid of cells that each fail at run time; a stored grid reads back unchecked."""
+    yaml_text = json.dumps({"models": ["default"], "datasets": ["demo"], **data})  # JSON is YAML
+    with pytest.raises(ProbekitError, match=message):
+        GridSpec.from_yaml(yaml_text)
+    assert GridSpec.from_dict(json.loads(yaml_text)).cells()  # from the store: as it was written
+
+
 def test_local_grid_stores_each_cell_once_and_resumes(tiny_encoder_dir, facts):
     from probekit.bench import runs
 

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ProbekitError, decode_utf8
+from ..errors import ProbekitError, UnknownNameError, decode_utf8
 
 MAX_CELLS = 5000
 FIELDS = ("name", "models", "datasets", "relations", "relation_groups", "probes", "layers", "seeds", "vocab", "k")
@@ -136,7 +136,10 @@ class GridSpec:
     k: int = 10
 
     @classmethod
-    def from_dict(cls, data: dict) -> GridSpec:
+    def from_dict(cls, data: dict, *, check_names: bool = False) -> GridSpec:
+        """A grid from its mapping. With ``check_names`` (a grid a user just wrote: the CLI's file, the Grid page)
+        every dataset, probe, option value and vocabulary is checked against its registry now, with the
+        registry's "did you mean", rather than cell by cell at run time (:meth:`check_names`)."""
         if not isinstance(data, dict):
             raise ProbekitError("a grid must be a mapping with models, datasets and probes")
         unknown = sorted(set(data) - set(FIELDS))
@@ -183,7 +186,34 @@ class GridSpec:
         n = len(spec.cells())
         if n > MAX_CELLS:
             raise ProbekitError(f"the grid has {n:,} cells; split it (at most {MAX_CELLS:,} a grid)")
+        if check_names:
+            spec.check_names()
         return spec
+
+    def check_names(self) -> None:
+        """Refuse a dataset, probe, probe option (name or value) or vocabulary no cell could run, naming the close
+        registered ones. A dataset may also be a facts file (``.csv``/``.jsonl``/``.json``, or a file that exists).
+        Models and layers are checked when a cell loads its model (a grid names models of other machines)."""
+        from ..datasets import LOADERS  # the loaders import pandas
+        from ..datasets.base import check_vocab
+        from ..probes import get_probe  # the probes import torch
+
+        for spec in self.datasets:
+            if spec.lower().endswith((".csv", ".jsonl", ".json")) or Path(spec).expanduser().is_file():
+                continue
+            name, _, which = spec.partition(":")
+            LOADERS.get_or_raise(name)
+            if which and which not in ("full", "hard"):
+                raise ProbekitError(f"dataset {name!r}: {UnknownNameError('set', which, ['full', 'hard'])}")
+        for name, axes in self.probes:
+            probe = get_probe(name)
+            known = {o.name: o for o in probe.options}
+            for option, values in axes:
+                if option not in known:
+                    raise ProbekitError(f"probe {name!r}: {UnknownNameError('option', option, sorted(known))}")
+                for value in values:
+                    known[option].check(value, name)
+        check_vocab(self.vocab)
 
     @classmethod
     def load(cls, path: str | Path) -> GridSpec:
@@ -198,7 +228,7 @@ class GridSpec:
             except json.JSONDecodeError as e:  # one line naming the file, line and column
                 raise ProbekitError(f"{path}: not a valid grid file (line {e.lineno}, column {e.colno}: "
                                     f"{e.msg})") from None
-            return cls.from_dict(data)
+            return cls.from_dict(data, check_names=True)
         return cls.from_yaml(text, label=str(path))
 
     @classmethod
@@ -224,7 +254,7 @@ class GridSpec:
             raise ProbekitError(f"{label} is not valid YAML: {str(e).splitlines()[0]}") from None
         if data is None:
             raise ProbekitError(f"{label} is empty: declare at least models, datasets and probes")
-        return cls.from_dict(data)
+        return cls.from_dict(data, check_names=True)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "models": list(self.models), "datasets": list(self.datasets),
