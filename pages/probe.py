@@ -6,7 +6,7 @@ from pages import _probe_result as shown
 from pages import _ui as ui
 from probekit import views
 from probekit.datasets.base import available_vocabs
-from probekit.probes import get_probe, probes_for
+from probekit.probes import ONE_QUERY_DEFAULTS, get_probe, probes_for
 from probekit.types import parse_free_query
 
 DATASET, TYPED = "From the dataset", "Type a query"
@@ -63,7 +63,7 @@ with right:  # short, so the answer starts above the fold of a 1024x768 projecto
                                      "relation, or a vocabulary built with `probekit vocab build`; each probe opens "
                                      "on its own (likelihood: the relation's answers)")
         k = st.slider("k", 1, views.MAX_K, 10, key="pk_k", persist_state="session")
-        opts = ui.probe_option_widgets(probe, key="pk_opt", defaults={"exclude_subject": True}, container=box,
+        opts = ui.probe_option_widgets(probe, key="pk_opt", defaults=ONE_QUERY_DEFAULTS, container=box,
                                        nested=True)
         if opts.get("exclude_subject"):
             st.caption("The query's own subject (in a typed query: any candidate its text names) is left out of "

@@ -50,6 +50,23 @@ def test_probe_json(capsys, tiny_encoder_dir, triples_file):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_probe_leaves_a_typed_querys_own_subject_out_as_the_probe_page_does(capsys, tiny_encoder_dir, triples_file):
+    """One default for one query, on the page and in the shell (ONE_QUERY_DEFAULTS): the candidates a typed query
+    names are left out ("Metformin might treat [MASK]." must not answer metformin); --no-exclude-subject keeps them."""
+    from probekit.probes import ONE_QUERY_DEFAULTS
+
+    base = ["probe", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", triples_file,
+            "--query", "metformin may treat [MASK] .", "--k", "16", "--format", "json"]
+    code, out, _ = run(capsys, *base)
+    data = json.loads(out)
+    assert code == 0 and data["options"]["exclude_subject"] is ONE_QUERY_DEFAULTS["exclude_subject"] is True
+    assert "metformin" not in [row["name"] for row in data["top"]] and len(data["top"]) == 15
+    code, out, _ = run(capsys, *base, "--no-exclude-subject")
+    assert code == 0 and "metformin" in [row["name"] for row in json.loads(out)["top"]]
+    code, out, _ = run(capsys, *base[:-2])
+    assert "its own subject left out (--no-exclude-subject keeps it)" in out.splitlines()[0]
+
+
 def test_probe_table_and_query_id(capsys, tiny_mlm_dir, triples_file):
     code, out, _ = run(capsys, "probe", "--model", str(tiny_mlm_dir), "--dataset", "triples", "--data-dir",
                        triples_file, "--query-id", "may_treat:0000", "--probe", "mask_average", "--k", "4")

@@ -17,7 +17,7 @@ from .common import (
 
 def _cmd_probe(args) -> int:
     from .. import models
-    from ..probes import get_probe
+    from ..probes import ONE_QUERY_DEFAULTS, get_probe
 
     probe = get_probe(args.probe)
     typed_without_relation = args.query is not None and not args.query_id and not args.relation
@@ -42,12 +42,15 @@ def _cmd_probe(args) -> int:
             candidates = ds.candidates("relation", relation)
         else:
             candidates = ds.candidates(args.vocab)
-    ranking = probe.rank(model, [q], candidates, k=args.k, **probe_options(args, probe))[0]
+    options = {**ONE_QUERY_DEFAULTS, **probe_options(args, probe)}  # the Probe page's defaults
+    ranking = probe.rank(model, [q], candidates, k=args.k, **options)[0]
     if args.format == "json":
-        print_json({"model": model.describe(), "probe": probe.name, "n_candidates": len(candidates),
-                    **ranking.to_dict()})
+        print_json({"model": model.describe(), "probe": probe.name, "options": options,
+                    "n_candidates": len(candidates), **ranking.to_dict()})
     else:
-        print(f"{q.text(model.mask_token)}   [{model.id}, {probe.name}, {len(candidates)} candidates]")
+        left_out = "; its own subject left out (--no-exclude-subject keeps it)" if options.get("exclude_subject") \
+            else ""
+        print(f"{q.text(model.mask_token)}   [{model.id}, {probe.name}, {len(candidates)} candidates{left_out}]")
         for row in ranking.to_dict()["top"]:
             print(f"{row['rank']:>4}  {row['score']:>9.4f}  {'*' if row['gold'] else ' '} {row['name']}")
         for g, r in zip(q.golds, ranking.gold_ranks):
@@ -58,7 +61,8 @@ def _cmd_probe(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("probe", help="rank candidate entities for one query")
+    p = sub.add_parser("probe", help="rank candidate entities for one query (its own subject left out, as on the "
+                                     "Probe page; --no-exclude-subject keeps it)")
     add_model_args(p)
     add_dataset_args(p)
     add_probe_args(p)

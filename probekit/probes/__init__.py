@@ -58,6 +58,13 @@ for _p in (_retrieval, _mask_average, _mask_predict, _generative, _likelihood):
     register(_p)
 
 
+ONE_QUERY_DEFAULTS = {"exclude_subject": True}
+"""Where one query is probed (the Probe page, ``probekit probe``) its own subject, or a typed query's named
+candidates, are left out unless the user keeps them: an untuned encoder returns "Metformin" for "Metformin might
+treat [MASK]." A whole-dataset run keeps the papers' reference behaviour (:data:`~probekit.probes.base.
+EXCLUDE_SUBJECT` off)."""
+
+
 def get_probe(name: str) -> Probe:
     """The probe called ``name``; unknown names fail with close matches and the list."""
     return PROBES.get_or_raise(name)
@@ -69,5 +76,6 @@ def probes_for(model) -> list[str]:
     return [n for n, p in PROBES.items() if p.usable_with(model)]
 
 
-__all__ = ["COMMON_OPTIONS", "NOTHING_EXCLUDED", "PROBES", "Call", "Excluded", "Explanation", "Option", "Probe",
-           "ProbeContractError", "get_probe", "probes_for", "ranking_from_scores", "register", "unregister"]
+__all__ = ["COMMON_OPTIONS", "NOTHING_EXCLUDED", "ONE_QUERY_DEFAULTS", "PROBES", "Call", "Excluded", "Explanation",
+           "Option", "Probe", "ProbeContractError", "get_probe", "probes_for", "ranking_from_scores", "register",
+           "unregister"]
