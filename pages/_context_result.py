@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
+from pages._display import rank_axis
 
 ROLE_COLOURS = {"target": "#1565c0", "cor": "#2e7d32", "incor": "#c62828"}
 
@@ -27,7 +28,8 @@ def draw(result) -> None:
                     marker=dict(size=12, color=colours, symbol="diamond"), text=shown_added,
                     hovertemplate="step %{x}: %{text} rank %{y}<extra>O_a</extra>")
     # integer axes: steps are whole segments, ranks whole places
-    fig.update_yaxes(type="log", autorange="reversed", title="rank at [MASK] (1 = best)", tickformat="d")
+    rank_axis(fig, pd.concat([rows[c] for c in ("rank_target", "mean_rank_cor", "mean_rank_incor", "rank_added")])
+                 .max(skipna=True))
     fig.update_xaxes(tickformat="d", dtick=max(1, -(-len(rows) // 20)), title="step (segments added)")
     st.plotly_chart(ui.legible(fig, height=450), key="ctx_curve")
     st.markdown(f"**{ui.md(result.target)}** ({'negative target' if result.negative else 'target'}), "

@@ -98,3 +98,18 @@ def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | 
     if percent_axis:
         fig.update_layout({f"{percent_axis}axis": dict(rangemode="tozero", ticksuffix="%")})
     return fig
+
+
+RANK_TICKS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
+              500_000, 1_000_000)
+
+
+def rank_axis(fig, worst, *, axis: str = "y", title: str = "rank at [MASK] (1 = best)"):
+    """A rank axis on ``fig``: log scale, best (1) at the top, ticks at whole ranks only (1, 2, 5, 10, …, up to
+    twice the ``worst`` rank shown). Plotly's own log ticks fall between whole ranks and ``tickformat="d"`` then
+    prints 1.2, 1.5 and 2 as "1, 1, 2"; ranks are places, so every label is one."""
+    worst = int(worst) if worst is not None and worst == worst and worst >= 1 else 1
+    ticks = [t for t in RANK_TICKS if t <= worst * 2] or [1]
+    fig.update_layout({f"{axis}axis": dict(type="log", autorange="reversed", title=title, tickvals=ticks,
+                                           ticktext=[f"{t:,}" for t in ticks])})
+    return fig

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
+from pages._display import rank_axis
 from probekit.metrics.registry import METRICS
 
 FONT_PX = 18
@@ -65,12 +66,8 @@ def _context(data: dict, i: int) -> None:
     fig.add_scatter(x=rows.step, y=rows.rank_added, name="O_a (just added)", mode="markers",
                     marker=dict(size=14, symbol="diamond", color=colours),
                     text=[ui.chart_text(t) if t else "" for t in rows.added])
-    worst = int(pd.concat([rows[c] for c in ("rank_target", "mean_rank_cor", "mean_rank_incor", "rank_added")])
-                .max(skipna=True) or 1)
-    ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
-             if t <= max(worst, 1) * 2]  # whole ranks only (a log axis would label 1.2 and 1.5 as "1")
-    fig.update_yaxes(type="log", autorange="reversed", title="rank at [MASK] (1 = best)", tickvals=ticks,
-                     ticktext=[str(t) for t in ticks])
+    rank_axis(fig, pd.concat([rows[c] for c in ("rank_target", "mean_rank_cor", "mean_rank_incor", "rank_added")])
+                 .max(skipna=True))  # whole ranks only
     fig.update_xaxes(tickformat="d", dtick=max(1, -(-len(rows) // 20)), title="step (segments added)")
     st.plotly_chart(_big(fig, height=430), key=f"tp_curve_{i}", config={"displayModeBar": False})
     st.markdown(f"**{ui.md(result.query.subject)} → {ui.md(result.target)}** ({result.variant}). "

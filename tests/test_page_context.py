@@ -1,5 +1,7 @@
 """AppTest of the Context page on tiny random models and the shipped demo set."""
 
+import json
+
 from apptest_utils import as_text, errors, open_app, rendered
 
 from probekit.context import documents
@@ -139,8 +141,13 @@ def test_real_note_one_summary_line_sentences_and_integer_axes(tiny_encoder_dir)
     assert warnings == result.notices and len(warnings) == 1  # ... one summary line for the run
     n = sum(len(run.results) for run in result.runs)
     assert warnings[0].startswith(f"{len(cut):,} of {n:,} inputs were cut to ") and "words dropped" in warnings[0]
-    fig = at.get("plotly_chart")[0].proto.spec
-    assert '"tickformat":"d"' in fig.replace(" ", "")  # integer step and rank axes
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert fig["layout"]["xaxis"]["tickformat"] == "d"  # whole steps
+    # whole ranks: ticks only at places (a log axis with tickformat "d" labelled 1.2, 1.5, 2 as "1, 1, 2")
+    y = fig["layout"]["yaxis"]
+    assert y["type"] == "log" and y["autorange"] == "reversed" and y["tickvals"][0] == 1
+    assert all(float(v).is_integer() for v in y["tickvals"]) and y["ticktext"] == [f"{int(v):,}" for v in y["tickvals"]]
+    assert len(set(y["ticktext"])) == len(y["ticktext"])
     # the glossary: one line for O_t, O_cor, O_incor, UCM_k, UCM_m and every variant
     glossary = " ".join(m.value for m in at.markdown)
     for term in ("**O_t**", "**O_cor**", "**O_incor**", "**UCM_k**", "**UCM_m**", "**real**", "**knowledge-only**",
