@@ -34,6 +34,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..datasets import LOADERS
+from ..datasets.base import check_vocab
 from ..errors import ProbekitError, UnknownNameError, decode_utf8
 
 MAX_CELLS = 5000
@@ -194,8 +196,6 @@ class GridSpec:
         """Refuse a dataset, probe, probe option (name or value) or vocabulary no cell could run, naming the close
         registered ones. A dataset may also be a facts file (``.csv``/``.jsonl``/``.json``, or a file that exists).
         Models and layers are checked when a cell loads its model (a grid names models of other machines)."""
-        from ..datasets import LOADERS  # the loaders import pandas
-        from ..datasets.base import check_vocab
         from ..probes import get_probe  # the probes import torch
 
         for spec in self.datasets:
