@@ -6,8 +6,10 @@ import streamlit as st
 
 from pages import _ui as ui
 from probekit import rewire
+from probekit.bench import paired as paired_runs
 from probekit.bench import runs, views
 from probekit.metrics import compare as rm
+from probekit.metrics import paired
 from probekit.metrics.accuracy import COUNTINGS, DEFAULT_COUNTING, counting_label
 from probekit.metrics.registry import hit_depth, metric_from_params, metric_names
 
@@ -93,6 +95,29 @@ only_b = rm.hit_miss(frames[b], frames[a], k=k, which=which, hard_set=pair[::-1]
 t1, t2 = st.tabs([f"A gets, B misses ({len(only_a)})", f"B gets, A misses ({len(only_b)})"])
 t1.dataframe(views.styled(only_a, ranks=["rank a", "rank b"]), hide_index=True, key="cmp_only_a")
 t2.dataframe(views.styled(only_b, ranks=["rank a", "rank b"]), hide_index=True, key="cmp_only_b")
+
+# ---- is the difference real?
+st.subheader("Is the difference real?")
+run_ids = {short[r]: r for r in selected}
+if a == b:
+    st.info("Pick two different runs as A and B above to test their difference.")
+elif any(which not in rm.run_subsets(lab in hard_set) for lab in (a, b)):
+    st.info(f"A and B do not both have {which} queries: nothing to pair (pick another set of queries).")
+else:
+    tested = None
+    with ui.guard("Paired test"):
+        tested = paired_runs.compare_runs(run_ids[a], run_ids[b], metric=metric, which=which)
+    if tested is not None:
+        st.markdown("**" + ui.md(tested.sentence("micro", a="A", b="B")) + "**  \n"
+                    + ui.md(tested.sentence("macro", a="A", b="B")))
+        shown_test = views.percent(tested.table, ["A", "B", "diff", "lo", "hi"])
+        st.dataframe(views.styled(shown_test, numbers=["A", "B", "diff", "lo", "hi", "p", "p adjusted"], digits=3),
+                     hide_index=True, key="cmp_paired")
+        st.caption(f"A = {ui.md(a)}, B = {ui.md(b)}, on the {which} queries both hold (%; diff = A − B in points). "
+                   f"Interval: {100 * tested.confidence:g} % paired bootstrap, queries resampled within each relation "
+                   f"({tested.n_boot:,} resamples, seed {tested.seed}). Test: exact McNemar on the queries one run "
+                   "gets and the other misses (acc@k), else a sign-flip permutation test. 'p adjusted': "
+                   f"{paired.CORRECTIONS[tested.correction]} over the relations.")
 
 # ---- agreement
 st.subheader("Rank agreement")

@@ -9,6 +9,7 @@ from apptest_utils import downloads, errors, immediate, open_app
 from conftest import shared_paths, use_store
 
 from probekit import models, rewire
+from probekit.bench import paired as paired_runs
 from probekit.bench import runs
 from probekit.datasets import load_dataset
 from probekit.metrics import compare as rm
@@ -55,6 +56,13 @@ def test_compare_two_runs(tiny_encoder_dir, two_runs):
     assert list(diff[delta[0]].round(6)) == list((expected["Δ b"] * 100).round(6))
     agree = _frame(at, "spearman")
     assert len(agree) == 1 and agree.n[0] == len(a.frame)
+    # is the difference real: A (the first run) against B, paired on their shared queries
+    expected_test = paired_runs.compare_runs(a.run_id, b.run_id, metric="acc@10", which="full")
+    tested = _frame(at, "p adjusted")
+    assert list(tested.relation) == list(expected_test.table.relation)  # relations, then macro and micro
+    assert list(tested["p"].round(9)) == list(expected_test.table["p"].round(9))
+    said = [m.value for m in at.markdown if "paired queries" in m.value]
+    assert said and "A − B = " in said[0], [m.value for m in at.markdown]
     only_a = rm.hit_miss(a.frame, b.frame, k=10)
     assert any(f"A gets, B misses ({len(only_a)})" in t.label for t in at.tabs)
     assert len(at.get("plotly_chart")) == 1

@@ -6,11 +6,13 @@ import sys
 
 import pandas as pd
 
+from probekit.bench.paired import compare_runs
 from probekit.bench.results import UNFINISHED, mark_stale
 from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_block, list_runs, load_run
 from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError
 from probekit.metrics.accuracy import COUNTINGS, counting_label
+from probekit.metrics.paired import CORRECTIONS
 from probekit.metrics.registry import metric_names
 
 from .common import add_actions, print_json, print_listing
@@ -90,6 +92,28 @@ def _cmd_show(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    """Run A against run B on their shared queries: a paired test and a bootstrap interval per relation and overall
+    (:func:`probekit.metrics.paired.compare_paired`)."""
+    a, b = load_run(args.run_a), load_run(args.run_b)
+    cmp = compare_runs(str(a.run_id), str(b.run_id), metric=args.metric, which=args.set, confidence=args.confidence,
+                       resamples=args.resamples, seed=args.seed, correction=args.correction)
+    if args.format == "json":
+        print_json({"a": a.run_id, "b": b.run_id, **cmp.to_dict()})
+        return 0
+    print(f"A = {a.run_id}  {a.meta['label']}\nB = {b.run_id}  {b.meta['label']}")
+    print(cmp.sentence("micro"))
+    print(cmp.sentence("macro"))
+    print(f"\n{'relation':<44}{'n':>6}{'A':>8}{'B':>8}{'A − B':>8}{'interval':>18}{'p':>8}{'p adj.':>8}")
+    for r in cmp.table.to_dict(orient="records"):
+        ci = f"[{100 * r['lo']:.1f}, {100 * r['hi']:.1f}]"
+        adj = "" if r["p adjusted"] != r["p adjusted"] else f"{r['p adjusted']:.3f}"
+        print(f"{r['relation'][:43]:<44}{r['n']:>6}{100 * r['A']:>8.2f}{100 * r['B']:>8.2f}{100 * r['diff']:>+8.2f}"
+              f"{ci:>18}{r['p']:>8.3f}{adj:>8}")
+    print(f"p adj.: {CORRECTIONS[cmp.correction]} over the relations; {cmp.n_boot:,} resamples, seed {cmp.seed}")
+    return 0
+
+
 def _cmd_export(args) -> int:
     if not args.out:
         raise ProbekitError("`runs export` needs --out FILE (.csv or .parquet)")
@@ -105,7 +129,7 @@ def _cmd_delete(args) -> int:
 
 def register(sub) -> None:
 
-    p = sub.add_parser("runs", help="stored benchmark runs: list, show, export, delete",
+    p = sub.add_parser("runs", help="stored benchmark runs: list, show, compare, export, delete",
                        description="Stored benchmark runs; `runs ACTION --help` lists an action's flags.")
     actions = add_actions(p)
     run_help = "run id (see `runs list`)"
@@ -119,6 +143,20 @@ def register(sub) -> None:
                    help="acc@k counting; default: the run's own. "
                    + "; ".join(f"{k}: {v}" for k, v in COUNTINGS.items()))
     a.set_defaults(func=_cmd_show)
+    a = actions.add_parser("compare", help="is a difference real? run A against run B on their shared queries: "
+                                           "paired test (McNemar / sign-flip) and bootstrap interval per relation")
+    a.add_argument("run_a", help="run A (see `runs list`)")
+    a.add_argument("run_b", help="run B, the baseline the difference is taken against")
+    a.add_argument("--metric", default="acc@10", choices=metric_names(), help="the metric compared")
+    a.add_argument("--set", default=None, choices=list(SUBSETS),
+                   help="queries: default the runs' own full (or hard) set")
+    a.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    a.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples and sign flips (default 2000)")
+    a.add_argument("--seed", type=int, default=0, help="resampling seed (the same seed, the same numbers)")
+    a.add_argument("--correction", default="holm", choices=list(CORRECTIONS),
+                   help="; ".join(f"{k}: {v}" for k, v in CORRECTIONS.items()))
+    a.add_argument("--format", default="table", choices=["table", "json"])
+    a.set_defaults(func=_cmd_compare)
     a = actions.add_parser("export", help="one run's per-query results as a file")
     a.add_argument("run", help=run_help)
     a.add_argument("--out", default=None, help="output file (.csv or .parquet); required")
