@@ -1,6 +1,6 @@
-"""The README's Layout block for ``probekit/``, generated from the tree: every package and module with the first
-sentence of its docstring, wrapped between words. ``python tests/readme_layout.py --update`` rewrites the block;
-tests/test_readme_layout.py checks that the README holds what this prints."""
+"""The Layout block for ``probekit/`` in docs/layout.md (the README links it), generated from the tree: every package
+and module with the first sentence of its docstring, wrapped between words. ``python tests/readme_layout.py
+--update`` rewrites the block there; tests/test_readme_layout.py checks that docs/layout.md holds what this prints."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+LAYOUT = ROOT / "docs" / "layout.md"
 START = "probekit/         the pure core\n"
 END = "data/             "
 WIDTH = 118
 ABBREVIATIONS = {"fig", "al", "eq", "cf", "vs", "no", "sec", "tab"}
-NAME_COL = 18  # names (indented by depth) in the first 18 columns, as the README's other lines
+NAME_COL = 18  # names (indented by depth) in the first 18 columns, as the block's other lines
 
 
 def first_sentence(path: Path) -> str:
@@ -53,14 +53,16 @@ def block() -> str:
 
 
 def current() -> str:
-    text = README.read_text(encoding="utf-8")
+    """The block as docs/layout.md holds it now."""
+    text = LAYOUT.read_text(encoding="utf-8")
     i = text.index(START)
     return text[i:text.index(END, i)]
 
 
 def update() -> None:
-    text = README.read_text(encoding="utf-8")
-    README.write_text(text.replace(current(), block()), encoding="utf-8")
+    """Rewrite the block in docs/layout.md from the tree."""
+    text = LAYOUT.read_text(encoding="utf-8")
+    LAYOUT.write_text(text.replace(current(), block()), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ BART and T5 of ``_tiny_seq2seq`` for seq2seq probes. The result is compared with
 names, ids and scores, the gold ranks and n_candidates, plus the run's macro and micro acc@1/5/10
 (:meth:`probekit.bench.results.Run.summary`, i.e. :func:`probekit.metrics.summary`).
 
-Regenerate with ``python -m tests.golden --update`` (or ``make golden``): it rewrites the files and the
-README's demo numbers, which this module checks against the files.
+Regenerate with ``python -m tests.golden --update`` (or ``make golden``): it rewrites the files and the demo
+numbers quoted in docs/measurements.md (the README's measurements page), which this module checks against the files.
 
 Comparison rule
 ---------------
@@ -73,7 +73,8 @@ from probekit.metrics.accuracy import AVERAGES
 from probekit.probes import PROBES, probes_for
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
-README = Path(__file__).resolve().parent.parent / "README.md"
+MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements.md"
+"""The page that quotes the golden files' demo-set numbers (moved there from the README with the measurements)."""
 UPDATE_ENV = "PROBEKIT_GOLDEN_UPDATE"
 REGENERATE = "python -m tests.golden --update"
 DATASET, VOCAB, K = "demo", "heads+tails", 10
@@ -533,17 +534,17 @@ def test_generated_rule_fails_on_a_real_change():
     assert compare_summary(record, planted, generated=True, atol=atol)
 
 
-# ---------------------------------------------------------------- the README quotes the golden files
+# ---------------------------------------------------------------- docs/measurements.md quotes the golden files
 QUOTE = re.compile(r"macro\s+\(micro\)\s+acc@1\s+/\s+@5\s+/\s+@10\s+in\s+%:\s+"
                    r"(?P<nums>[\d.]+(?:\s+/\s+[\d.]+){2}\s+\([\d.]+(?:\s+/\s+[\d.]+){2}\))"
                    r"[^\[]{0,200}?\[tests/golden/(?P<file>[^\]\s]+\.json)\]")
-"""A README quote of a golden file: its numbers, then (within 200 characters) a link to the file."""
+"""A quote of a golden file in docs/measurements.md: its numbers, then (within 200 characters) a link to the file."""
 
 
-def readme_quote(summary: dict) -> str:
-    """How the README writes a golden file's acc@1/5/10 (percent, 2 decimals): ``macro (micro)``.
+def doc_quote(summary: dict) -> str:
+    """How docs/measurements.md writes a golden file's acc@1/5/10 (percent, 2 decimals): ``macro (micro)``.
 
-    >>> readme_quote({"macro": {"acc@1": 0.0, "acc@5": 0.25, "acc@10": 0.5},
+    >>> doc_quote({"macro": {"acc@1": 0.0, "acc@5": 0.25, "acc@10": 0.5},
     ...               "micro": {"acc@1": 0.0, "acc@5": 0.2, "acc@10": 1 / 3}})
     '0.00 / 25.00 / 50.00 (0.00 / 20.00 / 33.33)'
     """
@@ -553,21 +554,21 @@ def readme_quote(summary: dict) -> str:
     return f"{pct('macro')} ({pct('micro')})"
 
 
-def test_readme_demo_numbers_are_the_golden_files():
-    """The README's demo-set numbers of the embedded model are what its golden files pin (``make golden``
-    rewrites them there too); every golden file of the embedded model is quoted."""
-    text = README.read_text()
+def test_measured_demo_numbers_are_the_golden_files():
+    """The demo-set numbers of the embedded model that docs/measurements.md quotes are what its golden files pin
+    (``make golden`` rewrites them there too); every golden file of the embedded model is quoted."""
+    text = MEASUREMENTS.read_text()
     if _updating():
         def fresh(m):
-            quote = readme_quote(load_golden(GOLDEN_DIR / m.group("file"))["summary"])
+            quote = doc_quote(load_golden(GOLDEN_DIR / m.group("file"))["summary"])
             whole, start = m.group(0), m.start(0)
             return whole[:m.start("nums") - start] + quote + whole[m.end("nums") - start:]
 
         text = QUOTE.sub(fresh, text)
-        README.write_text(text)
+        MEASUREMENTS.write_text(text)
     quotes = {m.group("file"): " ".join(m.group("nums").split()) for m in QUOTE.finditer(text)}
     embedded = {case_file(p, m) for p, m in CASES if m == "default"}
-    assert embedded <= set(quotes), f"README quotes no numbers of {sorted(embedded - set(quotes))}"
+    assert embedded <= set(quotes), f"docs/measurements.md quotes no numbers of {sorted(embedded - set(quotes))}"
     for file, nums in quotes.items():
-        assert (GOLDEN_DIR / file).exists(), f"README quotes a missing golden file {file}"
-        assert nums == readme_quote(load_golden(GOLDEN_DIR / file)["summary"]), file
+        assert (GOLDEN_DIR / file).exists(), f"docs/measurements.md quotes a missing golden file {file}"
+        assert nums == doc_quote(load_golden(GOLDEN_DIR / file)["summary"]), file
