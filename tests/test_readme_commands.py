@@ -1,5 +1,6 @@
-"""README.md's example commands: every ``python -m probekit …`` / ``probekit …`` command line in its code (fenced
-blocks and inline spans) parses with the real parser, and the cheap ones (``--help``, listings) run."""
+"""The example commands of README.md and of every ``docs/*.md``: every ``python -m probekit …`` / ``probekit …``
+command line in their code (fenced blocks and inline spans) parses with the real parser, and the cheap ones
+(``--help``, listings) run."""
 
 from __future__ import annotations
 
@@ -20,13 +21,18 @@ CHEAP = {("runs", "list"), ("corpus", "list"), ("annotations", "list"), ("grid",
 
 
 def _code_lines(text: str) -> list[str]:
-    """Lines of the fenced code blocks, and inline code spans outside them."""
-    lines, fenced = [], False
+    """Lines of the fenced code blocks (a line ending in ``\\`` continued by the next), and inline code spans
+    outside them."""
+    lines, fenced, continued = [], False, False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
             fenced = not fenced
         elif fenced:
-            lines.append(line.strip())
+            if continued:
+                lines[-1] = lines[-1].removesuffix("\\").rstrip() + " " + line.strip()
+            else:
+                lines.append(line.strip())
+            continued = line.rstrip().endswith("\\")
         else:
             lines += re.findall(r"(?<!`)`([^`]+)`(?!`)", line)
     return lines
@@ -64,16 +70,21 @@ def _variants(tokens: list[str]) -> list[list[str]]:
     return out
 
 
-def readme_commands() -> list[list[str]]:
-    """Every probekit command line of the README as argv (what follows ``probekit``)."""
-    commands = []
-    for line in _code_lines((ROOT / "README.md").read_text()):
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+"""Where example commands are: the README and the docs pages it links."""
+
+
+def readme_commands(pages: list = PAGES) -> list[list[str]]:
+    """Every probekit command line of the README and the docs pages as argv (what follows ``probekit``), each
+    once, in the order first seen."""
+    commands: list[list[str]] = []
+    for line in (line for page in pages for line in _code_lines(page.read_text(encoding="utf-8"))):
         for part in re.split(r"\s+&&\s+|\s*;\s+", line):
             match = PREFIX.match(part)
             if match is None:
                 continue
             tokens = shlex.split(part[match.end():], comments=True)
-            commands += _variants(tokens)
+            commands += [v for v in _variants(tokens) if v and v not in commands]  # bare `probekit`: a name
     return commands
 
 
@@ -82,6 +93,7 @@ COMMANDS = readme_commands()
 
 def test_the_readme_has_example_commands():
     assert len(COMMANDS) >= 20 and ["--help"] in COMMANDS
+    assert len(readme_commands([ROOT / "README.md"])) >= 10, "the README's CLI tour lost its commands"
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a) for a in COMMANDS])
@@ -92,7 +104,7 @@ def test_readme_command_parses_and_the_cheap_ones_run(argv, capsys):
             parser.parse_args(argv)
         assert e.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
         return
-    args = parser.parse_args(argv)  # a README command line the parser refuses fails here (SystemExit 2)
+    args = parser.parse_args(argv)  # a documented command line the parser refuses fails here (SystemExit 2)
     assert callable(args.func)
     if tuple(argv[:2]) in CHEAP:
         assert cli.main(argv) == 0, capsys.readouterr().err
