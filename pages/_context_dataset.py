@@ -9,6 +9,7 @@ import streamlit as st
 from pages import _ui as ui
 from probekit import context as ctx
 from probekit.context import store as context_runs
+from probekit.metrics.accuracy import DEFAULT_COUNTING, counting_label
 from probekit.metrics.registry import metric_names
 
 UCM_COLOURS = {"U": "#2e7d32", "C": "#9e9e9e", "M": "#c62828"}
@@ -129,7 +130,8 @@ def result(res) -> None:
         st.info("No triple found a usable context: nothing was ranked. Try more corpora or a wider window.")
     if len(acc):
         st.dataframe(percent(acc), hide_index=True, key="ctx_d_acc", column_config=PCT)
-        st.caption("acc@k (macro, %) with the prompt alone (none) and with the whole context (full), per context.")
+        st.caption("acc@k and MRR (macro, %) with the prompt alone (none) and with the whole context (full), per "
+                   f"context; {counting_label(DEFAULT_COUNTING)}.")
 
 
 def stored() -> None:

@@ -11,6 +11,7 @@ from probekit import grid, models
 from probekit.bench import runs
 from probekit.datasets import available_datasets
 from probekit.datasets.base import available_vocabs
+from probekit.metrics.accuracy import COUNTINGS
 from probekit.metrics.registry import metric_names
 from probekit.probes import PROBES
 
@@ -108,7 +109,9 @@ if not done.empty:
                  labels={"label": "", f"macro {metric}": f"macro {metric} (%)"})
     st.plotly_chart(ui.legible(fig, height=max(260, 34 * len(done) + 80), legend=False, percent_axis="x"),
                     key="gr_chart")
-    st.caption("Each cell is a stored benchmark run: open it on the Benchmark or Compare page.")
+    st.caption("Each cell is a stored benchmark run: open it on the Benchmark or Compare page. Its numbers are "
+               "counted as its run was stored (column counting: "
+               + "; ".join(f"{k}: {v}" for k, v in COUNTINGS.items()) + ").")
 ui.download("Cells (CSV)", lambda: runs.frame_bytes(shown, "csv"),
             memo=("grid", sel, tuple(sorted(counts.items())), len(done)), file_name=f"grid_{sel}.csv",
             mime="text/csv", key="gr_csv")

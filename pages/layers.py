@@ -10,6 +10,7 @@ from pages import _ui as ui
 from probekit.bench import layers, runs, views
 from probekit.datasets import VOCABS
 from probekit.index import SIMILARITIES
+from probekit.metrics.accuracy import counting_label
 from probekit.metrics.registry import metric_from_params, metric_names
 
 ui.title("Layer-wise probing")
@@ -126,7 +127,7 @@ c1.dataframe(views.styled(views.percent(best, ["best acc", "last layer acc", "ga
 c2.markdown("**Per layer (%)**")
 pct = (avg.drop(columns="n") * 100).reset_index()
 c2.dataframe(views.styled(pct, numbers=pct.columns[1:]), hide_index=True, key="ly_avg")
-st.caption(ui.md(views.layer_caption(result.meta)))
+st.caption(ui.md(views.layer_caption(result.meta)) + f" · {counting_label(layers.COUNTING)}")
 d1, d2 = st.columns(2)
 for col, fmt in ((d1, "csv"), (d2, "parquet")):
     with col:  # a stored sweep never changes

@@ -8,6 +8,7 @@ from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import runs
 from probekit.datasets import VOCABS
+from probekit.metrics.accuracy import DEFAULT_COUNTING, counting_label
 from probekit.metrics.registry import metric_names
 from probekit.probes.retrieval import PRESETS
 
@@ -97,7 +98,7 @@ present = [s for s in rewire.SUBSETS if s in set(frame["subset"])]
 if st.session_state.get("sw_subset") not in present:
     st.session_state.sw_subset = present[0]
 subset = c2.segmented_control("Queries", present, key="sw_subset", persist_state="session") or present[0]
-st.caption(f"**{subset}**: {rewire.SUBSETS[subset]}.")
+st.caption(f"**{subset}**: {rewire.SUBSETS[subset]}. Every point by one rule: {counting_label(DEFAULT_COUNTING)}.")
 n_runs = frame["rewire_run"].nunique()
 best = rewire.best_checkpoint(frame, metric=metric, subset=subset)
 m1, m2, m3 = st.columns(3)

@@ -12,6 +12,7 @@ from pages import _bench
 from pages import _ui as ui
 from probekit import models
 from probekit.bench import runs
+from probekit.metrics.accuracy import counting_label
 from probekit.metrics.registry import metric_names
 from probekit.templates import compare, stored
 
@@ -78,7 +79,8 @@ else:
     st.plotly_chart(fig, key="tpl_slope")
     c = cmp.correlation
     fmt = lambda v: "undefined" if v != v else f"{v:.3f}"  # noqa: E731 - NaN check
-    st.caption(f"{c['n']} models ranked by {cmp.average} {acc} (in brackets, %). Kendall's τ-b {fmt(c['kendall_tau'])} "
+    st.caption(f"{c['n']} models ranked by {cmp.average} {acc} (in brackets, %; {counting_label(compare.COUNTING)}). "
+               f"Kendall's τ-b {fmt(c['kendall_tau'])} "
                f"(p {fmt(c['kendall_p'])}), Spearman's ρ {fmt(c['spearman_rho'])} (p {fmt(c['spearman_p'])}).")
     st.dataframe(cmp.rankings, hide_index=True, key="tpl_rankings")
 

@@ -95,6 +95,7 @@ def test_local_grid_stores_each_cell_once_and_resumes(tiny_encoder_dir, facts):
     result = run_grid(spec, backend="local")
     assert result.ran == 4 and result.skipped == 0 and (result.cells.status == "done").all()
     assert result.cells.run_id.is_unique and len(runs.list_runs()) == 4
+    assert set(result.cells["counting"]) == {"query"}  # each cell's numbers name their counting
     # the same grid again: everything stored, nothing computed
     again = run_grid(spec, backend="local")
     assert again.ran == 0 and again.skipped == 4 and len(runs.list_runs()) == 4

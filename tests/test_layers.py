@@ -147,8 +147,10 @@ def test_job_and_cli(capsys, tiny_encoder, tiny_encoder_dir, tiny_dataset, tmp_p
     assert set(data["full"]["per_layer"]) == {1, 2} or set(data["full"]["per_layer"]) == {"1", "2"}
     assert list(data["full"]["best_layers"]) == data["metrics"] == metrics.metric_names()
     assert set(data["full"]["best_layers"]["MRR"]) == set(tiny_dataset.relations)
+    assert data["counting"] == "query"  # the reading is named with the numbers
     assert cli.main([*base, "--layers", "2"]) == 0
-    assert "best layer per relation" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "best layer per relation" in out and "counting: query (a query is a hit" in out
     assert cli.main([*base, "--layers", "9"]) == 2
     assert "out of range" in capsys.readouterr().err
     assert cli.main(["layers", "--list"]) == 0

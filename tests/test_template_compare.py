@@ -91,7 +91,7 @@ def test_compare_runs_of_three_models_on_both_kinds(three_mlms, tiny_dataset):
     assert list(cmp.perplexity_fit.models) == [3, 3]
     assert set(cmp.perplexity_fit["perplexity aggregate"]) == {"prompt-mean"}
     by_corpus = compare.compare_runs(list(ids.values()), metric="acc@1", perplexity_aggregate="corpus")
-    assert by_corpus.to_dict()["perplexity_aggregate"] == "corpus"
+    assert by_corpus.to_dict()["perplexity_aggregate"] == "corpus" and by_corpus.to_dict()["counting"] == "query"
     tb = by_corpus.runs[by_corpus.runs.kind == "template-based"]
     r = by_corpus.perplexity_fit.pearson_r.iloc[0]  # the fit uses the chosen aggregate's column
     if tb["acc@1"].nunique() > 1 and tb["corpus perplexity"].nunique() > 1:

@@ -41,6 +41,8 @@ from .runner import run_benchmark
 from .settings import check_run_args, dataset_spec
 
 COMPONENT = "layers"
+COUNTING = "query"
+"""A sweep scores each query by its best gold rank (:data:`probekit.metrics.accuracy.COUNTINGS`)."""
 KS = (1, 5, 10)
 """The hit counts a sweep stores beside its ranks (what sweeps stored before ranks were kept have alone)."""
 TOP_K = max(KS)
@@ -184,6 +186,7 @@ class LayerRun:
                                                           "options", "vocab", "device", "seconds", "timings")}}
         names = metric_names()
         out["metrics"] = names
+        out["counting"] = COUNTING
         for subset in SUBSETS:
             if not (self.table["subset"] == subset).any():
                 out[subset] = None

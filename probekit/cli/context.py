@@ -20,6 +20,7 @@ from probekit.context.sources import INDEX_UNITS
 from probekit.errors import ProbekitError
 from probekit.types import Query
 
+from ..metrics.accuracy import DEFAULT_COUNTING, counting_label
 from ..types import parse_free_query
 from .common import (
     add_dataset_args,
@@ -223,7 +224,8 @@ def _cmd_runs(args) -> int:
               f"{meta['n_queries']} triples, {meta['seconds'] or 0:.0f} s)")
         print("\nUCM (share of O_cor steps: Understand / Confuse / Misunderstand)")
         print(ucm.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print("\nacc@k (macro) with the prompt alone (none) and with the full context")
+        print(f"\nacc@k and MRR (macro) with the prompt alone (none) and with the full context; "
+              f"{counting_label(DEFAULT_COUNTING)}")
         print(acc.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         return 0
     print_listing(context_runs.list_runs(), args.format, empty="no stored context runs (run `context dataset --save`)")

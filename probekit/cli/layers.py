@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from probekit.bench.layers import LayerRun, list_layer_runs, run_layers
+from probekit.bench.layers import COUNTING, LayerRun, list_layer_runs, run_layers
 from probekit.datasets import SUBSETS as SUBSET_TEXT
 from probekit.datasets import VOCABS
 from probekit.encode import POOLINGS
 from probekit.errors import ProbekitError
 from probekit.index import SIMILARITIES
+from probekit.metrics.accuracy import counting_label
 from probekit.metrics.compare import SUBSETS
 from probekit.metrics.registry import metric_names
 
@@ -18,6 +19,7 @@ from .common import add_dataset_args, add_model_args, load_dataset_from_args, pr
 
 def _print_table(result: LayerRun) -> None:
     print(f"{result.label}  [{result.run_id or 'not saved'}, {result.meta.get('seconds') or 0:.1f} s]")
+    print(counting_label(COUNTING))
     for subset in SUBSETS:
         if not (result.table["subset"] == subset).any():
             continue

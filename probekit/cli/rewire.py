@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from probekit.metrics.accuracy import DEFAULT_COUNTING, counting_label
 from probekit.metrics.registry import metric_names
 from probekit.rewire import (
     CPU_BATCH_SIZE,
@@ -73,7 +74,8 @@ def _cmd_sweep(args) -> int:
                     "subsets": {s: SUBSETS[s] for s in sorted(set(frame["subset"]))}, "curves": curves,
                     "rows": frame.to_dict(orient="records")})
     else:
-        print(f"{ds.name}: macro {', '.join(names)} (%) by step, mean over {len(args.run)} run(s)"
+        print(f"{ds.name}: macro {', '.join(names)} (%) by step, mean over {len(args.run)} run(s); "
+              f"{counting_label(DEFAULT_COUNTING)}"
               + (f", preset {args.preset}" if args.preset else ""))
         for subset in sorted(set(frame["subset"])):
             by_metric = {n: sweep_curve(frame, metric=n, subset=subset) for n in names}

@@ -14,6 +14,7 @@ import math
 
 from ..datasets import load_dataset
 from ..errors import ProbekitError
+from ..metrics.accuracy import counting_label
 from ..metrics.registry import get_metric, metric_names
 from ..store.export import write_table
 from .common import (
@@ -44,7 +45,7 @@ def _num(v, fmt=".3f") -> str:
 
 
 def _cmd_compare(args) -> int:
-    from ..templates.compare import compare_runs
+    from ..templates.compare import COUNTING, compare_runs
 
     cmp = compare_runs(args.runs, metric=args.metric, average=args.average, top_n=args.top_n,
                        flag_threshold=args.flag_threshold, scorer=args.scorer, fill=args.fill,
@@ -53,6 +54,7 @@ def _cmd_compare(args) -> int:
         print_json(cmp.to_dict())
         return 0
     acc = cmp.metric
+    print(f"{cmp.average} {acc}, {counting_label(COUNTING)}")
     print(f"{'run':<28}{'kind':<16}{'model · dataset':<48}{acc:>9}{'mean ppl':>11}{'corpus ppl':>11}"
           "  top object (share of top-k)")
     for r in cmp.runs.to_dict(orient="records"):

@@ -57,7 +57,8 @@ def register(spec: GridSpec) -> str:
 
 def cells_frame(grid_id: str) -> pd.DataFrame:
     """Every cell of a grid with its latest outcome: status (pending/done/failed), run, seconds, worker, error,
-    and the run's macro value of every registered metric (``macro acc@1``… ``macro MRR``) when stored."""
+    and, when stored, the run's ``counting`` and the macro value of every registered metric (``macro acc@1``…
+    ``macro MRR``) counted so."""
     frame = _store().fetch_df("""
         WITH last AS (
             SELECT * FROM (SELECT e.*, row_number() OVER (PARTITION BY cell_key ORDER BY event_id DESC) AS rn
@@ -75,7 +76,7 @@ def cells_frame(grid_id: str) -> pd.DataFrame:
     done_ids = set(stored.run_id)
     lost = (frame.status == "done") & ~frame.run_id.isin(done_ids)
     frame.loc[lost, "status"] = "pending"  # its run was deleted since: it runs again
-    acc = stored.set_index("run_id")[[f"macro {name}" for name in metric_names()]]
+    acc = stored.set_index("run_id")[["counting", *[f"macro {name}" for name in metric_names()]]]
     return frame.join(acc, on="run_id")
 
 

@@ -20,6 +20,10 @@ from ..metrics.registry import get_metric, metric_names
 from ..types import SUBJECT
 from . import frequency, rankings, stored
 
+COUNTING = "query"
+"""The runs are compared query by query, each scored by its best gold (:data:`probekit.metrics.accuracy.COUNTINGS`),
+whatever counting they were stored with."""
+
 TEMPLATE_BASED, TEMPLATE_FREE = "template-based", "template-free"
 PPL_COLUMNS = {"mean_perplexity": "mean perplexity", "corpus_perplexity": "corpus perplexity"}
 """The runs table's column for each :func:`~probekit.templates.stored.mean_perplexity` aggregate."""
@@ -62,7 +66,8 @@ class Comparison:
             return obj
 
         records = lambda f: [{k: clean(v) for k, v in r.items()} for r in f.to_dict(orient="records")]  # noqa: E731
-        return {"metric": self.metric, "average": self.average, "perplexity_aggregate": self.perplexity_aggregate,
+        return {"metric": self.metric, "average": self.average, "counting": COUNTING,
+                "perplexity_aggregate": self.perplexity_aggregate,
                 "runs": records(self.runs),
                 "rankings": None if self.rankings is None else records(self.rankings),
                 "correlation": None if self.correlation is None else {k: clean(v) for k, v in self.correlation.items()},
