@@ -60,7 +60,7 @@ test-heavy: install
 test-install: install
 	$(PY) -m pytest tests/test_install.py -m "slow or not slow" -q
 
-# Rewrite tests/golden/*.json (each probe's demo-set output) and the README's demo numbers from fresh runs;
+# Rewrite tests/golden/*.json (each probe's demo-set output) and docs/measurements.md's demo numbers from fresh runs;
 # review the diff before committing it. `python -m tests.golden` alone checks them.
 golden: install
 	$(PY) -m tests.golden --update

@@ -2,8 +2,8 @@
 
 From the repository root. Without ``--update`` it runs ``tests/test_golden.py`` as the suite does; with it,
 the same test module rewrites ``tests/golden/*.json`` from fresh demo-set runs (one per registered probe) and
-the README's demo numbers from those files, then checks them. Review the diff before committing it: a golden
-file is a claim that the new numbers are right.
+docs/measurements.md's demo numbers from those files, then checks them. Review the diff before committing it: a
+golden file is a claim that the new numbers are right.
 """
 
 from __future__ import annotations
