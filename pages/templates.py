@@ -11,7 +11,7 @@ import streamlit as st
 from pages import _bench
 from pages import _ui as ui
 from probekit import models
-from probekit.bench import runs
+from probekit.bench import runs, views
 from probekit.metrics.accuracy import counting_label
 from probekit.metrics.registry import metric_names
 from probekit.templates import compare, stored
@@ -83,6 +83,17 @@ else:
                f"Kendall's τ-b {fmt(c['kendall_tau'])} "
                f"(p {fmt(c['kendall_p'])}), Spearman's ρ {fmt(c['spearman_rho'])} (p {fmt(c['spearman_p'])}).")
     st.dataframe(cmp.rankings, hide_index=True, key="tpl_rankings")
+    held = cmp.stability
+    if held is not None:
+        st.markdown("**Does the ranking hold?** " + ui.md(
+            f"Kendall's τ-b {fmt(held['tau'])}, {100 * (1 - held['alpha']):g} % interval [{fmt(held['lo'])}, "
+            f"{fmt(held['hi'])}] over {held['defined']:,} of {held['n_boot']:,} prompt resamples"))
+        st.dataframe(views.styled(held["pairs"], numbers=[f"{tb} order kept", "holds"], digits=2), hide_index=True,
+                     key="tpl_stability")
+        st.caption(f"Each kind's prompts resampled with replacement within their relations, the same draw for every "
+                   f"model (seed {held['seed']}). 'holds': the share of resamples in which a pair's {tb} order is "
+                   f"also its {tf} order; holds ≥ {1 - held['alpha']:.2f}, flips ≤ {held['alpha']:.2f}, else "
+                   "uncertain (the change is within the noise of the prompts).")
 
 # ---- perplexity vs accuracy
 ppl_col = compare.PPL_COLUMNS[stored.PERPLEXITY_AGGREGATES[cmp.perplexity_aggregate][0]]

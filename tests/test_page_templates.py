@@ -65,6 +65,8 @@ def test_compare_two_models_on_both_kinds(tiny_mlm_dir, stored_runs):
     assert len(at.get("plotly_chart")) == 3  # slope chart, perplexity scatter, frequency bars
     assert [w.value for w in at.warning] == [ui.md(f) for f in expected.flags]  # data shown as text
     assert any("Kendall's τ-b undefined" in c.value for c in at.caption)  # two models: tau is undefined
+    held = _frame(at, "verdict")  # does the ranking hold: one pair of models, a verdict from prompt resampling
+    assert list(held.verdict) == list(expected.stability["pairs"].verdict) and len(held) == 1
     at.segmented_control(key="tpl_metric").set_value("MRR").run()
     assert errors(at) == [] and "MRR" in _frame(at, "kind").columns
     assert any("ranked by macro MRR" in c.value for c in at.caption)

@@ -71,6 +71,14 @@ def _cmd_compare(args) -> int:
         c = cmp.correlation
         print(f"Kendall's tau {_num(c['kendall_tau'])} (p {_num(c['kendall_p'])}), Spearman's rho "
               f"{_num(c['spearman_rho'])} (p {_num(c['spearman_p'])}), {c['n']} models")
+        held = cmp.stability
+        if held is not None:
+            print(f"does the ranking hold? tau {_num(held['tau'])}, {100 * (1 - held['alpha']):g} % interval "
+                  f"[{_num(held['lo'])}, {_num(held['hi'])}] over {held['n_boot']:,} prompt resamples (seed "
+                  f"{held['seed']})")
+            for r in held["pairs"].to_dict(orient="records"):
+                print(f"  {r['model a'][:30]} vs {r['model b'][:30]}: {r['verdict']} "
+                      f"(order kept in {_num(r['holds'], '.0%')} of resamples)")
     for r in cmp.perplexity_fit.to_dict(orient="records"):
         print(f"perplexity ({cmp.perplexity_aggregate}) vs {acc}, {r['kind']}: Pearson's r {_num(r['pearson_r'])} "
               f"(p {_num(r['p_value'])}), {r['models']} models")

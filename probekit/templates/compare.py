@@ -19,6 +19,7 @@ from ..metrics import compare as run_metrics
 from ..metrics.registry import get_metric, metric_names
 from ..types import SUBJECT
 from . import frequency, rankings, stored
+from .stability import ranking_stability
 
 COUNTING = "query"
 """The runs are compared query by query, each scored by its best gold (:data:`probekit.metrics.accuracy.COUNTINGS`),
@@ -58,6 +59,9 @@ class Comparison:
     average: str = "macro"
     perplexity_aggregate: str = "prompt-mean"
     """Which aggregate (:data:`~probekit.templates.stored.PERPLEXITY_AGGREGATES`) ``perplexity_fit`` used."""
+    stability: dict | None = None
+    """Whether the ranking holds under prompt resampling (:func:`probekit.templates.stability.ranking_stability`;
+    None without models on both kinds)."""
 
     def to_dict(self) -> dict:
         def clean(obj):
@@ -71,7 +75,10 @@ class Comparison:
                 "runs": records(self.runs),
                 "rankings": None if self.rankings is None else records(self.rankings),
                 "correlation": None if self.correlation is None else {k: clean(v) for k, v in self.correlation.items()},
-                "perplexity_fit": records(self.perplexity_fit), "flags": self.flags}
+                "perplexity_fit": records(self.perplexity_fit), "flags": self.flags,
+                "stability": None if self.stability is None else {
+                    **{k: clean(v) for k, v in self.stability.items() if k != "pairs"},
+                    "pairs": records(self.stability["pairs"])}}
 
 
 def _perplexity_of(run_id: str, model: str, means: pd.DataFrame, scorer: str | None, fill: str) -> tuple:
@@ -88,12 +95,14 @@ def _perplexity_of(run_id: str, model: str, means: pd.DataFrame, scorer: str | N
 
 def compare_runs(run_ids: Sequence[str], *, metric: str = "acc@1", average: str = "macro", top_n: int = 5,
                  flag_threshold: float = 0.1, scorer: str | None = None, fill: str = "gold",
-                 frequency_k: int | None = None, perplexity_aggregate: str = "prompt-mean") -> Comparison:
+                 frequency_k: int | None = None, perplexity_aggregate: str = "prompt-mean",
+                 resamples: int = 1000, seed: int = 0) -> Comparison:
     """Load stored runs and compare them (see the module docstring). The runs table holds every registered metric
     (:mod:`probekit.metrics.registry`); ``metric``/``average``: the one that ranks models (the paper: acc@1);
     ``scorer``/``fill``: which stored perplexities to use (default: the run's own model);
     ``perplexity_aggregate``: which of the two per-run perplexities (both are in the table) the Pearson fit
-    uses; ``frequency_k``: how deep prediction frequency counts (default the paper's 10; a run that stored
+    uses; ``resamples``/``seed``: the prompt resampling behind :attr:`Comparison.stability`; ``frequency_k``: how deep
+    prediction frequency counts (default the paper's 10; a run that stored
     fewer predictions counts all it has, and the table's ``frequency k`` column says how many)."""
     from ..bench.runs import load_run
 
@@ -110,6 +119,7 @@ def compare_runs(run_ids: Sequence[str], *, metric: str = "acc@1", average: str 
     freqs: dict[str, pd.DataFrame] = {}
     flags: list[str] = []
     seen: dict[tuple[str, str], str] = {}
+    by_kind: dict[str, dict[str, pd.DataFrame]] = {kind: {} for kind in KINDS}
     for run_id, run in zip(run_ids, runs):
         meta, frame = run.meta, run.frame
         if not len(frame):
@@ -119,6 +129,7 @@ def compare_runs(run_ids: Sequence[str], *, metric: str = "acc@1", average: str 
             raise ProbekitError(f"model {model!r} has two {kind} runs ({seen[kind, model]} and {run_id}): "
                                 "keep one per model and kind")
         seen[kind, model] = run_id
+        by_kind[kind][model] = frame
         label = f"{model} · {meta['dataset']}"
         mean_ppl, corpus_ppl, used = _perplexity_of(run_id, model, means, scorer, fill)
         fk = max(1, min(frequency_k or 10, min(len(names) for names in frame["top_names"])))
@@ -141,14 +152,18 @@ def compare_runs(run_ids: Sequence[str], *, metric: str = "acc@1", average: str 
             raise ProbekitError(f"the {kind} runs use {len(datasets)} datasets ({', '.join(datasets)}): compare runs "
                                 "of one dataset per kind")
     acc = metric
-    by_kind = {kind: dict(zip(table.model[table.kind == kind], table[acc][table.kind == kind])) for kind in KINDS}
-    ranked = corr = None
-    if all(by_kind.values()) and set(by_kind[TEMPLATE_BASED]) & set(by_kind[TEMPLATE_FREE]):
-        ranked = rankings.model_rankings(by_kind[TEMPLATE_BASED], by_kind[TEMPLATE_FREE], names=KINDS)
-        corr = rankings.rank_correlation(by_kind[TEMPLATE_BASED], by_kind[TEMPLATE_FREE])
+    scored = {kind: dict(zip(table.model[table.kind == kind], table[acc][table.kind == kind])) for kind in KINDS}
+    ranked = corr = held = None
+    if all(scored.values()) and set(scored[TEMPLATE_BASED]) & set(scored[TEMPLATE_FREE]):
+        ranked = rankings.model_rankings(scored[TEMPLATE_BASED], scored[TEMPLATE_FREE], names=KINDS)
+        corr = rankings.rank_correlation(scored[TEMPLATE_BASED], scored[TEMPLATE_FREE])
+        if len(set(scored[TEMPLATE_BASED]) & set(scored[TEMPLATE_FREE])) >= 2:
+            held = ranking_stability(by_kind[TEMPLATE_BASED], by_kind[TEMPLATE_FREE], metric=metric, average=average,
+                                     n_boot=resamples, seed=seed, names=KINDS)
     chosen = PPL_COLUMNS[ppl_column]
     points = table.rename(columns={acc: "accuracy", chosen: "perplexity"})
     fit = rankings.perplexity_accuracy(points[["model", "kind", "perplexity", "accuracy"]])
     fit.insert(1, "perplexity aggregate", perplexity_aggregate)
     return Comparison(runs=table, rankings=ranked, correlation=corr, perplexity_fit=fit, frequency=freqs,
-                      flags=flags, metric=metric, average=average, perplexity_aggregate=perplexity_aggregate)
+                      flags=flags, metric=metric, average=average, perplexity_aggregate=perplexity_aggregate,
+                      stability=held)
