@@ -22,10 +22,15 @@ if model is None or ds is None:
     st.stop()
 
 
-# ---- settings and start
+# ---- settings and start: folded once runs are stored, so their results come first (a 1024×768 screen too)
 job = st.session_state.get("bm_job")
 running = job is not None and not job.finished
-with st.container(border=True):
+listed = sweeps = None
+with ui.guard("Stored runs"):
+    listed = runs.list_runs()
+    sweeps = rewire.stored_sweeps()
+with st.expander("New run: settings and Start", icon=":material/tune:",
+                 expanded=running or listed is None or listed.empty):
     c1, c2, c3 = st.columns([3, 2, 2])
     c1.markdown(f"**{ui.md(ui.model_label())}** on **{ui.md(ds.name)}** ({len(ds):,} queries, "
                 f"{len(ds.relations)} relations)")
@@ -61,11 +66,7 @@ finished = ui.kept("bm_result", inputs, note=False)  # its message only while th
 if finished is not None and finished.status != "done":
     (st.warning if finished.status == "cancelled" else st.error)(ui.message(finished.error or finished.status))
 
-# ---- stored runs
-listed = sweeps = None
-with ui.guard("Stored runs"):
-    listed = runs.list_runs()
-    sweeps = rewire.stored_sweeps()
+# ---- stored runs (listed above: a finished job's runs are stored before the rerun it triggers)
 if listed is None or listed.empty:
     st.info("No stored runs yet: choose the settings above and press Start.")
     st.stop()

@@ -34,7 +34,12 @@ if not 0 <= min(st.session_state.get("ly_range", (0, 99))) <= max(st.session_sta
 
 job = st.session_state.get("ly_job")
 running = job is not None and not job.finished
-with st.container(border=True):
+stored_before = None
+with ui.guard("Stored sweeps"):
+    stored_before = layers.list_layer_runs()
+# the settings fold once sweeps are stored, so the heatmap comes first (a 1024×768 screen too)
+with st.expander("New sweep: settings and Run", icon=":material/tune:",
+                 expanded=running or stored_before is None or stored_before.empty):
     st.markdown(f"**{ui.md(ui.model_label())}** ({model.num_layers} layers) on **{ui.md(ds.name)}** ({len(ds):,} "
                 "queries); candidates and queries are encoded once for all layers.")
     c1, c2, c3 = st.columns(3)
@@ -67,9 +72,8 @@ finished = ui.kept("ly_result", inputs, note=False)  # its message only while th
 if finished is not None and finished.status != "done":
     (st.warning if finished.status == "cancelled" else st.error)(ui.message(finished.error or finished.status))
 
-listed = matching = None
+listed, matching = stored_before, None  # a finished sweep is stored before the rerun it triggers
 with ui.guard("Stored sweeps"):
-    listed = layers.list_layer_runs()
     matching = layers.find_layer_run(layers.layer_settings(model, ds, **choice))  # the sweep of these settings
 if listed is None or listed.empty:
     st.info("No stored layer sweeps yet: press Run.")

@@ -59,6 +59,20 @@ def test_run_tables_charts_and_second_run(tiny_encoder_dir):
     assert _finish(at).result == second.result
 
 
+def test_stored_results_come_first_and_the_settings_fold(tiny_encoder_dir):
+    """With nothing stored the settings are open (there is nothing else to see); once runs are stored the page
+    opens on their results and the settings fold into one expander, so the accuracy table is on the first screen
+    at 1024×768 (it sat under ~480 px of settings)."""
+    at = open_app("benchmark", model=str(tiny_encoder_dir))
+    [settings] = [e for e in at.expander if e.label == "New run: settings and Start"]
+    assert settings.proto.expanded and settings.button(key="bm_start")
+    runs.run_benchmark(models.load(str(tiny_encoder_dir), device="cpu"), load_dataset("demo"), k=10)
+    at = open_app("benchmark", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    [settings] = [e for e in at.expander if e.label == "New run: settings and Start"]
+    assert not settings.proto.expanded and len(_frame(at, "full acc@1")) == 2
+
+
 def test_open_query_on_probe_page(tiny_encoder_dir):
     at = open_app("benchmark", model=str(tiny_encoder_dir))
     at.number_input(key="bm_retrieval_max_length").set_value(32).run()  # an advanced option, not its default

@@ -75,6 +75,8 @@ def test_share_link_caption_and_missing_values(tiny_encoder_dir):
         "set": "hard-in-full"})
     assert errors(at) == []
     assert at.session_state["ly_sel"] == sweep.run_id and at.session_state["ly_range"] == (0, 1)
+    [settings] = [e for e in at.expander if e.label == "New sweep: settings and Run"]
+    assert not settings.proto.expanded  # a stored sweep: its heatmap first, the settings folded
     assert at.session_state["ly_metric"] == "acc@10" and at.session_state["ly_set"] == "hard-in-full"
     assert not at.warning  # the sweep shown is the one of these settings
     link = at.code[-1].value
