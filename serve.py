@@ -16,8 +16,20 @@ from starlette.middleware import Middleware
 
 from probekit.annotations.organiser import COOKIE, check_organiser_cookie, organiser_token_required
 
-GUARDED = ("/media/",)
-"""Path pieces whose responses carry data (Streamlit's media files); the pages themselves are guarded by app.py."""
+GUARDED = "media"
+"""The path segment of Streamlit's media store, whose responses carry data (downloads, images); the pages themselves
+are guarded by app.py. Streamlit's own static files live under ``/static/`` (its fonts under ``/static/media/``):
+they are no secret and are served to everyone, or a browser that has not signed in draws icon names as words."""
+
+
+def guarded(path: str) -> bool:
+    """Whether ``path`` is a media-store file: a ``media`` segment not inside ``/static/`` (any base URL path).
+
+    >>> guarded("/media/8f2c.csv"), guarded("/probekit/media/8f2c.csv"), guarded("/static/media/Icons.woff2")
+    (True, True, False)
+    """
+    parts = path.split("/")
+    return GUARDED in parts and "static" not in parts[:parts.index(GUARDED)]
 
 
 def _cookie(headers: list[tuple[bytes, bytes]], name: str) -> str | None:
@@ -38,7 +50,7 @@ class OrganiserGate:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
-        if (scope["type"] == "http" and any(g in scope.get("path", "") for g in GUARDED)
+        if (scope["type"] == "http" and guarded(scope.get("path", ""))
                 and organiser_token_required() and not check_organiser_cookie(_cookie(scope["headers"], COOKIE))):
             body = b"sign in as the organiser first: this file is behind the organiser token\n"
             await send({"type": "http.response.start", "status": 403,

@@ -95,8 +95,14 @@ def test_sign_in_keeps_the_link_and_lasts_for_the_browser_session(server):
         ctx = browser.new_context(viewport={"width": 1024, "height": 768})
         page = ctx.new_page()
         page.set_default_timeout(TIMEOUT_MS)
+        static: list[tuple[str, int]] = []  # Streamlit's own files (fonts, scripts): never behind the gate
+        page.on("response", lambda r: static.append((r.url, r.status)) if "/static/" in r.url else None)
         page.goto(f"{url}/results?session={sid}", timeout=budget.ms())
         lock_shown(page, budget)
+        page.wait_for_load_state("networkidle", timeout=budget.ms())
+        fonts = [u for u, _ in static if u.endswith(".woff2")]
+        assert fonts and [s for s in static if s[1] >= 400] == [], static  # icons drawn, not their names
+        assert browser.new_context().request.get(fonts[0]).status == 200
         page.get_by_label("Organiser token").fill("not the token")
         page.get_by_role("button", name="Sign in").click()
         wait_idle(page, page.get_by_text("That is not the organiser token."), timeout=budget.ms())
