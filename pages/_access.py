@@ -94,8 +94,10 @@ def _organiser_sign_in() -> None:
     st.title("probekit")
     st.info(f"This server asks organisers to sign in: {ann.where_is_the_token()}. Experts: open the personal link "
             "your organiser sent you.", icon=":material/lock:")
-    given = st.text_input("Organiser token", type="password", key="pk_org_token")
-    if st.button("Sign in", type="primary", key="pk_org_sign_in"):
+    with st.form("pk_org_form", border=False):  # Enter in the box signs in, as the button does
+        given = st.text_input("Organiser token", type="password", key="pk_org_token")
+        pressed = st.form_submit_button("Sign in", type="primary", key="pk_org_sign_in")
+    if pressed:
         if ann.check_organiser_token(given):
             st.session_state[ORGANISER_KEY] = True  # the next run leaves the cookie (remember_sign_in)
             st.rerun()

@@ -23,13 +23,20 @@ def experts_panel(sid: str, links: dict) -> None:
                              "(the old link stops working).")
     if c2.button("Create link", key="rs_link", icon=":material/link:"):
         with ui.guard("Creating the link"):
+            first = not ann.organiser_token_required()
             token = ann.issue_token(sid, new)
             links[sid] = (" ".join(new.split()), ann.expert_link(app_base(), sid, token))
+            if first:  # from now on the organiser pages ask for a credential: say so now, not at the next reload
+                st.session_state["rs_locked_note"] = sid
     if sid in links:
         who, link = links[sid]
         st.success(f"Personal link for **{ui.md(who)}**: send it to them only. It is shown once (only its hash is "
                    "stored); create a new one if it is lost.", icon=":material/link:")
         st.code(link, language=None)
+    if st.session_state.get("rs_locked_note") == sid:
+        st.warning("Expert links are out, so this server now asks organisers to sign in: "
+                   f"{ui.md(ann.where_is_the_token())}. This browser stays signed in until it closes; keep the token "
+                   "to sign in from another browser or after a restart.", icon=":material/lock:")
     team = ann.experts(sid)
     if team.empty:
         st.caption("No expert yet: create a link for each expert.")

@@ -256,10 +256,10 @@ def test_organiser_token_guards_the_organiser_pages(monkeypatch):
         with pytest.raises(ValueError, match=rf"navigation page for '[^']*pages/{page}.py'"):
             at.switch_page(f"pages/{page}.py")
     for wrong in ("nope", expert_token):
-        at.text_input(key="pk_org_token").set_value(wrong).run()
+        at.text_input(key="pk_org_token").set_value(wrong)  # a form: sent with Sign in
         at.button(key="pk_org_sign_in").click().run()
         assert [e.value for e in at.error] == ["That is not the organiser token."] and organiser_widgets(at) == []
-    at.text_input(key="pk_org_token").set_value("organiser-s3cret").run()
+    at.text_input(key="pk_org_token").set_value("organiser-s3cret")
     at.button(key="pk_org_sign_in").click().run()
     at.switch_page("pages/results.py").run()
     assert errors(at) == [] and "rs_create" in organiser_widgets(at)
@@ -528,9 +528,28 @@ def test_expert_links_without_an_organiser_token_lock_the_organiser_pages():
     assert any(str(path) in i.value for i in stripped.info)  # where the organiser finds the token
     for wrong in ("", expert_token, "x" * 32):
         assert not ann.check_organiser_token(wrong)
-    stripped.text_input(key="pk_org_token").set_value(path.read_text().strip()).run()
+    stripped.text_input(key="pk_org_token").set_value(path.read_text().strip())
     stripped.button(key="pk_org_sign_in").click().run()
     stripped.switch_page("pages/results.py").run()
     assert errors(stripped) == [] and "rs_create" in organiser_widgets(stripped)
     expert = open_app("annotate", query_params={"session": sid, "token": expert_token}, organiser=False)
     assert errors(expert) == [] and any("Annotating as **Dana**" in c.value for c in expert.caption)
+
+
+def test_the_first_expert_link_says_that_the_organiser_pages_now_ask_for_a_sign_in():
+    """Handing out the first link makes the organiser pages ask for a credential: the organiser learns it then,
+    with where the token is, not at the next reload's lock screen; later links say nothing more."""
+    from test_annotations import rankings
+
+    sid = ann.from_rankings(rankings(1, k=2), name="first links", k=2)
+    res = open_app("results", query_params={"session": sid})
+    assert not ann.organiser_token_required()
+    res.text_input(key="rs_expert").set_value("Dana").run()
+    res.button(key="rs_link").click().run()
+    said = [w.value for w in res.warning if "now asks organisers to sign in" in w.value]
+    assert errors(res) == [] and len(said) == 1 and "stays signed in until it closes" in said[0]
+    assert ann.organiser_token_required()
+    later = open_app("results", query_params={"session": sid})  # a server that already asks: nothing new to say
+    later.text_input(key="rs_expert").set_value("Eve").run()
+    later.button(key="rs_link").click().run()
+    assert not [w for w in later.warning if "now asks organisers" in w.value]
