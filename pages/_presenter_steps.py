@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui as ui
-from pages._display import rank_axis
+from pages._display import STAR_OFFSET, rank_axis
 from probekit.metrics.registry import METRICS
 
 FONT_PX = 18
@@ -80,9 +80,9 @@ def _layers(data: dict, i: int) -> None:
     fig = px.imshow(acc.rename(index=rel_text), aspect="auto", text_auto=".0f", color_continuous_scale="Blues",
                     zmin=0, labels={"x": "layer", "y": "relation", "color": f"{data['metric']} (%)"})
     best = data["best"]
-    fig.add_scatter(x=best["best layer"].astype(int), y=best["relation"].map(rel_text), mode="markers",
-                    name="best layer", marker=dict(symbol="star", size=18, color="#c62828",
-                                                   line=dict(width=1, color="white")))
+    fig.add_scatter(x=best["best layer"].astype(int) + STAR_OFFSET, y=best["relation"].map(rel_text), mode="markers",
+                    name="best layer", marker=dict(symbol="star", size=14, color="#c62828",
+                                                   line=dict(width=1, color="white")))  # beside the value
     fig.update_layout(xaxis=dict(dtick=1), coloraxis_colorbar=dict(ticksuffix="%"))
     st.plotly_chart(_big(fig, height=min(520, max(360, 34 * len(acc) + 120))), key=f"tp_heatmap_{i}",
                     config={"displayModeBar": False})

@@ -4,6 +4,7 @@ dataset -> the two model rankings (slope chart, Kendall's tau, Spearman's rho), 
 
 import dataclasses
 
+import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
@@ -127,8 +128,11 @@ if model is not None:
 
 # ---- prediction frequency
 st.subheader("Prediction frequency")
-for flag in cmp.flags:
-    st.warning(ui.md(flag), icon=":material/flag:")
+if cmp.flags:  # one box, one table (a box per flagged object pushed the charts off the screen)
+    st.warning(f"{len(cmp.flags)} object{'s' if len(cmp.flags) != 1 else ''} in the top k of at least "
+               f"{threshold:.0%} of a run's prompts: a model that says them to everything knows less than its "
+               "accuracy suggests.", icon=":material/flag:")
+    st.dataframe(pd.DataFrame({"flagged": cmp.flags}), hide_index=True, key="tpl_flags")
 label = st.selectbox("Run", list(cmp.frequency), key="tpl_freq_run", persist_state="session")
 freq = cmp.frequency[label].head(15).melt(id_vars="object", value_vars=["share", "gold_share"], var_name="what",
                                           value_name="prompts (share)")

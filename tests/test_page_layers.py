@@ -1,8 +1,11 @@
 """AppTest of the Layers page: a background sweep, heatmap + lines with best layers, stored sweep reused."""
 
+import json
+
 from apptest_tables import shown, table_with
 from apptest_utils import downloads, errors, immediate, open_app
 
+from pages._display import STAR_OFFSET
 from probekit import jobs, models
 from probekit.bench import layers
 from probekit.datasets import load_dataset
@@ -33,6 +36,9 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
     expected = result.best_layers(metric="acc@1")["best layer"]
     assert list(best["best layer"].fillna(-1)) == list(expected.fillna(-1))
     assert set(best["best layer"].dropna()) <= {1, 2}
+    heat = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    stars = next(d for d in heat if d.get("name") == "best layer")  # beside each cell's value, not over it
+    assert [round(x - c, 6) for x, c in zip(stars["x"], stars["customdata"])] == [STAR_OFFSET] * len(stars["x"])
     per_layer = _frame(at, "macro acc@1")
     assert list(per_layer.layer) == [1, 2]
     # the same settings again: the stored sweep, at once
