@@ -2,6 +2,7 @@
 cell land as a stored benchmark run (cells already stored are skipped, so a grid resumes after any failure)."""
 
 import importlib.util
+import json
 
 import plotly.express as px
 import streamlit as st
@@ -104,7 +105,11 @@ done = shown.dropna(subset=["macro acc@1"])
 if not done.empty:
     st.session_state.setdefault("gr_metric", "acc@10")
     metric = st.segmented_control("Chart", metric_names(), key="gr_metric", persist_state="session") or "acc@10"
-    bars = done.assign(label=done["label"].map(ui.chart_text))  # model paths and names are data, not markup
+    # each bar named by what sets its cell apart (two cells read "default · demo · retrieval (exc…" when the whole
+    # label was cut); names are data, not markup
+    apart = grid.distinguishing_labels([grid.Cell.from_settings(json.loads(s) if isinstance(s, str) else s)
+                                        for s in cells.loc[done.index, "settings"]])
+    bars = done.assign(label=[ui.chart_text(s) for s in apart])
     fig = px.bar(bars, x=f"macro {metric}", y="label", orientation="h",
                  labels={"label": "", f"macro {metric}": f"macro {metric} (%)"})
     st.plotly_chart(ui.legible(fig, height=max(260, 34 * len(done) + 80), legend=False, percent_axis="x"),

@@ -5,6 +5,7 @@ import json
 
 from apptest_utils import downloads, errors, immediate, open_app
 
+from pages import _ui as ui
 from probekit import jobs
 from probekit.bench import runs
 
@@ -65,7 +66,8 @@ def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir
     at.button(key="gr_run").click().run()
     assert _finish(at).status == "done"
     first = at.selectbox(key="gr_sel").value
-    at.text_area(key="gr_yaml").set_value(YAML.format(model=json.dumps(str(odd))).replace("page-test", "odd")).run()
+    two = YAML.format(model=f"{json.dumps(str(odd))}, {tiny_encoder_dir}").replace("page-test", "odd")
+    at.text_area(key="gr_yaml").set_value(two.replace("[cls, mean]", "[cls]")).run()  # the models differ
     jobs._WORK.acquire()  # the job waits: nothing of the new grid is stored at the page's rerun
     try:
         at.button(key="gr_run").click().run()
@@ -74,8 +76,9 @@ def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir
     assert _finish(at).status == "done" and errors(at) == []
     assert at.selectbox(key="gr_sel").value not in (first, None)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    labels = spec["data"][0]["y"]
-    assert all("&lt;i&gt;m" in y and "<i>" not in y for y in labels), labels
+    labels = spec["data"][0]["y"]  # each bar named by what sets its cell apart: here the model
+    assert sorted(labels) == sorted([ui.chart_text(str(odd)), ui.chart_text(str(tiny_encoder_dir))]), labels
+    assert any("&lt;i&gt;m" in y for y in labels) and not any("<i>" in y for y in labels)
     lay = spec["layout"]
     assert lay["font"]["size"] >= 12 and lay["yaxis"]["automargin"] and lay["xaxis"]["rangemode"] == "tozero"
     assert immediate(downloads(at)["Cells (CSV)"])

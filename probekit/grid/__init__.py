@@ -5,7 +5,7 @@
 """
 
 from .driver import GridResult, cells_frame, get_grid, grid_id_of, list_grids, run_grid, start_grid
-from .spec import Cell, GridSpec
+from .spec import Cell, GridSpec, distinguishing_labels
 
-__all__ = ["Cell", "GridResult", "GridSpec", "cells_frame", "get_grid", "grid_id_of", "list_grids", "run_grid",
-           "start_grid"]
+__all__ = ["Cell", "GridResult", "GridSpec", "cells_frame", "distinguishing_labels", "get_grid", "grid_id_of",
+           "list_grids", "run_grid", "start_grid"]

@@ -99,6 +99,29 @@ class Cell:
                    k=int(s.get("k", 10)), seed=s.get("seed"))
 
 
+def distinguishing_labels(cells) -> list[str]:
+    """A short label per cell naming only what sets it apart from the others (model, dataset, probe, relations,
+    seed or an option), so a chart of a grid's cells never reads the same cut label twice.
+
+    >>> a = Cell("default", "demo", "retrieval", {"pooling": "cls", "exclude_subject": True})
+    >>> b = Cell("default", "demo", "retrieval", {"pooling": "mean", "exclude_subject": True})
+    >>> distinguishing_labels([a, b])
+    ['pooling=cls', 'pooling=mean']
+    >>> distinguishing_labels([a])
+    ['default · demo · retrieval']
+    """
+    cells = list(cells)
+    fields = [("model", lambda c: c.model), ("dataset", lambda c: c.dataset), ("probe", lambda c: c.probe),
+              ("relations", lambda c: ",".join(c.relations)), ("seed", lambda c: c.seed)]
+    keys = sorted({k for c in cells for k in c.options})
+    fields += [(k, lambda c, k=k: c.options.get(k)) for k in keys]
+    varying = [(name, get) for name, get in fields if len({str(get(c)) for c in cells}) > 1]
+    if not varying:
+        return [f"{c.model} · {c.dataset} · {c.probe}" for c in cells]
+    return [" · ".join(f"{name}={get(c)}" if name not in ("model", "dataset", "probe") else str(get(c))
+                       for name, get in varying) for c in cells]
+
+
 def sibling_layers(cells) -> dict[str, tuple[int, ...]]:
     """{share key: the layers its cells read}: what one encoding pass should compute for them all.
 
