@@ -463,3 +463,78 @@ def test_shared_medlama_full_and_hard(medlama_dir):
     hard = load_dataset("medlama", path=medlama_dir, which="hard", use_cache=False)
     assert len(hard) == 15_329
     assert len(hard.candidates("heads+tails")) == 17_532
+
+
+# ---------------------------------------------------------------- LAMA's JSON lines (probekit/datasets/lama.py)
+def _jsonl(rows) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_lama_rows_with_a_template_read_like_triples():
+    """TREx as Hugging Face ships it: sub_label, obj_label, predicate_id and the relation's template on each row;
+    rows of one subject and relation form one query with several golds."""
+    from probekit.datasets import lama
+
+    tpl = "[X] is a legal term in [Y] ."
+    ds = lama.parse(_jsonl([
+        {"sub_label": "co-prince", "obj_label": "France", "obj_uri": "Q142", "sub_uri": "Q1", "predicate_id": "P1001",
+         "template": tpl, "masked_sentence": "The President of [MASK].", "uuid": "u1"},
+        {"sub_label": "co-prince", "obj_label": "Andorra", "obj_uri": "Q228", "sub_uri": "Q1", "predicate_id": "P1001",
+         "uuid": "u2"},  # no template: the relation's, from another row
+        {"sub_label": "bishop", "obj_label": "Spain", "predicate_id": "P1001", "template": tpl}]), label="t.jsonl")
+    assert [(q.subject, q.golds, q.template) for q in ds.queries] == [
+        ("co-prince", ("France", "Andorra"), tpl), ("bishop", ("Spain",), tpl)]
+    assert ds.queries[0].gold_ids == ("Q142", "Q228") and ds.queries[0].subject_id == "Q1"
+    assert ds.templates == {"P1001": tpl} and ds.queries[0].text() == "co-prince is a legal term in [MASK] ."
+    assert set(ds.candidates().names) == {"co-prince", "bishop", "France", "Andorra", "Spain"}
+
+
+def test_lama_rows_without_a_template_are_template_free():
+    """ConceptNet and Google-RE as LAMA ships them: no template, ``masked_sentences`` (the first with one [MASK] is
+    the prompt); ``sub``/``pred`` stand in for sub_label/predicate_id. Ranked among the file's objects only."""
+    from probekit.datasets import freetext, lama
+
+    ds = lama.parse(_jsonl([
+        {"sub": "alive", "obj_label": "think", "pred": "HasSubevent", "uuid": "c1",
+         "masked_sentences": ["[MASK] [MASK] twice.", "One of the things you do when you are alive is [MASK]."]},
+        {"sub_label": "Squad", "obj_label": "gold", "masked_sentences": "The [MASK] color was used."}]))
+    assert freetext.is_template_free(ds) and ds.templates == {}
+    assert [(q.relation, q.template, q.golds) for q in ds.queries] == [
+        ("HasSubevent", "One of the things you do when you are alive is [Y].", ("think",)),
+        ("lama", "The [Y] color was used.", ("gold",))]
+    assert ds.candidates().names == ("think", "gold") and ds.meta["sources"]["HasSubevent:00000"] == ["c1"]
+
+
+def test_lama_folder_takes_its_templates_from_relations_jsonl(tmp_path):
+    """LAMA's data.zip layout: data/relations.jsonl, data/TREx/P19.jsonl (rows without templates)."""
+    trex = tmp_path / "data" / "TREx"
+    trex.mkdir(parents=True)
+    (tmp_path / "data" / "relations.jsonl").write_text(_jsonl([
+        {"relation": "P19", "template": "[X] was born in [Y] .", "label": "place of birth"}]))
+    (trex / "P19.jsonl").write_text(_jsonl([{"sub_label": "Ada", "obj_label": "London", "predicate_id": "P19"}]))
+    (trex / "P20.jsonl").write_text(_jsonl([{"sub_label": "Ada", "obj_label": "London", "predicate_id": "P20",
+                                             "template": "[X] died in [Y] ."}]))
+    ds = load_dataset("lama", path=trex, use_cache=False)
+    assert ds.templates == {"P19": "[X] was born in [Y] .", "P20": "[X] died in [Y] ."} and ds.name == "TREx"
+    one = load_dataset("lama", path=trex / "P19.jsonl", use_cache=False)
+    assert [q.text() for q in one.queries] == ["Ada was born in [MASK] ."]
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([{"sub_label": "a", "predicate_id": "r", "template": "[X] r [Y] ."}], "line 1: missing field 'obj_label'"),
+    ([{"sub_label": "a", "obj_label": "b", "predicate_id": "r"}], "line 1: no template for relation 'r' and no masked"),
+    ([{"sub_label": "a", "obj_label": "b", "template": "[X] r ."}], "line 1: template '[X] r .' has no [Y]"),
+    ([{"sub_label": "a", "obj_label": "b", "template": "[X] r [Y] ."},
+      {"sub_label": "c", "obj_label": "d", "template": "[X] s [Y] ."}], "line 2: relation 'lama' has two different"),
+    ([{"sub_label": "a", "obj_label": "b", "predicate_id": "r", "template": "[X] r [Y] ."},
+      {"obj_label": "d", "predicate_id": "s", "masked_sentences": ["[MASK] s."]}], "line 2: a template-free row, but"),
+    ([{"obj_label": "d", "masked_sentences": ["no mask here"]}], "line 1, field 'masked_sentences': needs exactly one"),
+    ([{"sub_label": ["a"], "obj_label": "b", "template": "[X] r [Y] ."}], "line 1, field 'sub_label': expected text"),
+    ([{"obj_label": "b", "template": "[X] r [Y] ."}], "line 1: missing field 'sub_label' (the template's [X])"),
+])
+def test_lama_refuses_a_bad_row_with_its_line(rows, message):
+    from probekit.datasets import lama
+
+    with pytest.raises(DataFormatError) as e:
+        lama.parse(_jsonl(rows), label="f.jsonl")
+    assert str(e.value).startswith("f.jsonl, ") and message in str(e.value) and "\n" not in str(e.value)

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import config
 from ..datasets import load_dataset
+from ..datasets.formats import dataset_help, set_names
 from ..errors import ProbekitError
 from ..jobs import Progress
 from .main import COMMANDS, build_parser
@@ -28,9 +29,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_dataset_args(p: argparse.ArgumentParser, *, default: str | None = "demo") -> None:
-    p.add_argument("--dataset", default=default, help="demo | medlama | biolama | triples | freetext")
+    """``--dataset`` (its help lists every registered dataset: :mod:`probekit.datasets.formats`), ``--data-dir``,
+    ``--set`` (the sets the datasets take) and ``--relation``. An unknown name fails when the dataset is loaded, with
+    the close names (``unknown dataset 'x'; did you mean …``)."""
+    p.add_argument("--dataset", default=default, metavar="NAME", help=dataset_help().replace("%", "%%"))
     p.add_argument("--data-dir", default=None, help="dataset folder or file (default from PROBEKIT_*_DIR)")
-    p.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
+    p.add_argument("--set", dest="which", default="full", choices=set_names(), help="the set of MedLAMA (or demo)")
     p.add_argument("--relation", action="append", default=None, help="only these relations (repeatable)")
 
 
@@ -134,8 +138,7 @@ def load_dataset_from_args(args):
     the queries shrink, the candidate vocabularies stay the whole set's (only ``--vocab relation`` ranks
     among one relation's tails)."""
 
-    kw = {"which": args.which} if args.dataset in ("demo", "medlama") else {}
-    ds = load_dataset(args.dataset, path=args.data_dir, **kw)
+    ds = load_dataset(args.dataset, path=args.data_dir, which=args.which)
     if args.relation:
         ds = ds.filter(relations=args.relation)
     return ds
