@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import numbers
+import os
+import sys
 
 
 class ProbekitError(Exception):
@@ -29,6 +31,14 @@ class ModelLoadError(ProbekitError):
 
 class DataFormatError(ProbekitError):
     """A data file is malformed; the message names the file, line and column."""
+
+
+def command() -> str:
+    """How the user runs probekit here, for the hints in messages: ``python -m probekit`` when this process was
+    started so (a checkout), else ``probekit`` (the installed command: pipx, pip, and the app's own messages)."""
+    main = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    started_as_module = main == "__main__.py" and os.path.basename(os.path.dirname(sys.argv[0])) == "probekit"
+    return "python -m probekit" if started_as_module else "probekit"
 
 
 def positive_int(name: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, TINY_TRIPLES
@@ -205,3 +206,16 @@ def test_bench_fast_flag(capsys, tiny_encoder_dir, triples_file):
                        triples_file, "--fast", "--format", "json", "--quiet")
     opts = json.loads(out)["options"]
     assert code == 0 and opts["fast"] is True and opts.get("similarity", "cosine") == "cosine"
+
+
+def test_hints_name_the_command_the_user_ran(monkeypatch, capsys):
+    """A pipx user has `probekit`, not `python -m probekit`: a message's hint names how this process was started."""
+    import probekit
+    from probekit.errors import command
+
+    monkeypatch.setattr(sys, "argv", [str(Path(probekit.__file__).parent / "__main__.py"), "runs"])
+    assert command() == "python -m probekit"
+    monkeypatch.setattr(sys, "argv", ["/home/u/.local/bin/probekit", "runs"])
+    assert command() == "probekit"
+    code, _, err = run(capsys, "runs", "show", "run-nope")
+    assert code == 2 and "(see `probekit runs list`)" in err and "python -m" not in err

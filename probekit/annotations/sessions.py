@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from ..errors import ProbekitError, positive_int
+from ..errors import ProbekitError, command, positive_int
 from ..memo import Memo
 from ..store import component_store
 from ..types import Query, Ranking, normalize_name
@@ -76,7 +76,7 @@ _ASSIGN_LOCK = threading.Lock()
 def _load(session_id) -> dict:
     """The session's metadata, queries and items (memoised), or a ProbekitError naming the session."""
     if not isinstance(session_id, str) or not session_id.strip():
-        raise ProbekitError("give a session id (see `python -m probekit annotations list`)")
+        raise ProbekitError(f"give a session id (see `{command()} annotations list`)")
     session_id = session_id.strip()
     store = _store()
     key = (store.path, session_id)
@@ -86,7 +86,7 @@ def _load(session_id) -> dict:
     cols = _SESSION_COLUMNS
     rows = store.fetch(f"SELECT {', '.join(cols)} FROM annotation_sessions WHERE session_id = ?", [session_id])
     if not rows:
-        raise ProbekitError(f"no annotation session {session_id!r} (see `python -m probekit annotations list`)")
+        raise ProbekitError(f"no annotation session {session_id!r} (see `{command()} annotations list`)")
     meta = dict(zip(cols, rows[0]))
     meta["probe_options"] = json.loads(meta["probe_options"] or "{}")
     meta["relations"] = json.loads(meta["relations"] or "[]")
@@ -311,7 +311,7 @@ def from_run(run_id: str, *, name: str, relations: Sequence[str] | None = None, 
             status = "interrupted" if meta["run_id"] in results.mark_stale() else meta["status"]
             n_done = results.store().fetch("SELECT count(*) FROM run_results WHERE run_id = ?", [meta["run_id"]])[0][0]
             raise ProbekitError(f"run {meta['run_id']} is {status}, not finished ({n_done}/{meta['n_queries']} "
-                                f"queries stored): resume it first (`python -m probekit bench --save` with the same "
+                                f"queries stored): resume it first (`{command()} bench --save` with the same "
                                 f"settings), or pass --allow-partial to sample only what it stored")
     run = runs.load_run(run_id)
     meta = run.meta

@@ -27,7 +27,7 @@ import pandas as pd
 from .. import __version__, metrics
 from ..datasets import Dataset
 from ..datasets.base import HARD_IN_FULL
-from ..errors import ProbekitError
+from ..errors import ProbekitError, command
 from ..memo import Memo
 from ..metrics.accuracy import DEFAULT_COUNTING, check_counting
 from ..store import component_store
@@ -214,10 +214,10 @@ def save_run(rankings: Sequence[Ranking], *, model, dataset: Dataset, probe, opt
 def get_run(run_id: str) -> dict:
     """A run's metadata (options and timings decoded)."""
     if not isinstance(run_id, str) or not run_id.strip():
-        raise ProbekitError("give a run id (see `python -m probekit runs list`)")
+        raise ProbekitError(f"give a run id (see `{command()} runs list`)")
     rows = store().fetch(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id.strip()])
     if not rows:
-        raise ProbekitError(f"no stored run {run_id!r} (see `python -m probekit runs list`)")
+        raise ProbekitError(f"no stored run {run_id!r} (see `{command()} runs list`)")
     meta = dict(zip(RUN_COLUMNS, rows[0]))
     meta["counting"] = meta["counting"] or DEFAULT_COUNTING
     meta["options"] = json.loads(meta["options"] or "{}")

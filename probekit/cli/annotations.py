@@ -21,7 +21,7 @@ from probekit.annotations import (
     stats,
     stats_json,
 )
-from probekit.errors import ProbekitError
+from probekit.errors import ProbekitError, command
 from probekit.metrics import agreement
 
 from .common import (
@@ -87,7 +87,7 @@ def _cmd_list(args) -> int:
     if _format(args, ("table", "json"), "table") == "json":
         print_json(json.loads(frame.to_json(orient="records", date_format="iso")))
     elif frame.empty:
-        print("no annotation sessions (create one: `python -m probekit annotations create --name NAME`)")
+        print(f"no annotation sessions (create one: `{command()} annotations create --name NAME`)")
     else:
         for r in frame.to_dict(orient="records"):
             print(f"{r['session_id']}  {r['name']}  [{r['n_queries']} queries × {r['k']}, "
@@ -157,7 +157,7 @@ def _cmd_create(args) -> int:
                              exclude_subject=not args.keep_subject, progress=report, **common)
     meta = get_session(sid)
     print(f"created session {sid}: {meta['n_queries']} queries × top-{meta['k']} "
-          f"(a personal link per expert: `python -m probekit annotations link --session {sid} --name NAME`)")
+          f"(a personal link per expert: `{command()} annotations link --session {sid} --name NAME`)")
     return 0
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from probekit.errors import ProbekitError
+from probekit.errors import ProbekitError, command
 
 from .common import add_actions, print_json, print_listing, progress_bar
 
@@ -41,7 +41,7 @@ def _index(args):
         return open_index(args.index)
     idx = find_index(_source(args), _entities(args))
     if idx is None:
-        raise ProbekitError("this corpus is not indexed with these names yet: run `python -m probekit corpus index` "
+        raise ProbekitError(f"this corpus is not indexed with these names yet: run `{command()} corpus index` "
                             "with the same --corpus and --dataset/--entities (see `corpus list`)")
     return idx
 

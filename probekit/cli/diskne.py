@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..diskne import build, data, recipes, splits
-from ..errors import ProbekitError
+from ..errors import ProbekitError, command
 from ..jobs import run_in_foreground
 from .common import print_json, print_listing, progress_bar
 
@@ -109,7 +109,7 @@ def _cmd_show(args) -> int:
             return (f"{r['run_id']}  {r['status']:<9} {r['label']}  set {r['set_name']}  "
                     f"[{r['cells_done']}/{r['n_cells']} cells]")
 
-        print_listing(runs.list_runs(), args.format, empty="no DisKnE runs (run `python -m probekit diskne run`)",
+        print_listing(runs.list_runs(), args.format, empty=f"no DisKnE runs (run `{command()} diskne run`)",
                       line=line)
         return 0
     _print_tables(args.run, args.format)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import grid
-from ..errors import ProbekitError
+from ..errors import ProbekitError, command
 from ..metrics.registry import metric_names
 from .common import add_actions, print_json, print_listing, progress_bar
 
@@ -18,7 +18,7 @@ def _print_cells(frame) -> None:
 
 
 def _cmd_list(args) -> int:
-    print_listing(grid.list_grids(), args.format, empty="no grids yet (python -m probekit grid run grid.yaml)")
+    print_listing(grid.list_grids(), args.format, empty=f"no grids yet ({command()} grid run grid.yaml)")
     return 0
 
 

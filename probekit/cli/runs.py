@@ -10,7 +10,7 @@ from probekit.bench.paired import compare_runs
 from probekit.bench.results import UNFINISHED, mark_stale
 from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_block, list_runs, load_run
 from probekit.datasets import SUBSETS
-from probekit.errors import ProbekitError
+from probekit.errors import ProbekitError, command
 from probekit.metrics.accuracy import COUNTINGS, counting_label
 from probekit.metrics.paired import CORRECTIONS
 from probekit.metrics.registry import metric_names
@@ -72,10 +72,10 @@ def _cmd_list(args) -> int:
         return f"{r['run_id']}  {r['status']:<9} {r['label']}  [{which}, {r['n_done']}/{r['n_queries']}]  {acc}"
 
     listed = list_runs()
-    print_listing(listed, args.format, empty="no stored runs (run `python -m probekit bench --save`)", line=line)
+    print_listing(listed, args.format, empty=f"no stored runs (run `{command()} bench --save`)", line=line)
     unfinished = int(listed["status"].isin(UNFINISHED).sum()) if not listed.empty else 0
     if unfinished and args.format != "json":
-        print(f"{unfinished} unfinished run(s): `python -m probekit bench --save` with the same settings (or "
+        print(f"{unfinished} unfinished run(s): `{command()} bench --save` with the same settings (or "
               "Start on the Benchmark page) resumes one where it stopped", file=sys.stderr)
     return 0
 

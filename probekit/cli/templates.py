@@ -13,7 +13,7 @@ import argparse
 import math
 
 from ..datasets import load_dataset
-from ..errors import ProbekitError
+from ..errors import ProbekitError, command
 from ..metrics.accuracy import counting_label
 from ..metrics.registry import get_metric, metric_names
 from ..store.export import write_table
@@ -133,7 +133,7 @@ def register(sub) -> None:
 
     c = tsub.add_parser("compare", help="rankings, correlations, perplexity and prediction frequency of stored runs")
     c.add_argument("--runs", nargs="+", required=True, metavar="RUN_ID",
-                   help="stored runs (`python -m probekit runs list`) of several models on a template-based "
+                   help=f"stored runs (`{command()} runs list`) of several models on a template-based "
                         "and a template-free dataset")
     c.add_argument("--metric", default="acc@1", type=_metric, metavar="METRIC",
                    help=f"rank models by this metric (default acc@1, as the paper): {', '.join(metric_names())}")

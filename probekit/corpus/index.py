@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import config
-from ..errors import ProbekitError
+from ..errors import ProbekitError, command
 from ..memo import Memo
 from . import match
 from .entities import EntitySet
@@ -201,7 +201,7 @@ class CorpusIndex:
         if diff:
             raise CorpusChangedError(
                 f"corpus {self.name!r} changed since it was indexed ({'; '.join(diff[:3])}"
-                f"{' …' if len(diff) > 3 else ''}); re-index it (python -m probekit corpus index)",
+                f"{' …' if len(diff) > 3 else ''}); re-index it ({command()} corpus index)",
                 stale=self.fingerprint)
 
     # -- queries

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .. import atomic
-from ..errors import DataFormatError, ProbekitError
+from ..errors import DataFormatError, ProbekitError, command
 from ..types import normalize_name
 
 CATEGORY_LABELS = {
@@ -148,7 +148,7 @@ def read_set(path: str | Path) -> DisKnESet:
     """Read a set written by :func:`save_set`; a malformed file gets a message naming it."""
     path = Path(path)
     if not path.is_file():
-        raise ProbekitError(f"DisKnE set {path} not found: build one with `python -m probekit diskne build`")
+        raise ProbekitError(f"DisKnE set {path} not found: build one with `{command()} diskne build`")
     try:
         raw = json.loads(path.read_text())
         diseases = {d["id"]: Disease(d["id"], d["name"], tuple(d.get("synonyms", ()))) for d in raw["diseases"]}
@@ -159,7 +159,7 @@ def read_set(path: str | Path) -> DisKnESet:
                          source=str(path), settings=raw.get("settings", {}), version=raw.get("version", ""))
     except (ValueError, KeyError, TypeError) as e:
         raise DataFormatError(f"{path} is not a DisKnE set written by probekit ({type(e).__name__}: {e}); "
-                              "rebuild it with `python -m probekit diskne build`") from None
+                              f"rebuild it with `{command()} diskne build`") from None
 
 
 # ---------------------------------------------------------------- the licensed path (MedNLI + DisKnE files)

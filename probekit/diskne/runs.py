@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, command
 from ..jobs import Cancelled, Job
 from ..store import owner
 from . import results
@@ -220,7 +220,7 @@ def list_runs() -> pd.DataFrame:
 def get_run(run_id: str) -> dict:
     frame = _store().fetch_df("SELECT * FROM diskne_runs WHERE run_id = ?", [run_id])
     if frame.empty:
-        raise ProbekitError(f"no DisKnE run {run_id!r}; `python -m probekit diskne show` lists them")
+        raise ProbekitError(f"no DisKnE run {run_id!r}; `{command()} diskne show` lists them")
     row = frame.iloc[0].to_dict()
     for k in ("categories", "seeds", "finetune", "negatives"):
         row[k] = json.loads(row[k]) if row.get(k) else None

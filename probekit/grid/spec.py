@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,10 @@ class Cell:
                    k=int(s.get("k", 10)), seed=s.get("seed"))
 
 
+def _option_of(name: str) -> Callable[[Cell], object]:
+    return lambda c: c.options.get(name)
+
+
 def distinguishing_labels(cells) -> list[str]:
     """A short label per cell naming only what sets it apart from the others (model, dataset, probe, relations,
     seed or an option), so a chart of a grid's cells never reads the same cut label twice.
@@ -111,10 +116,11 @@ def distinguishing_labels(cells) -> list[str]:
     ['default · demo · retrieval']
     """
     cells = list(cells)
-    fields = [("model", lambda c: c.model), ("dataset", lambda c: c.dataset), ("probe", lambda c: c.probe),
-              ("relations", lambda c: ",".join(c.relations)), ("seed", lambda c: c.seed)]
+    fields: list[tuple[str, Callable[[Cell], object]]] = [
+        ("model", lambda c: c.model), ("dataset", lambda c: c.dataset), ("probe", lambda c: c.probe),
+        ("relations", lambda c: ",".join(c.relations)), ("seed", lambda c: c.seed)]
     keys = sorted({k for c in cells for k in c.options})
-    fields += [(k, lambda c, k=k: c.options.get(k)) for k in keys]
+    fields += [(k, _option_of(k)) for k in keys]
     varying = [(name, get) for name, get in fields if len({str(get(c)) for c in cells}) > 1]
     if not varying:
         return [f"{c.model} · {c.dataset} · {c.probe}" for c in cells]

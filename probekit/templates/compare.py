@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, command
 from ..metrics import compare as run_metrics
 from ..metrics.registry import get_metric, metric_names
 from ..types import SUBJECT
@@ -108,7 +108,7 @@ def compare_runs(run_ids: Sequence[str], *, metric: str = "acc@1", average: str 
 
     run_ids = list(dict.fromkeys(str(r).strip() for r in run_ids if str(r).strip()))
     if not run_ids:
-        raise ProbekitError("give at least one stored run id (see `python -m probekit runs list`)")
+        raise ProbekitError(f"give at least one stored run id (see `{command()} runs list`)")
     if average not in run_metrics.AVERAGES:
         raise ProbekitError(f"unknown average {average!r}; available: {', '.join(run_metrics.AVERAGES)}")
     metric = get_metric(metric).name
