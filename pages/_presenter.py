@@ -63,7 +63,7 @@ def prepared(tour: tours.Tour) -> list[tours.Outcome]:
     done = _PREPARED.get(key)
     if done is None:
         bar = ui.progress("Preparing the tour")
-        done = tours.warm_up(tour, load_model, progress=bar)
+        done = tours.warm_up(tour, load_model, progress=lambda d, t, s="": bar(d, t, ui.md(s)))  # titles: text
         bar.clear()
         _PREPARED.put(key, done)
     return done
@@ -118,7 +118,7 @@ def stage(tour: tours.Tour, outcomes: list, where: str, leave) -> None:
     step, outcome = tour.steps[i], outcomes[i]
     c1.markdown(f"<span class='pk-counter'>{COUNTER.format(i=i + 1, n=n)} · {ui.md(tour.name)} · "
                 "→ / PageDown next, ← / PageUp back, Esc leaves</span>", unsafe_allow_html=True)
-    st.title(step.title, anchor=False)
+    st.title(ui.md(step.title), anchor=False)  # a tour's title is data (tours are imported): text, never markup
     if step.note:
         st.markdown(f"<p class='pk-note'>{ui.chart_text(step.note)}</p>", unsafe_allow_html=True)
     if outcome.error is not None:

@@ -60,7 +60,7 @@ st.caption("Prepares every step as the presenter will (cold: first time, model l
 if st.button("Check every step", key="tr_check", type="primary", icon=":material/fact_check:"):
     with ui.guard("Checking the tour"):
         bar = ui.progress("Checking")
-        rows = tours.check_tour(tour, _present.load_model, progress=bar)
+        rows = tours.check_tour(tour, _present.load_model, progress=lambda d, t, s="": bar(d, t, ui.md(s)))
         bar.clear()
         st.session_state.tr_checked = (name, repr(tour.steps), tours.check_frame(rows))
 checked = st.session_state.get("tr_checked")

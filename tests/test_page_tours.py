@@ -64,6 +64,17 @@ def test_tours_page_checks_and_exports_and_the_presenter_shows_a_prepared_step(t
     assert shown.query_params["step"] in ("2", ["2"])  # a reload stays on this step
 
 
+def test_a_tour_title_is_text_never_markup():
+    """Tours travel between machines (export, import): a title holding an image (a tracking pixel) is shown as the
+    characters typed on the presenter's screen, never fetched."""
+    from pages import _ui as ui
+
+    title = "![x](http://127.0.0.1:9/pixel.png) **bold** <img src=x>"
+    tours.add_step("hostile", tours.step_from_link("/layers?sweep=gone", title=title))
+    shown = open_app(None, query_params={"tour": "hostile", "present": "1"})
+    assert [t.value for t in shown.title] == [ui.md(title)] and "![x](http" not in shown.title[0].value
+
+
 def test_presenting_an_unknown_tour_says_so():
     at = open_app(None, query_params={"tour": "nope", "present": "1"})
     assert [e.value for e in at.error] == ["no tour 'nope' in this store (none yet: press 'Add to tour' next to a "
