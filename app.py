@@ -10,8 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages import _nav, _server_log
 from pages import _presenter as _present
-from pages import _server_log
 from pages import _ui as ui
 
 _server_log.install()  # a tab closed while its page is sent logs no traceback (an upstream record; see the module)
@@ -21,29 +21,19 @@ _server_log.install()  # a tab closed while its page is sent logs no traceback (
 ICON = str(Path(__file__).resolve().parent / "docs" / "icon.svg")
 st.set_page_config(page_title="probekit", page_icon=ICON, layout="wide")
 
-TOURS = st.Page("pages/tours.py", title="Tours", icon=":material/slideshow:")
-# (section, page); each feature adds its page here.
-PAGES = [
-    ("Explore", st.Page("pages/probe.py", title="Probe", icon=":material/search:", default=True)),
-    ("Explore", st.Page("pages/context.py", title="Context", icon=":material/segment:")),
-    ("Explore", st.Page("pages/corpora.py", title="Corpora", icon=":material/library_books:")),
-    ("Benchmark", st.Page("pages/benchmark.py", title="Benchmark", icon=":material/leaderboard:")),
-    ("Benchmark", st.Page("pages/compare.py", title="Compare runs", icon=":material/compare_arrows:")),
-    ("Benchmark", st.Page("pages/layers.py", title="Layers", icon=":material/stacked_line_chart:")),
-    ("Benchmark", st.Page("pages/grid.py", title="Grid", icon=":material/grid_view:")),
-    ("Benchmark", st.Page("pages/diskne.py", title="DisKnE", icon=":material/coronavirus:")),
-    ("Benchmark", st.Page("pages/templates.py", title="Templates vs free text", icon=":material/compare:")),
-    ("Rewire", st.Page("pages/rewire.py", title="Rewire", icon=":material/model_training:")),
-    ("Rewire", st.Page("pages/sweep.py", title="Checkpoint sweep", icon=":material/query_stats:")),
-    ("Annotate", st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")),
-    ("Annotate", st.Page("pages/results.py", title="Annotation results", icon=":material/fact_check:")),
-    ("Present", TOURS),
-]
+
+def _page(r: _nav.Route):
+    return st.Page(f"pages/{r.file}", title=r.title, icon=r.icon, default=r.default)
+
+
+# (section, page), from the one page list (pages/_nav.py: a new page is one entry there; the browser test walks it)
+TOURS = _page(_nav.route("tours"))
+PAGES = [(r.section, TOURS if r.name == "tours" else _page(r)) for r in _nav.PAGES]
 
 if ui.access(pages=[page for _, page in PAGES]) == "expert":
     # Streamlit serves the default page at "/" only, so the Annotate page is not the default (its link,
     # /annotate?…, opens it without a "page not found"); the default page, "/" and any other path, goes there.
-    ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=":material/rate_review:")
+    ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=_nav.route("annotate").icon)
     nav = st.navigation([st.Page(lambda: st.switch_page(ANNOTATE), title="Annotate", url_path="start",
                                  default=True), ANNOTATE], position="hidden")
     with ui.shell():

@@ -18,7 +18,7 @@ import streamlit as st
 import torch
 
 from probekit import config, memory, models
-from probekit.datasets import Dataset, available_datasets, freetext, load_spec, triples
+from probekit.datasets import Dataset, available_datasets, formats, load_spec
 from probekit.errors import ProbekitError
 from probekit.memo import Memo
 
@@ -41,7 +41,7 @@ from pages._options import (  # noqa: E402, F401
 CUSTOM = "__custom__"
 UPLOAD = "__upload__"
 MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
-DATASET_KEY, UPLOAD_KEY = "pk_dataset", "pk_upload"
+DATASET_KEY, UPLOAD_KEY, UPLOAD_FORMAT_KEY = "pk_dataset", "pk_upload", "pk_upload_format"
 PAGE_KEY = "_pk_page"  # the URL path of the page app.py runs (set by app.py each run)
 
 
@@ -160,19 +160,19 @@ def model_label(model_id: str | None = None) -> str:
 
 # ---------------------------------------------------------------- datasets
 def current_dataset() -> Dataset | None:
-    """The sidebar's dataset (shipped demo, MedLAMA full/hard when present, or an uploaded triples file)."""
+    """The sidebar's dataset (shipped demo, MedLAMA full/hard when present, or an uploaded file of any registered
+    file format: ``probekit.datasets.formats``)."""
     spec = st.session_state.get(DATASET_KEY, "demo")
     try:
         if spec == UPLOAD:
             up = st.session_state.get(UPLOAD_KEY)
             if up is None:
-                st.info("Upload a triples file (CSV or JSONL: subject, relation, object[, template]) or template-free "
-                        "prompts (prompt with [MASK], object[, subject, relation, source]) in the sidebar.")
+                st.info("Upload a dataset file in the sidebar, one of:\n" + formats.upload_help())
                 return None
             data = up.getvalue()
             if len(data) > config.MAX_UPLOAD_MB * 2**20:
                 raise ProbekitError(f"{up.name} is larger than {config.MAX_UPLOAD_MB} MB")
-            return _parse_upload(up.name, data)
+            return _parse_upload(up.name, data, st.session_state.get(UPLOAD_FORMAT_KEY) or formats.AUTO)
         return load_spec(spec)
     except ProbekitError as e:
         st.error(message(str(e)), icon=":material/error:")
@@ -193,26 +193,17 @@ upload for as long as it lives (and drops it when it uploads another)."""
 UPLOADS_MAX_BYTES = 2 * config.MAX_UPLOAD_MB * 2**20
 
 
-def _parse(name: str, data: bytes) -> Dataset:
-    """A triples file, or a template-free one (a ``prompt`` column: sentences with [MASK]) by its first record."""
-    fmt = "jsonl" if name.lower().endswith((".jsonl", ".json", ".ndjson")) else "csv"
-    digest = hashlib.sha1(data).hexdigest()[:12]
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ProbekitError(f"{name}: not UTF-8 text (byte {e.start}); save it as UTF-8 CSV or JSONL") from None
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    free = '"prompt"' in first if fmt == "jsonl" else "prompt" in [c.strip() for c in first.split(",")]
-    parser = freetext.parse if free else triples.parse
-    return parser(text, label=name, fmt=fmt, name=f"upload:{name}", version=digest)
+def _parse(name: str, data: bytes, fmt: str = formats.AUTO) -> Dataset:
+    """An uploaded file read by the format ``fmt`` (by default the one its first record fits)."""
+    return formats.parse_upload(name, data, fmt=fmt)
 
 
 def upload_cache_bytes() -> int:
     return _UPLOADS.bytes
 
 
-def _parse_upload(name: str, data: bytes) -> Dataset:
-    key = hashlib.sha1(data).hexdigest()
+def _parse_upload(name: str, data: bytes, fmt: str = formats.AUTO) -> Dataset:
+    key = f"{hashlib.sha1(data).hexdigest()}:{fmt}"
     mine = st.session_state.get("_pk_upload")
     if mine is not None and mine[0] == key:
         return mine[1]
@@ -222,7 +213,7 @@ def _parse_upload(name: str, data: bytes) -> Dataset:
         _UPLOADS.clear()
         del mine
         memory.release()
-    ds = hit[1] if hit is not None else _parse(name, data)
+    ds = hit[1] if hit is not None else _parse(name, data, fmt)
     _UPLOADS.put(key, (len(data), ds))
     st.session_state["_pk_upload"] = (key, ds)  # released with the session
     return ds
@@ -276,12 +267,14 @@ def sidebar() -> None:
         device = "cpu" if (st.session_state.get(CPU_KEY) or not cuda) else f"cuda ({torch.cuda.get_device_name(0)})"
         st.caption(f"Device: **{device}**")
         ds = dict(available_datasets())
-        ds[UPLOAD] = "Upload triples (CSV / JSONL)…"
+        ds[UPLOAD] = "Upload a file (" + ", ".join(f.name for f in formats.upload_formats()) + ")…"
         st.selectbox("Dataset", list(ds), format_func=ds.get, key=DATASET_KEY)
         if st.session_state.get(DATASET_KEY) == UPLOAD:
-            st.file_uploader("Triples file", type=["csv", "jsonl", "json"], key=UPLOAD_KEY,
-                             help="Columns subject, relation, object and optionally template ([X] … [Y]); or, "
-                                  "template-free: prompt (a sentence with [MASK]), object[, subject, relation].")
+            choices = dict(formats.upload_choices())
+            st.selectbox("File format", list(choices), format_func=choices.get, key=UPLOAD_FORMAT_KEY,
+                         help="Detect: the format whose fields the file's first record holds.")
+            st.file_uploader("Dataset file", type=formats.upload_suffixes(), key=UPLOAD_KEY,
+                             help=formats.upload_help())
             st.caption(memory_line())
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from pages._nav import PAGES as ROUTES
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("PROBEKIT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.browser
@@ -99,23 +101,12 @@ SW_CANCEL = lambda p: p.locator(key("sw_cancel"))  # the job panel's Cancel: the
 SW_RESULT = lambda p: [p.locator(f"{key('sw_macro')} {PLOT}"), p.locator(f"{key('sw_relations')} {PLOT}"),
                        p.get_by_text("best checkpoint (step", exact=False)]
 
-# Every page of the app: (URL path, screenshot name, its title[, the state to wait for]); the default page (Probe)
-# is opened on a share link, which probes at once.
-PAGES = [
-    ("?model=default&dataset=demo&relation=may_treat&query=may_treat:0003", "probe", "Probe", PROBE_RESULT),
-    ("context", "context", "Context"),
-    ("corpora", "corpora", "Corpora"),
-    ("benchmark", "benchmark", "Benchmark"),
-    ("compare", "compare", "Compare runs"),
-    ("layers", "layers", "Layer"),
-    ("grid", "grid", "grid"),
-    ("diskne", "diskne", "DisKnE"),
-    ("templates", "templates", "Templates vs free text"),
-    ("rewire", "rewire", "rewiring"),
-    ("sweep", "sweep", "Checkpoint sweep"),
-    ("annotate", "annotate", "Annotate"),
-    ("results", "results", "Annotation results"),
-]
+# Every page of the app, from the list app.py's navigation is built from (pages/_nav.py: a new page is walked
+# without a change here): (URL path, screenshot name, its heading[, the state to wait for]). A page opened another way
+# is in OPEN: the default page (Probe) on a share link, which probes at once.
+OPEN = {"probe": ("?model=default&dataset=demo&relation=may_treat&query=may_treat:0003", PROBE_RESULT)}
+PAGES = [(OPEN[r.name][0], r.name, r.heading, *OPEN[r.name][1:]) if r.name in OPEN else (r.url_path, r.name, r.heading)
+         for r in sorted(ROUTES, key=lambda r: not r.default)]  # the default page first (test_browser_disconnect)
 SCREEN = {"width": 1280, "height": 720}
 # ================================================================
 

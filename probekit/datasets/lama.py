@@ -205,7 +205,7 @@ def load(path: str | Path, *, name: str | None = None, templates: str | Path | N
 FORMAT = DatasetFormat(
     "lama", "LAMA's JSON lines: sub_label, obj_label, predicate_id; a template or masked sentences", load,
     suffixes=SUFFIXES, parse=parse, marks=("obj_label",),
-    file_hint="a LAMA .jsonl file or a folder of them",
+    file_hint="a LAMA .jsonl file; on the command line also a folder of them",
     example="".join(json.dumps(row) + "\n" for row in (
         {"sub_label": "aspirin", "obj_label": "pain", "predicate_id": "may_treat", "template": "[X] may treat [Y] ."},
         {"sub_label": "aspirin", "obj_label": "fever", "predicate_id": "may_treat", "template": "[X] may treat [Y] ."},
