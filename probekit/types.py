@@ -14,6 +14,8 @@ from .errors import ProbekitError
 
 SUBJECT, OBJECT = "[X]", "[Y]"
 MASK = "[MASK]"
+MAX_K = 1000
+"""The most answers per query a run keeps (top-k): a grid and every command's ``--k`` refuse more, saying so."""
 
 
 HARD_IN_FULL = "hard-in-full"

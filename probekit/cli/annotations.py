@@ -23,6 +23,7 @@ from probekit.annotations import (
 )
 from probekit.errors import ProbekitError, command
 from probekit.metrics import agreement
+from probekit.types import MAX_K
 
 from .common import (
     add_actions,
@@ -177,7 +178,7 @@ def register(sub) -> None:
     a.add_argument("--allow-partial", action="store_true",
                    help="with --run: accept an unfinished run (cancelled, failed, interrupted)")
     a.add_argument("--n", type=int, default=15, help="number of queries (seeded sample, spread over relations)")
-    a.add_argument("--k", type=int, default=10, help="top-k answers per query")
+    a.add_argument("--k", type=int, default=10, help=f"top-k answers per query (1 to {MAX_K:,})")
     a.add_argument("--raters", type=int, default=0, help="annotators per query (0: every annotator rates all)")
     a.add_argument("--not-blind", action="store_true", help="show gold marks, ranks and scores to annotators")
     a.add_argument("--keep-subject", action="store_true",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import ProbekitError
+from ..types import MAX_K
 from .common import (
     add_dataset_args,
     add_model_args,
@@ -88,7 +89,7 @@ def register(sub) -> None:
     add_model_args(p)
     add_dataset_args(p, default="medlama")
     add_probe_args(p)
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=int, default=10, help=f"answers kept per query, the top k (1 to {MAX_K:,})")
     p.add_argument("--format", default="table", choices=["table", "json"])
     p.add_argument("--save", action="store_true",
                    help="store the run in the database; an identical stored run is reopened, an unfinished one resumed")

@@ -21,7 +21,7 @@ from probekit.errors import ProbekitError
 from probekit.types import Query
 
 from ..metrics.accuracy import DEFAULT_COUNTING, counting_label
-from ..types import parse_free_query
+from ..types import MAX_K, parse_free_query
 from .common import (
     add_dataset_args,
     add_model_args,
@@ -57,7 +57,7 @@ def _read_document(path: str) -> str:
 
 def _add_probe_args(p) -> None:
     add_probe_args(p, vocab=False)
-    p.add_argument("--k", type=int, default=10, help="top-k kept per input")
+    p.add_argument("--k", type=int, default=10, help=f"top-k kept per input (1 to {MAX_K:,})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", default="table", choices=["table", "json"])
 

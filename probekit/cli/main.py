@@ -14,7 +14,8 @@ import os
 import sys
 import warnings
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, positive_int
+from ..types import MAX_K
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("probekit.cli.probe", "rank candidate entities for one query"),
@@ -76,6 +77,8 @@ def main(argv=None) -> int:
         parser.error(f"unknown command {args.command!r}")
     warnings.filterwarnings("ignore")
     try:
+        if getattr(args, "k", None) is not None:  # every command's --k: one limit, one line (`--k 10^20` ran)
+            positive_int("k", args.k, maximum=MAX_K)
         return int(args.func(args) or 0)
     except ProbekitError as e:
         print(f"error: {e}", file=sys.stderr)

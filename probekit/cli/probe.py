@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ProbekitError
-from ..types import parse_free_query
+from ..types import MAX_K, parse_free_query
 from .common import (
     add_dataset_args,
     add_model_args,
@@ -70,6 +70,6 @@ def register(sub) -> None:
     p.add_argument("--subject", default=None, help="subject for [X]")
     p.add_argument("--gold", action="append", help="gold answer(s) to locate (repeatable)")
     p.add_argument("--query-id", default=None, help="a query of the dataset, e.g. may_treat:0003")
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=int, default=10, help=f"answers kept per query, the top k (1 to {MAX_K:,})")
     p.add_argument("--format", default="table", choices=["table", "json"])
     p.set_defaults(func=_cmd_probe)

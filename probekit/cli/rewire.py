@@ -18,6 +18,7 @@ from probekit.rewire import (
     train,
 )
 from probekit.store.export import write_table
+from probekit.types import MAX_K
 
 from .common import add_dataset_args, load_dataset_from_args, print_json, print_listing, progress_bar
 
@@ -121,7 +122,7 @@ def register(sub) -> None:
                    help="a retrieval preset: its values replace pooling and --similarity (medlama-reference: [CLS], "
                         "L2 on raw vectors, as MedLAMA's probing code)")
     p.add_argument("--vocab", default="heads+tails", choices=["heads+tails", "tails", "relation"])
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=int, default=10, help=f"answers kept per query, the top k (1 to {MAX_K:,})")
     p.add_argument("--no-base", action="store_true", help="leave out step 0 (the base model)")
     p.add_argument("--out", default=None, help="also write the rows to this .csv or .parquet")
     p.add_argument("--format", default="table", choices=["table", "json"])

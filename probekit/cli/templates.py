@@ -17,6 +17,7 @@ from ..errors import ProbekitError, command
 from ..metrics.accuracy import counting_label
 from ..metrics.registry import get_metric, metric_names
 from ..store.export import write_table
+from ..types import MAX_K
 from .common import (
     add_dataset_args,
     add_model_args,
@@ -162,7 +163,7 @@ def register(sub) -> None:
     q.add_argument("--per-fact", type=int, default=1, help="sentences per fact at most")
     q.add_argument("--pair-vocab", default="pairs", choices=["pairs", "template"],
                    help="shared candidates: the paired objects (default) or the template dataset's vocabulary")
-    q.add_argument("--k", type=int, default=10)
+    q.add_argument("--k", type=int, default=10, help=f"answers kept per query, the top k (1 to {MAX_K:,})")
     q.add_argument("--save", action="store_true", help="store both runs")
     q.add_argument("--out", default=None, help="also write the pairs table (.csv, .parquet or .jsonl)")
     q.add_argument("--format", default="table", choices=["table", "json"])

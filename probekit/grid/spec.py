@@ -38,6 +38,7 @@ from pathlib import Path
 from ..datasets import LOADERS
 from ..datasets.base import check_vocab
 from ..errors import ProbekitError, UnknownNameError, decode_utf8
+from ..types import MAX_K
 
 MAX_CELLS = 5000
 FIELDS = ("name", "models", "datasets", "relations", "relation_groups", "probes", "layers", "seeds", "vocab", "k")
@@ -199,8 +200,8 @@ class GridSpec:
             k = int(data.get("k", 10))
         except (TypeError, ValueError) as e:
             raise ProbekitError(f"layers, seeds and k must be integers ({e})") from None
-        if not 1 <= k <= 1000:
-            raise ProbekitError(f"k must be between 1 and 1000, got {k}")
+        if not 1 <= k <= MAX_K:
+            raise ProbekitError(f"k must be between 1 and {MAX_K:,}, got {k}")
         groups = []
         for g in _as_list(data.get("relation_groups"), "relation_groups"):
             group = tuple(str(r) for r in _as_list(g, "relation_groups"))
