@@ -278,6 +278,37 @@ def test_explain_gives_the_ranking_rank_gives(name, test_models):
             assert all(isinstance(row, dict) for rows in explanation.views.values() for row in rows)
 
 
+# ---------------------------------------------------------------- the runner's hooks
+@pytest.mark.parametrize("name", list(PROBES))
+def test_resolve_and_answers_per_query_describe_the_rankings(name, test_models):
+    """The runner's hooks are methods of every probe: ``resolve`` gives every option back (idempotent, its input
+    untouched), and ``answers_per_query`` (recorded with a stored run) is the ``depth`` of the rankings ``rank``
+    returns with those options, for every choice of every option (ranked once per distinct depth)."""
+    probe = get_probe(name)
+    model = model_for(probe, test_models)
+    variants = [{}] + [{o.name: c} for o in probe.options for c in o.choices if c != o.default]
+    ranked: set = set()
+    for extra in variants:
+        opts = probe.checked_options({**small(probe), **extra})
+        given = dict(opts)
+        resolved = probe.resolve(opts)
+        assert opts == given and set(resolved) == set(opts) and probe.resolve(resolved) == resolved
+        depth = probe.answers_per_query(opts)
+        assert depth is None or (isinstance(depth, int) and depth >= 1), depth
+        if depth in ranked:
+            continue
+        ranked.add(depth)
+        r = probe.rank(model, QUERIES[:1], CANDS, k=len(NAMES), **{**small(probe), **extra})[0]
+        assert r.depth == depth and (depth is None or r.k <= depth), (extra, r.depth, depth)
+
+
+def test_the_hooks_default_to_options_unchanged_and_no_limit():
+    probe = Probe(name="plain", requires_mlm=False)
+    opts = {"exclude_subject": True}
+    assert probe.resolve(opts) == opts and probe.resolve(opts) is not opts
+    assert probe.answers_per_query(opts) is None
+
+
 # ---------------------------------------------------------------- a new probe is one module
 class ToyProbe(Probe):
     """Ranks names by length: short (or long) first, plus a bonus for names starting with ``letter``."""

@@ -137,7 +137,6 @@ def label_of(model, dataset, probe_name, opts) -> str:
 
 def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, status, label,
                counting: str = DEFAULT_COUNTING) -> None:
-    per_query = getattr(probe, "answers_per_query", None)  # the runner's metrics_depth (no import cycle)
     meta = {
         "run_id": run_id, "created_at": now(), "finished_at": None, "status": status,
         "settings_key": settings_key(settings), "label": label or label_of(model, dataset, probe.name, opts),
@@ -147,7 +146,7 @@ def insert_run(run_id, *, model, dataset, probe, opts, vocab, k, settings, statu
         "vocab": vocab, "k": int(k), "device": str(model.device), "probekit_version": __version__,
         "n_queries": len(dataset), "n_relations": len(dataset.relations), "seconds": None, "timings": None,
         "message": None, **owner(), "heartbeat_at": now(), "counting": check_counting(counting),
-        "answers_per_query": per_query(opts) if per_query is not None else None, "search": None,
+        "answers_per_query": probe.answers_per_query(opts), "search": None,
     }
     with store().transaction() as cur:
         cur.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",

@@ -136,8 +136,7 @@ def check_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict
 
 def metrics_depth(probe, opts: dict) -> int | None:
     """The answers per query ``probe`` gives with ``opts`` (None: as many as k asks)."""
-    per_query = getattr(probe, "answers_per_query", None)
-    return per_query(opts) if per_query is not None else None
+    return probe.answers_per_query(opts)
 
 
 def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,

@@ -37,9 +37,7 @@ def resolve_options(model, probe, options: dict | None = None) -> dict:
     """Every option of ``probe`` with defaults filled in (pooling/layer resolved for ``model``)."""
     probe = get_probe(probe)
     opts = probe.checked_options(options)
-    resolve = getattr(probe, "resolve", None)  # a probe's own rules, e.g. retrieval's presets
-    if resolve is not None:
-        opts = resolve(opts)
+    opts = probe.resolve(opts)  # a probe's own rules, e.g. retrieval's presets
     if "pooling" in opts and not opts["pooling"]:
         opts["pooling"] = model.spec.pooling
     if "layer" in opts and opts["layer"] in (None, -1, ""):

@@ -114,7 +114,9 @@ class Probe:
     with an :class:`Explanation`) and ``input_overhead`` (tokens it adds to a query beyond its one mask).
     ``requires_mlm`` / ``requires_seq2seq`` say which models it can probe (:func:`probekit.probes.probes_for`).
     ``default_vocab`` is the candidate vocabulary a command or page uses with this probe when the user chose none
-    (:meth:`vocab`); None = the dataset's heads+tails.
+    (:meth:`vocab`); None = the dataset's heads+tails. The runner's hooks are methods with defaults a probe
+    overrides: :meth:`resolve` (the options a run really uses; default unchanged) and :meth:`answers_per_query`
+    (its rankings' depth; default None, no limit).
     """
 
     name: str
@@ -199,6 +201,18 @@ class Probe:
         ranking, explanation = self._explain(model, query, candidates, call, **opts)
         check_rankings(self.name, [ranking], [query], call, model.tokenizer)
         return ranking, explanation
+
+    def resolve(self, options: dict) -> dict:
+        """The options a run really uses, from :meth:`checked_options`'s: a probe with presets (retrieval,
+        mask_predict) writes the preset's values over them, and a stored run records the result (settings keys,
+        ``probekit.bench.settings.resolve_options``). Default: the options unchanged (a copy)."""
+        return dict(options)
+
+    def answers_per_query(self, options: dict) -> int | None:
+        """The most answers this probe gives per query with ``options`` whatever k asks: the ``depth`` of its
+        rankings, recorded with a stored run (acc@k for a k above it is not defined). Default: None, no limit (as
+        many as k asks)."""
+        return None
 
     def input_overhead(self, model: LoadedModel, candidates: CandidateSet, **options) -> int:
         """Tokens this probe adds to a query beyond its one mask (callers that fit a context into the model's
