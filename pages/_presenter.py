@@ -50,7 +50,7 @@ def wanted(params) -> bool:
 
 def load_model(model_id: str, device: str | None):
     """The app's one-model cache (a step's model is loaded once, the previous one released)."""
-    return ui._load_model(model_id, device)
+    return ui.load_model(model_id, device)
 
 
 def _signature(tour: tours.Tour) -> str:

@@ -241,6 +241,27 @@ def test_the_spine_never_reaches_up_into_the_features():
         assert not [d for d in graph[low] if d.startswith(features)], low
 
 
+def test_page_pieces_form_no_circle():
+    """pages/_ui.py is an index of the UI pieces: none of them imports it, and the modules under pages/ import
+    one another without a cycle (imports inside functions included)."""
+    pages = {f"pages.{p.stem}": (p, p.read_text(encoding="utf-8")) for p in (ROOT / "pages").glob("*.py")}
+    known = set(pages)
+    graph = {}
+    for module, (_path, text) in pages.items():
+        deps = set()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pages"):
+                deps |= {f"pages.{a.name}" if node.module == "pages" else node.module for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("pages.")}
+        graph[module] = {d for d in deps if d in known and d != module}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+    index = "pages._ui"
+    pieces = {m.removeprefix("pages.") for m in pages if index in graph.get(m, set())}
+    imported_by_index = {d.removeprefix("pages.") for d in graph[index]}
+    assert not pieces & imported_by_index, sorted(pieces & imported_by_index)  # no piece of the index uses it
+
+
 def _run(code: str) -> str:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr

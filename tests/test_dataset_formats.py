@@ -179,12 +179,12 @@ def test_a_new_format_is_one_registration(throwaway):
 
 
 def test_the_sidebar_upload_reads_through_the_registry(throwaway, monkeypatch):
-    """The page's own upload path (pages/_ui.py) parses a new format with no change there."""
-    ui = pytest.importorskip("pages._ui")
-    monkeypatch.setattr(ui.st, "session_state", {})
-    ds = ui._parse_upload("mine.jsonl", b'{"fact": "insulin|hormone"}\n')
+    """The page's own upload path (pages/_uploads.py) parses a new format with no change there."""
+    uploads = pytest.importorskip("pages._uploads")
+    monkeypatch.setattr(uploads.st, "session_state", {})
+    ds = uploads._parse_upload("mine.jsonl", b'{"fact": "insulin|hormone"}\n')
     assert ds.queries[0].subject == "insulin"
-    ui._UPLOADS.clear()
+    uploads._UPLOADS.clear()
 
 
 def test_detection_refuses_an_upload_no_format_takes():

@@ -101,10 +101,10 @@ def test_template_free_queries_go_through_both_candidate_ranking_probes(tiny_mlm
 
 def test_sidebar_upload_tells_template_free_files_from_triples():
     """The sidebar's upload takes either kind: a ``prompt`` column (or JSON key) means template-free."""
-    from pages import _ui
+    from pages import _uploads
 
-    free = _ui._parse("s.csv", "\ufeffprompt,object\n[MASK] works.,aspirin\n".encode())
+    free = _uploads._parse("s.csv", "\ufeffprompt,object\n[MASK] works.,aspirin\n".encode())
     assert freetext.is_template_free(free) and free.name == "upload:s.csv"
-    assert freetext.is_template_free(_ui._parse("s.jsonl", b'{"prompt": "[MASK] works.", "object": "a"}\n'))
-    facts = _ui._parse("t.csv", b"subject,relation,object\naspirin,may_treat,pain\n")
+    assert freetext.is_template_free(_uploads._parse("s.jsonl", b'{"prompt": "[MASK] works.", "object": "a"}\n'))
+    facts = _uploads._parse("t.csv", b"subject,relation,object\naspirin,may_treat,pain\n")
     assert not freetext.is_template_free(facts) and facts.queries[0].template == "[X] may treat [Y] ."

@@ -42,18 +42,18 @@ def test_excel_bom_is_accepted(tmp_path):
 
 def test_uploads_are_bounded_by_bytes(monkeypatch):
     """Every distinct upload used to stay parsed for the life of the server (+300 MB per 1M-row file)."""
-    ui = pytest.importorskip("pages._ui")
-    monkeypatch.setattr(ui, "UPLOADS_MAX_BYTES", 3000)
-    ui._UPLOADS.clear()
-    monkeypatch.setattr(ui.st, "session_state", {})
+    uploads = pytest.importorskip("pages._uploads")
+    monkeypatch.setattr(uploads, "UPLOADS_MAX_BYTES", 3000)
+    uploads._UPLOADS.clear()
+    monkeypatch.setattr(uploads.st, "session_state", {})
     for i in range(20):
         data = (HEADER + "".join(f"s{i}_{j},r,o{j}\n" for j in range(60))).encode()
-        ds = ui._parse_upload(f"u{i}.csv", data)
+        ds = uploads._parse_upload(f"u{i}.csv", data)
         assert len(ds) == 60
-    assert ui.upload_cache_bytes() <= 3000 and 1 <= len(ui._UPLOADS) < 20
-    again = ui._parse_upload("u19.csv", (HEADER + "".join(f"s19_{j},r,o{j}\n" for j in range(60))).encode())
+    assert uploads.upload_cache_bytes() <= 3000 and 1 <= len(uploads._UPLOADS) < 20
+    again = uploads._parse_upload("u19.csv", (HEADER + "".join(f"s19_{j},r,o{j}\n" for j in range(60))).encode())
     assert again is ds  # the session's own upload is not parsed again
-    ui._UPLOADS.clear()
+    uploads._UPLOADS.clear()
 
 
 def test_an_upload_replacing_another_leaves_one_parsed_file_alive(monkeypatch):
@@ -63,18 +63,18 @@ def test_an_upload_replacing_another_leaves_one_parsed_file_alive(monkeypatch):
     import gc
     import weakref
 
-    ui = pytest.importorskip("pages._ui")
-    ui._UPLOADS.clear()
-    monkeypatch.setattr(ui.st, "session_state", {})
+    uploads = pytest.importorskip("pages._uploads")
+    uploads._UPLOADS.clear()
+    monkeypatch.setattr(uploads.st, "session_state", {})
     alive = []
     for i in range(5):
-        ds = ui._parse_upload(f"u{i}.csv", (HEADER + "".join(f"s{i}_{j},r,o{j}\n" for j in range(60))).encode())
+        ds = uploads._parse_upload(f"u{i}.csv", (HEADER + "".join(f"s{i}_{j},r,o{j}\n" for j in range(60))).encode())
         alive.append(weakref.ref(ds))
         del ds
     gc.collect()
     assert [r() is not None for r in alive] == [False] * 4 + [True]
-    assert len(ui._UPLOADS) == 1 and "parsed upload(s) shared" in ui.memory_line()
-    ui._UPLOADS.clear()
+    assert len(uploads._UPLOADS) == 1 and "parsed upload(s) shared" in uploads.memory_line()
+    uploads._UPLOADS.clear()
 
 
 def test_broken_checkpoint_metadata_is_one_clear_line(tmp_path, tiny_encoder_dir, capsys):
