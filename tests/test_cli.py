@@ -122,7 +122,8 @@ def test_bench_table_relation_vocab(capsys, tiny_mlm_dir, triples_file):
     assert code == 0
     lines = out.strip().splitlines()
     assert lines[1].split() == ["relation", *metrics.metric_names(depth=5)]  # no acc@10 from a top-5
-    assert [ln.split()[0] for ln in lines[2:-1]] == ["may_prevent", "may_treat", "macro", "micro"]
+    assert [ln.split()[0] for ln in lines[2:6]] == ["may_prevent", "may_treat", "macro", "micro"]
+    assert lines[6].startswith("95 % interval, macro: acc@1 [") and lines[7].startswith("95 % interval, micro:")
     assert lines[-1].startswith("counting: query (")  # every acc@k is labelled with its counting
     assert "scoring" in err  # progress goes to stderr
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import ProbekitError
+from ..metrics.intervals import interval_lines, run_intervals
 from ..types import MAX_K
 from .common import (
     add_dataset_args,
@@ -53,8 +54,9 @@ def _cmd_bench(args) -> int:
                                        progress=report, save=args.save, reuse=not args.fresh, counting=args.counting)
     names = metrics.metric_names(depth=args.k)  # every registered metric a top-k of k answers can show
     summary = metrics.summary(run.rankings(), metrics=names, counting=args.counting)
+    ci = run_intervals(run.rankings(), metrics=names, counting=args.counting)  # how sure each score is
     out = {"model": model.describe(), "dataset": ds.summary(), "probe": probe.name, "options": opts,
-           "vocab": args.vocab, **summary}
+           "vocab": args.vocab, **summary, "intervals": ci}
     if args.save:
         out["run_id"] = run.run_id
     out["seconds"] = run.meta.get("seconds")
@@ -74,6 +76,8 @@ def _cmd_bench(args) -> int:
             print(f"{rel:<50}" + "".join(_pct(row[name]) for name in names))
         for avg in ("macro", "micro"):
             print(f"{avg:<50}" + "".join(_pct(summary[avg][name]) for name in names))
+        for line in interval_lines(ci, names):
+            print(line)
         depth = summary["depth"]
         print(f"{metrics.counting_label(args.counting)}; {summary['n_items']} items"
               + (f"; {depth} answer(s) per query: a metric needing more is not defined (-)" if depth else ""))

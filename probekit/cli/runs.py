@@ -12,6 +12,7 @@ from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_blo
 from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError, command
 from probekit.metrics.accuracy import COUNTINGS, counting_label
+from probekit.metrics.intervals import interval_lines, run_intervals
 from probekit.metrics.paired import CORRECTIONS
 from probekit.metrics.registry import metric_names
 
@@ -85,10 +86,13 @@ def _cmd_show(args) -> int:
     mark_stale()  # a run whose process is gone shows as interrupted
     run = load_run(args.run)
     summary = run.summary(counting=args.counting)
+    ci = run_intervals(run.rankings(), counting=args.counting or run.counting)  # how sure each score is
     if args.format == "json":
-        print_json({"run": run.meta, **summary})
+        print_json({"run": run.meta, **summary, "intervals": ci})
     else:
         _print_summary(run.meta, summary)
+        for line in interval_lines(ci, list(ci["micro"])):
+            print(line)
     return 0
 
 

@@ -1,0 +1,85 @@
+"""Intervals on every score (probekit.metrics.intervals), each rule against its definition: Wilson's closed form
+(centre (p + z²/2n) / (1 + z²/n), half-width z / (1 + z²/n) · sqrt(p(1-p)/n + z²/4n²)) and its coverage; the
+bootstrap resamples queries within relations, is seeded, and holds the score it brackets."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import TINY_TRIPLES
+from scipy import stats
+
+from probekit import metrics
+from probekit.metrics import intervals as iv
+
+
+def naive_wilson(x: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    z = stats.norm.ppf(1 - (1 - confidence) / 2)
+    p = x / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+@pytest.mark.parametrize("x, n", [(0, 10), (5, 10), (10, 10), (3, 113), (1, 1), (400, 19000)])
+def test_wilson_is_its_closed_form(x, n):
+    lo, hi = iv.wilson(x, n)
+    want = naive_wilson(x, n)
+    assert lo == pytest.approx(max(0.0, want[0]), abs=1e-12) and hi == pytest.approx(min(1.0, want[1]), abs=1e-12)
+    assert 0 <= lo <= x / n <= hi <= 1
+    assert all(math.isnan(v) for v in iv.wilson(0, 0))
+
+
+def test_wilson_covers_about_as_often_as_it_says():
+    """p = 0.3, n = 200, 2,000 draws: the 95 % interval holds p in 93-97 % of them (Wilson is close to nominal)."""
+    rng = np.random.default_rng(0)
+    hits = rng.binomial(200, 0.3, size=2000)
+    covered = np.mean([lo <= 0.3 <= hi for lo, hi in (iv.wilson(int(h), 200) for h in hits)])
+    assert 0.93 <= covered <= 0.97
+
+
+def test_every_metric_gets_an_interval_that_holds_its_score():
+    rng = np.random.default_rng(1)
+    ranks = [[int(r)] if r < 60 else [None] for r in rng.integers(1, 80, 600)]
+    rels = [f"r{i % 4}" for i in range(600)]
+    got = iv.intervals(ranks, rels, n_boot=400, seed=3)
+    for name in metrics.metric_names():
+        for average in ("macro", "micro"):
+            value = metrics.metric_value(ranks, rels, metric=name, average=average)
+            lo, hi = got[average][name]
+            assert lo <= value <= hi and hi - lo < 0.2, (name, average, lo, value, hi)
+    assert got == iv.intervals(ranks, rels, n_boot=400, seed=3)  # seeded
+    one = iv.intervals([[1]], ["r"], metrics=["acc@10"], depth=1)  # a one-answer method has no acc@10
+    assert all(math.isnan(v) for v in one["micro"]["acc@10"])
+
+
+def test_the_bootstrap_matches_the_normal_approximation_on_many_queries():
+    """One relation, 3,000 queries: the percentile interval of MRR is close to mean ± 1.96 sd / sqrt(n)."""
+    rng = np.random.default_rng(2)
+    r = rng.integers(1, 40, 3000)
+    got = iv.intervals([[int(x)] for x in r], ["r"] * 3000, metrics=["MRR"], n_boot=2000, seed=0)
+    rr = 1 / r
+    half = 1.96 * rr.std(ddof=1) / math.sqrt(len(rr))
+    lo, hi = got["micro"]["MRR"]
+    assert lo == pytest.approx(rr.mean() - half, abs=0.1 * half) and hi == pytest.approx(rr.mean() + half,
+                                                                                           abs=0.1 * half)
+
+
+def test_bench_and_runs_show_state_the_intervals(capsys, tmp_path, tiny_encoder_dir):
+    from probekit.cli.main import main
+
+    facts = tmp_path / "facts.csv"
+    facts.write_text(TINY_TRIPLES)
+    base = ["bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(facts), "--quiet"]
+    assert main([*base, "--format", "json", "--save"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    ci = data["intervals"]
+    assert set(ci["micro"]) == set(data["micro"]) and ci["confidence"] == 0.95 and "Wilson" in ci["method"]
+    for name, (lo, hi) in ci["micro"].items():
+        assert lo <= data["micro"][name] <= hi
+    assert main(["runs", "show", data["run_id"]]) == 0
+    out = capsys.readouterr().out
+    assert "95 % interval, macro: acc@1 [" in out and "Wilson for a share of items" in out
