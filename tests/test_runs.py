@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import TINY_TRIPLES
+from conftest import ROOT, TINY_TRIPLES
 
 from probekit import cache, cli, encode, index, jobs, metrics
 from probekit.bench import runs
@@ -153,6 +153,32 @@ def test_cancel_inside_encoding(tiny_encoder, tiny_dataset):
         runs.run_benchmark(tiny_encoder, tiny_dataset, options={"batch_size": 2}, k=5,
                            should_cancel=lambda: True)
     assert runs.list_runs().status.tolist() == ["cancelled"]
+
+
+def test_a_run_is_active_while_it_computes_and_the_set_belongs_to_results(tiny_encoder, tiny_dataset):
+    """The active-run set is results' own (claim_run / release_run / is_active): the runner claims its run while it
+    computes (a delete meanwhile is refused) and releases it however the run ends; no other module touches it."""
+    from probekit.bench import results
+
+    seen: dict = {}
+
+    def progress(d, t, stage):
+        if not seen:
+            (rid,), = results.store().fetch("SELECT run_id FROM runs WHERE status = 'running'")
+            seen[rid] = results.is_active(rid)
+            with pytest.raises(ProbekitError, match="is running: cancel it first"):
+                runs.delete_run(rid)
+
+    with pytest.raises(jobs.Cancelled):
+        runs.run_benchmark(tiny_encoder, tiny_dataset, k=5, progress=progress, should_cancel=lambda: bool(seen))
+    (rid, active), = seen.items()
+    assert active and not results.is_active(rid)
+    assert results.claim_run(rid) and not results.claim_run(rid)  # one claim at a time
+    results.release_run(rid)
+    results.release_run(rid)  # twice is harmless
+    assert not results.is_active(rid)
+    others = [p for p in (ROOT / "probekit").rglob("*.py") if re.search(r"\b(res|results)\._?ACTIVE", p.read_text())]
+    assert not others
 
 
 def test_save_run_like_the_cli(tiny_encoder, tiny_dataset):

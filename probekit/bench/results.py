@@ -46,9 +46,31 @@ RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", 
 EXPORT_FORMATS = ("csv", "parquet")
 STATUSES = ("running", "done", "cancelled", "failed", "interrupted")
 UNFINISHED, STALE_RUN_S, HEARTBEAT_S = _owner.UNFINISHED, _owner.STALE_RUN_S, _owner.HEARTBEAT_S
-ACTIVE: set[str] = set()
-"""Run ids being computed by a thread of this process (not resumable, not deletable)."""
-ACTIVE_LOCK = threading.Lock()
+_ACTIVE: set[str] = set()
+"""Run ids being computed by a thread of this process (not resumable, not deletable); only the three functions
+below touch it."""
+_ACTIVE_LOCK = threading.Lock()
+
+
+def claim_run(run_id: str) -> bool:
+    """Mark ``run_id`` as computed by a thread of this process; False (and nothing changes) when one already is."""
+    with _ACTIVE_LOCK:
+        if run_id in _ACTIVE:
+            return False
+        _ACTIVE.add(run_id)
+        return True
+
+
+def release_run(run_id: str) -> None:
+    """The thread computing ``run_id`` is done with it (finished, failed or cancelled); harmless when not claimed."""
+    with _ACTIVE_LOCK:
+        _ACTIVE.discard(run_id)
+
+
+def is_active(run_id: str) -> bool:
+    """Whether a thread of this process is computing ``run_id`` now."""
+    with _ACTIVE_LOCK:
+        return run_id in _ACTIVE
 
 
 def store():
@@ -310,7 +332,7 @@ def list_runs(*, status: str | None = None) -> pd.DataFrame:
 def delete_run(run_id: str) -> None:
     """Remove a stored run and its results (not while a live process is computing it)."""
     meta = get_run(run_id)
-    if meta["run_id"] in ACTIVE:
+    if is_active(meta["run_id"]):
         raise ProbekitError(f"run {run_id} is running: cancel it first")
     if meta["status"] == "running" and meta["run_id"] not in mark_stale():
         raise ProbekitError(f"run {run_id} is running in process {meta['owner_pid']} on {meta['owner_host']}: "

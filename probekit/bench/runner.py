@@ -39,9 +39,8 @@ def _resumable(key: str) -> tuple[str, str] | None:
     marks = ", ".join("?" * len(res.UNFINISHED))
     for run_id, status in res.store().fetch(f"SELECT run_id, status FROM runs WHERE settings_key = ? AND status IN "
                                             f"({marks}) ORDER BY created_at DESC", [key, *res.UNFINISHED]):
-        with res.ACTIVE_LOCK:
-            if run_id in res.ACTIVE:
-                continue
+        if res.is_active(run_id):
+            continue
         if res.claim(run_id):
             return run_id, status
     return None
@@ -185,9 +184,8 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
                        settings=settings, status="running", label=label, counting=counting)
     prev_seconds = (res.get_run(run_id)["seconds"] or 0.0) if run_id else 0.0
     beat = res.Heartbeat(run_id)
-    if run_id:
-        with res.ACTIVE_LOCK:
-            res.ACTIVE.add(run_id)
+    if run_id and not res.claim_run(run_id):  # never: a run computed here is 'running', not resumable
+        raise ProbekitError(f"run {run_id} is being computed by another thread of this process")
     start = time.perf_counter()
     timings: dict[str, float] = defaultdict(float)
     relations = [r for r in dataset.relations if r not in done_rels]
@@ -237,8 +235,7 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
         raise
     finally:
         if run_id:
-            with res.ACTIVE_LOCK:
-                res.ACTIVE.discard(run_id)
+            res.release_run(run_id)
     seconds = time.perf_counter() - start
     timings = {name: round(v, 3) for name, v in timings.items()}
     if run_id is None:  # not saved
