@@ -145,3 +145,71 @@ def organiser_token_file() -> Path:
     ``PROBEKIT_ORGANISER_TOKEN`` is kept, readable by its owner only, beside the database whose links it guards
     (``PROBEKIT_ORGANISER_TOKEN_FILE``)."""
     return _path("PROBEKIT_ORGANISER_TOKEN_FILE", db_path().parent / "organiser-token")
+
+
+def set_in_env(var: str) -> bool:
+    """Whether the ``PROBEKIT_*`` variable ``var`` is set (non-empty): where a path came from, for ``probekit data
+    list``."""
+    return bool(os.environ.get(var))
+
+
+def debug() -> bool:
+    """``PROBEKIT_DEBUG`` set (non-empty): the CLI shows an unexpected error's traceback instead of one line."""
+    return bool(os.environ.get("PROBEKIT_DEBUG"))
+
+
+def causal_dtype() -> str | None:
+    """The precision of causal LMs when ``models.load`` is given none (``PROBEKIT_DTYPE``; None: half precision
+    on CUDA, fp32 on CPU). Checked by ``models.load`` against ``probekit.model_memory.DTYPES``."""
+    return os.environ.get("PROBEKIT_DTYPE") or None
+
+
+STALE_RUN_S = 6 * 3600.0
+"""Default of :func:`stale_run_s`."""
+DB_IDLE_CLOSE_S = 1.0
+"""Default of :func:`db_idle_close_s`."""
+DB_LOCK_WAIT_S = 20.0
+"""Default of :func:`db_lock_wait_s`."""
+DB_MAX_HOLD_S = 2.0
+"""Default of :func:`db_max_hold_s`."""
+
+
+def _seconds(var: str, default: float, *, zero: bool) -> float:
+    """``$var`` as a number of seconds (``default`` when unset or blank); a value that is not a number, is
+    negative, or (``zero=False``) is 0 is refused with a message naming the variable."""
+    from .errors import ProbekitError
+
+    raw = os.environ.get(var, "")
+    if not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ProbekitError(f"{var} must be a number of seconds, got {raw!r}") from None
+    if not (value >= 0 if zero else value > 0):
+        raise ProbekitError(f"{var} must be {'0 or more' if zero else 'positive'}, got {raw!r}")
+    return value
+
+
+def stale_run_s() -> float:
+    """Seconds without a heartbeat after which a running run counts as interrupted (``PROBEKIT_STALE_RUN_S``;
+    default 6 h)."""
+    return _seconds("PROBEKIT_STALE_RUN_S", STALE_RUN_S, zero=False)
+
+
+def db_idle_close_s() -> float:
+    """Seconds without any reader or writer after which a store closes the database file, so another process can
+    use it (``PROBEKIT_DB_IDLE_CLOSE_S``; default 1; 0 closes it after every use)."""
+    return _seconds("PROBEKIT_DB_IDLE_CLOSE_S", DB_IDLE_CLOSE_S, zero=True)
+
+
+def db_lock_wait_s() -> float:
+    """Seconds a store keeps retrying while the same other process holds the database file (the wait starts
+    again when the holder changes) (``PROBEKIT_DB_LOCK_WAIT_S``; default 20)."""
+    return _seconds("PROBEKIT_DB_LOCK_WAIT_S", DB_LOCK_WAIT_S, zero=True)
+
+
+def db_max_hold_s() -> float:
+    """Seconds of continuous holding after which a store gives the database file up at its next idle moment
+    (``PROBEKIT_DB_MAX_HOLD_S``; default 2)."""
+    return _seconds("PROBEKIT_DB_MAX_HOLD_S", DB_MAX_HOLD_S, zero=True)

@@ -12,7 +12,8 @@ from .errors import ModelLoadError
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
 """Weight precisions :func:`load` takes for a causal LM (``int8``/``int4`` need ``bitsandbytes`` and CUDA)."""
 DTYPE_ENV = "PROBEKIT_DTYPE"
-"""The precision of causal LMs when ``load`` is given none (every command and page loads through ``load``)."""
+"""The variable naming the precision of causal LMs when ``load`` is given none (every command and page loads
+through ``load``); read by :func:`probekit.config.causal_dtype`."""
 _BYTES_PER_PARAM = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
 MEMORY_OVERHEAD = 1.2
 """Weights times this: room for activations, the KV cache and the allocator (a rule of thumb, not a measurement)."""

@@ -10,7 +10,6 @@ offline mode and fails with a message that says what was tried and how to fix it
 from __future__ import annotations
 
 import gc
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -205,7 +204,7 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     is_causal = causal_arch and mlm is None  # mlm=False: the bare decoder stack only
     want_dtype = "float32"
     if is_causal:
-        dtype = dtype or os.environ.get(DTYPE_ENV) or None
+        dtype = dtype or config.causal_dtype()
         want_dtype = _causal_dtype(dtype, dev)
         check_memory(model_id, count_params(cfg, spec), want_dtype, dev)
     want_mlm = not is_s2s and not causal_arch and (

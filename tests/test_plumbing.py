@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -301,3 +302,131 @@ def test_a_jobs_id_is_unguessable_and_a_valid_widget_key():
     ids = [Job(lambda progress, cancelled: None).id for _ in range(2000)]
     assert len(set(ids)) == len(ids)
     assert all(len(i) == 32 and set(i) <= set("0123456789abcdef") for i in ids)
+
+
+# ---------------------------------------------------------------- every PROBEKIT_* setting is read in config
+def _environ(node) -> bool:
+    """``os.environ``, or ``environ`` imported from os."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+            and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _getenv(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "getenv" and isinstance(node.value, ast.Name)
+            and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "getenv")
+
+
+def _setting(node, names: dict[str, str]) -> str | None:
+    """The PROBEKIT_* variable ``node`` names: a string, a name bound to one (``names``), an f-string or sum that
+    starts with one."""
+    if isinstance(node, (ast.JoinedStr, ast.BinOp)):
+        head = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else getattr(node, "left", None)
+        start = _setting(head, names) if head is not None else None
+        return start + "…" if start else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        value = node.value
+    elif isinstance(node, ast.Name):
+        value = names.get(node.id, "")
+    else:
+        return None
+    return value if value.startswith("PROBEKIT_") else None
+
+
+def setting_names(source: str) -> dict[str, str]:
+    """Module-level names bound to a PROBEKIT_* string (``DTYPE_ENV = "PROBEKIT_DTYPE"``)."""
+    return {t.id: node.value.value for node in ast.parse(source).body if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            and node.value.value.startswith("PROBEKIT_") for t in node.targets if isinstance(t, ast.Name)}
+
+
+def env_reads(source: str, names: dict[str, str] | None = None) -> list[tuple[int, str]]:
+    """(line, variable) of each read of a PROBEKIT_* environment variable in ``source``: ``os.environ.get(V)``,
+    ``.setdefault``, ``os.environ[V]``, ``os.getenv(V)``, ``V in os.environ`` (also through ``from os import
+    environ, getenv``), V a string, a name bound to one (here or in ``names``) or an f-string starting with one.
+    Writing a variable and forwarding the whole environment (``os.environ.items()``) are not reads."""
+    names = {**(names or {}), **setting_names(source)}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(node, ast.Call) and node.args:
+            f = node.func
+            if _getenv(f) or (isinstance(f, ast.Attribute) and f.attr in ("get", "setdefault") and _environ(f.value)):
+                key = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _environ(node.value):
+            key = node.slice
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and any(
+                _environ(c) for c in node.comparators):
+            key = node.left
+        var = _setting(key, names) if key is not None else None
+        if var:
+            found.append((node.lineno, var))
+    return sorted(found)
+
+
+PLANTED = '''\
+import os
+from os import environ, getenv
+VAR = "PROBEKIT_PLANTED"
+a = os.environ.get("PROBEKIT_A")
+b = os.environ["PROBEKIT_B"]
+c = os.getenv("PROBEKIT_C", "1")
+d = "PROBEKIT_D" in os.environ
+e = environ.get(VAR)
+f = getenv(f"PROBEKIT_{e}_DIR")
+g = os.environ.get(IMPORTED)
+os.environ["PROBEKIT_E"] = "1"
+h = os.environ.get("HF_HOME")
+i = {k: v for k, v in os.environ.items() if k.startswith("PROBEKIT_")}
+'''
+
+
+def test_the_env_scanner_finds_every_planted_read():
+    assert env_reads(PLANTED, {"IMPORTED": "PROBEKIT_DTYPE"}) == [
+        (4, "PROBEKIT_A"), (5, "PROBEKIT_B"), (6, "PROBEKIT_C"), (7, "PROBEKIT_D"), (8, "PROBEKIT_PLANTED"),
+        (9, "PROBEKIT_…"), (10, "PROBEKIT_DTYPE")]
+
+
+def test_every_probekit_setting_is_read_in_config():
+    """``probekit.config`` reads every PROBEKIT_* variable, at call time; elsewhere a module calls its accessor.
+    (Forwarding the environment to Ray workers, ``probekit.ray_session``, reads none by name.)"""
+    files = {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "probekit").rglob("*.py"))}
+    names: dict[str, str] = {}
+    for source in files.values():
+        names.update(setting_names(source))
+    found = [f"{p.relative_to(ROOT)}:{line} reads {var}" for p, source in files.items()
+             if p != ROOT / "probekit" / "config.py" for line, var in env_reads(source, names)]
+    assert not found, "read PROBEKIT_* settings through probekit.config: " + "; ".join(found)
+
+
+def test_config_reads_the_settings_when_called(monkeypatch):
+    from probekit import config
+    from probekit.store import owner
+    from probekit.store.db import Store
+
+    for var in ("PROBEKIT_STALE_RUN_S", "PROBEKIT_DB_IDLE_CLOSE_S", "PROBEKIT_DB_LOCK_WAIT_S",
+                "PROBEKIT_DB_MAX_HOLD_S", "PROBEKIT_DEBUG", "PROBEKIT_DTYPE", "PROBEKIT_DEMO_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    assert (config.stale_run_s(), config.db_idle_close_s(), config.db_lock_wait_s(), config.db_max_hold_s()) == (
+        6 * 3600.0, 1.0, 20.0, 2.0)
+    assert not config.debug() and config.causal_dtype() is None and not config.set_in_env("PROBEKIT_DEMO_DIR")
+    monkeypatch.setenv("PROBEKIT_STALE_RUN_S", "60")
+    monkeypatch.setenv("PROBEKIT_DB_IDLE_CLOSE_S", "0")
+    monkeypatch.setenv("PROBEKIT_DB_LOCK_WAIT_S", "0.5")
+    monkeypatch.setenv("PROBEKIT_DB_MAX_HOLD_S", "7")
+    monkeypatch.setenv("PROBEKIT_DEBUG", "1")
+    monkeypatch.setenv("PROBEKIT_DTYPE", "bfloat16")
+    monkeypatch.setenv("PROBEKIT_DEMO_DIR", "/elsewhere")
+    assert owner.stale_after() == 60 and config.debug() and config.causal_dtype() == "bfloat16"
+    assert config.set_in_env("PROBEKIT_DEMO_DIR")
+    store = Store(":memory:")
+    assert (store.idle_close, store.lock_wait, store.max_hold) == (0, 0.5, 7)
+    monkeypatch.setenv("PROBEKIT_DB_LOCK_WAIT_S", "3")
+    assert store.lock_wait == 3  # a change reaches a store made before it
+    store.close()
+    for var, value, says in (("PROBEKIT_DB_MAX_HOLD_S", "soon", "must be a number of seconds, got 'soon'"),
+                             ("PROBEKIT_DB_MAX_HOLD_S", "-1", "must be 0 or more"),
+                             ("PROBEKIT_STALE_RUN_S", "0", "must be positive")):
+        monkeypatch.setenv(var, value)
+        with pytest.raises(ProbekitError, match=f"^{var} {says}"):
+            config.stale_run_s() if var == "PROBEKIT_STALE_RUN_S" else Store(":memory:")
+        monkeypatch.delenv(var)

@@ -382,9 +382,8 @@ def test_cli_save_with_a_locked_database_fails_fast(capsys, tiny_encoder_dir, tm
     import sys
 
     from probekit import config, models
-    from probekit.store import db as store_db
 
-    monkeypatch.setattr(store_db, "LOCK_WAIT_S", 0.5)  # how long it retries is a setting (20 s by default)
+    monkeypatch.setenv("PROBEKIT_DB_LOCK_WAIT_S", "0.5")  # how long it retries is a setting (20 s by default)
     db = config.db_path()
     holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); "
                                "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)

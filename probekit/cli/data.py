@@ -43,19 +43,17 @@ def _cmd_add(args) -> int:
 
 def dataset_rows() -> list[dict]:
     """Each fetchable dataset: where probekit looks for it, why there, and whether it is found."""
-    import os
-
     registered = config.registered_datasets()
     rows = []
     for name, var, path in (("medlama", "PROBEKIT_MEDLAMA_DIR", config.medlama_dir()),
                             ("biolama", "PROBEKIT_BIOLAMA_DIR", config.biolama_dir()),
                             ("elicit_corpora", "PROBEKIT_CORPORA_DIR", config.corpora_dir())):
-        source = var if os.environ.get(var) else "registered" if name in registered else "default"
+        source = var if config.set_in_env(var) else "registered" if name in registered else "default"
         found = (path / "2021AA").is_dir() if name == "medlama" else path.is_dir() and any(path.iterdir())
         rows.append({"name": name, "path": str(path), "from": source, "found": found,
                      "get": "" if found else f"probekit data fetch {name}  (or: probekit data add {name} PATH)"})
     demo = config.demo_dir()
-    rows.insert(0, {"name": "demo", "path": str(demo), "from": "PROBEKIT_DEMO_DIR" if os.environ.get(
+    rows.insert(0, {"name": "demo", "path": str(demo), "from": "PROBEKIT_DEMO_DIR" if config.set_in_env(
         "PROBEKIT_DEMO_DIR") else "shipped", "found": (demo / "2021AA").is_dir(), "get": ""})
     return rows
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 import warnings
 
+from .. import config
 from ..errors import ProbekitError, positive_int
 from ..types import MAX_K
 
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback on request
-        if os.environ.get("PROBEKIT_DEBUG"):
+        if config.debug():
             raise
         print(f"error: unexpected {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''} "
               "(a bug in probekit; run with PROBEKIT_DEBUG=1 for the traceback)", file=sys.stderr)

@@ -3,9 +3,9 @@
 DuckDB lets one *process* hold a database file at a time (another process cannot even open it
 read-only meanwhile). So that the app and a CLI call (``bench --save`` in a terminal while the app is
 open) can share one file, a :class:`Store` opens the file when a read or write starts and closes it
-once nothing has used it for :data:`IDLE_CLOSE_S`; every caller works on its own cursor of the shared
+once nothing has used it for :attr:`Store.idle_close` seconds; every caller works on its own cursor of the shared
 connection. A process that finds the file held waits (retrying); it gives up, with a message naming the
-problem, only when one process has held the file for :data:`LOCK_WAIT_S` without a break: while the holder
+problem, only when one process has held the file for :attr:`Store.lock_wait` seconds without a break: while the holder
 changes (five processes rating in turn) the store is busy, not stuck, and a write waits for its turn.
 
 DuckDB's own file lock is not enough for a file that changes hands this often: a process opening the file while
@@ -19,12 +19,14 @@ by the stores of one process, as DuckDB shares its database there); with it, the
 1,200 of 1,200 rows, each under the process it was acknowledged to. Where ``fcntl`` is missing (Windows) only
 DuckDB's lock applies.
 So that a busy app (a page polling every half second) cannot
-keep the file for ever, a store that has held it for :data:`MAX_HOLD_S` closes it at the next moment
+keep the file for ever, a store that has held it for :attr:`Store.max_hold` seconds closes it at the next moment
 nobody uses it and waits :data:`YIELD_S` before opening it again: a waiting process (retrying every
 :data:`RETRY_S` at most) gets its turn. Each component (runs, annotations, …) has its migrations in
 :mod:`probekit.store.schema` and gets the store through :func:`component_store`, which applies them; the
 ``schema_version`` table records how far each component's schema has been migrated. Only
-parameterised SQL is used with user values.
+parameterised SQL is used with user values. The three durations are a store's own when given, else
+``PROBEKIT_DB_IDLE_CLOSE_S``, ``PROBEKIT_DB_LOCK_WAIT_S`` and ``PROBEKIT_DB_MAX_HOLD_S``, read by
+:mod:`probekit.config` each time they are used.
 """
 
 from __future__ import annotations
@@ -47,14 +49,8 @@ from .filelock import drop as _drop_file_lock
 from .filelock import take as _take_file_lock
 from .schema import CHILDREN, MIGRATIONS
 
-IDLE_CLOSE_S = float(os.environ.get("PROBEKIT_DB_IDLE_CLOSE_S", "1.0"))
-"""Seconds without any reader or writer after which the file is closed (so another process can use it)."""
-LOCK_WAIT_S = float(os.environ.get("PROBEKIT_DB_LOCK_WAIT_S", "20"))
-"""Seconds to keep retrying while the same other process holds the file (the wait starts again when it changes)."""
-MAX_HOLD_S = float(os.environ.get("PROBEKIT_DB_MAX_HOLD_S", "2.0"))
-"""Seconds of continuous holding after which the file is given up at the next idle moment."""
 YIELD_S = 0.15
-"""After giving the file up for :data:`MAX_HOLD_S`, how long this process waits before reopening it."""
+"""After giving the file up for :attr:`Store.max_hold`, how long this process waits before reopening it."""
 RETRY_S = 0.05
 """The longest pause between two attempts to open a file another process holds (less than :data:`YIELD_S`)."""
 
@@ -115,12 +111,13 @@ def _create(path: str) -> None:
 
 
 class Store:
-    def __init__(self, path: str | Path, *, idle_close: float | None = None, lock_wait: float | None = None):
+    def __init__(self, path: str | Path, *, idle_close: float | None = None, lock_wait: float | None = None,
+                 max_hold: float | None = None):
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.idle_close = IDLE_CLOSE_S if idle_close is None else idle_close
-        self.lock_wait = LOCK_WAIT_S if lock_wait is None else lock_wait
+        self._idle_close, self._lock_wait, self._max_hold = idle_close, lock_wait, max_hold
+        _ = self.idle_close, self.lock_wait, self.max_hold  # a bad PROBEKIT_DB_* value fails here, naming it
         self._lock = threading.RLock()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._users = 0
@@ -135,6 +132,24 @@ class Store:
                         "applied_at TIMESTAMP DEFAULT current_timestamp)")
 
     # ------------------------------------------------------------ opening and closing the file
+    @property
+    def idle_close(self) -> float:
+        """Seconds without any reader or writer after which the file is closed, so another process can use it
+        (this store's own, else :func:`probekit.config.db_idle_close_s`)."""
+        return config.db_idle_close_s() if self._idle_close is None else self._idle_close
+
+    @property
+    def lock_wait(self) -> float:
+        """Seconds to keep retrying while the same other process holds the file; the wait starts again when the
+        holder changes (this store's own, else :func:`probekit.config.db_lock_wait_s`)."""
+        return config.db_lock_wait_s() if self._lock_wait is None else self._lock_wait
+
+    @property
+    def max_hold(self) -> float:
+        """Seconds of continuous holding after which the file is given up at the next idle moment (this store's
+        own, else :func:`probekit.config.db_max_hold_s`)."""
+        return config.db_max_hold_s() if self._max_hold is None else self._max_hold
+
     def _open(self) -> duckdb.DuckDBPyConnection:
         if self.path != ":memory:" and not os.path.exists(self.path):
             _create(self.path)
@@ -194,14 +209,15 @@ class Store:
                 return
             self._generation += 1
             generation = self._generation
-            if self.idle_close <= 0:
+            idle_close = self.idle_close
+            if idle_close <= 0:
                 self._close_connection()
                 return
-            if time.monotonic() - self._opened_at > MAX_HOLD_S:
+            if time.monotonic() - self._opened_at > self.max_hold:
                 self._close_connection()
                 self._reopen_after = time.monotonic() + YIELD_S
                 return
-        timer = threading.Timer(self.idle_close, self._close_if_idle, args=(generation,))
+        timer = threading.Timer(idle_close, self._close_if_idle, args=(generation,))
         timer.daemon = True
         timer.start()
 

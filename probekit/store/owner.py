@@ -16,11 +16,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import ProbekitError
+from .. import config
 
 UNFINISHED = ("cancelled", "failed", "interrupted")
 """Statuses a start with the same settings resumes (a ``running`` run belongs to a live process)."""
-STALE_RUN_S = 6 * 3600.0
+STALE_RUN_S = config.STALE_RUN_S
 """Default for ``PROBEKIT_STALE_RUN_S``: a running run silent this long is taken as interrupted."""
 HEARTBEAT_S = 60.0
 """At most this often a running run renews its heartbeat."""
@@ -32,15 +32,9 @@ def now() -> datetime:
 
 
 def stale_after() -> float:
-    """Seconds without a heartbeat after which a running run counts as interrupted (``PROBEKIT_STALE_RUN_S``)."""
-    raw = os.environ.get("PROBEKIT_STALE_RUN_S", "")
-    try:
-        value = float(raw) if raw.strip() else STALE_RUN_S
-    except ValueError:
-        raise ProbekitError(f"PROBEKIT_STALE_RUN_S must be a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ProbekitError(f"PROBEKIT_STALE_RUN_S must be positive, got {raw!r}")
-    return value
+    """Seconds without a heartbeat after which a running run counts as interrupted (``PROBEKIT_STALE_RUN_S``,
+    read by :func:`probekit.config.stale_run_s`)."""
+    return config.stale_run_s()
 
 
 def process_start(pid: int) -> str | None:
