@@ -1,6 +1,11 @@
 """``load()``: a model id turned into the handles every probe uses (tokenizer, encoder, MLM, seq2seq or causal LM),
 one model in memory at a time (:func:`release` on switch).
 
+Whoever holds a model (the app's one-entry cache, a grid's slot, a tour's loader, a job that loaded an id) releases
+it with :func:`release` when it switches. A second model a probe needs beside it (the likelihood probe's retrieval
+first stage) is the held model's :meth:`LoadedModel.companion`: kept by that model, not by a module, so the holder
+accounts for it and the same :func:`release` frees it.
+
 What an id means (registry, aliases, local folders, rewired checkpoints) is :mod:`probekit.model_registry`'s
 business; the precision and memory checks are :mod:`probekit.model_memory`'s. Both are re-exported here, so
 ``models.REGISTRY`` and ``models.check_memory`` keep working for callers. Loading never downloads silently in
@@ -10,6 +15,7 @@ offline mode and fails with a message that says what was tried and how to fix it
 from __future__ import annotations
 
 import gc
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +89,28 @@ class LoadedModel:
     meta: dict = field(default_factory=dict)
     seq2seq: PreTrainedModel | None = None
     causal: PreTrainedModel | None = None
+    companions: dict[str, LoadedModel] = field(default_factory=dict, repr=False, compare=False)
+    """Models loaded for this one (:meth:`companion`), by id; released with it."""
+
+    def companion(self, model_id: str) -> LoadedModel:
+        """Another model a probe of this one needs (the likelihood probe's retrieval first stage), held by this
+        model: loaded once on its device, one at a time (asking for another releases the previous), and released
+        with it by :func:`release`, so whoever holds this model holds the companion too and a switch frees both.
+        This model's own id gives this model."""
+        if model_id == self.id:
+            return self
+        with _COMPANIONS_LOCK:
+            held = self.companions.get(model_id)
+            if held is None:
+                for old in self.companions.values():
+                    release(old)
+                self.companions.clear()
+                held = self.companions[model_id] = load(model_id, device=str(self.device))
+        return held
+
+    def in_memory(self) -> list[LoadedModel]:
+        """This model and its companions: every model its holder keeps in memory through it."""
+        return [self, *self.companions.values()]
 
     @property
     def has_mlm(self) -> bool:
@@ -258,10 +286,20 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
                        mlm=mlm_model, device=dev, spec=spec, meta=meta, seq2seq=s2s_model, causal=causal_model)
 
 
+_COMPANIONS_LOCK = threading.RLock()
+"""Two threads asking a shared model (the app's) for a companion load it once (reentrant: asking for another
+companion releases the previous one under it)."""
+
+
 def release(model: LoadedModel | None) -> None:
-    """Drop a model's weights and give GPU memory back (used when the app switches model)."""
+    """Drop a model's weights, and its companions', and give GPU memory back (used when the app switches model)."""
     if model is None:
         return
+    with _COMPANIONS_LOCK:
+        companions = list(model.companions.values())
+        model.companions.clear()
+    for other in companions:
+        release(other)
     model.encoder = None  # type: ignore[assignment]  # a released model is never used again: this drops the weights
     model.mlm = None
     model.seq2seq = None

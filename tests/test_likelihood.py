@@ -245,6 +245,47 @@ def test_rerank_scores_only_the_first_stage_top_n_and_reports_a_dropped_gold(tin
     assert dropped  # the case is exercised
 
 
+def _models_held_by_modules() -> list[str]:
+    """probekit module globals holding a loaded model (directly or in a dict, list, tuple or set)."""
+    import sys
+
+    held = []
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] != "probekit":
+            continue
+        for attr, value in list(vars(module).items()):
+            values = value.values() if isinstance(value, dict) else value if isinstance(
+                value, (list, tuple, set, frozenset)) else (value,)
+            if any(isinstance(v, models.LoadedModel) for v in values):
+                held.append(f"{name}.{attr}")
+    return held
+
+
+def test_the_first_stage_model_is_held_by_the_probed_model_and_released_with_it(tmp_path, tiny_encoder_dir,
+                                                                                tiny_mlm_dir, demo):
+    """No module keeps a model: the first stage's model is the probed model's companion, so whoever holds the
+    probed model accounts for it (``in_memory``), a second first-stage model replaces it, and a switch
+    (``models.release``) frees it."""
+    m = models.load(str(save_tiny_gpt2(tmp_path / "g")), device="cpu")
+    qs, cands = demo.queries[:2], demo.candidates("heads+tails")
+
+    def rerank(first):
+        return PROBE.rank(m, qs, cands, k=3, first_stage="retrieval", first_stage_model=first, top_n=3)
+
+    rerank(str(tiny_encoder_dir))
+    (stage,) = m.companions.values()
+    assert stage.id == str(tiny_encoder_dir) and stage.encoder is not None and m.in_memory() == [m, stage]
+    rerank(str(tiny_encoder_dir))
+    assert m.companion(str(tiny_encoder_dir)) is stage  # loaded once
+    assert not _models_held_by_modules()
+    rerank(str(tiny_mlm_dir))  # one first stage at a time: the previous one is released
+    (other,) = m.companions.values()
+    assert other.id == str(tiny_mlm_dir) and stage.encoder is None and m.in_memory() == [m, other]
+    assert m.companion(m.id) is m and len(m.companions) == 1  # the probed model itself is no companion
+    models.release(m)  # the holder's switch
+    assert other.encoder is None and m.companions == {} and m.in_memory() == [m] and m.causal is None
+
+
 # ---------------------------------------------------------------- models
 def test_causal_lm_loads_through_models_load_and_is_released(tmp_path):
     m = models.load(str(save_tiny_gpt2(tmp_path / "g")), device="cpu")

@@ -18,7 +18,8 @@ Options:
   the whole candidate set with another model (by default the embedded encoder) and only its top N are scored
   here, so a vocabulary of 22,923 names costs N statements per query. Gold ranks are exact within the scored
   set; a gold the first stage did not keep ranks N + 1 (the first place after the scored set: acc@k is exact
-  for k <= N) and every unscored candidate scores -inf.
+  for k <= N) and every unscored candidate scores -inf. The first stage's model is the probed model's companion
+  (``LoadedModel.companion``): released with it when its holder switches model.
 
 A statement longer than the model's context is refused with its length; out-of-memory becomes a message.
 """
@@ -139,26 +140,13 @@ def _chunks(kept: list[list[int]], size: int) -> list[list[int]]:
     return out
 
 
-_FIRST_STAGE: dict = {}
-"""The first stage's model, kept between calls (model id -> loaded model; one at a time)."""
-
-
 def first_stage_ids(model, queries, candidates: CandidateSet, call: Call, *, first_stage: str,
                     first_stage_model: str | None, top_n: int) -> list[list[int]]:
-    """For each query, the ids of the first stage's top ``top_n`` candidates (its exclusions honoured)."""
-    from .. import models
-
+    """For each query, the ids of the first stage's top ``top_n`` candidates (its exclusions honoured). The first
+    stage's model is ``model``'s companion (:meth:`probekit.models.LoadedModel.companion`): held by the model
+    being probed and released with it, never by this module."""
     probe = FIRST_STAGES[first_stage]
-    mid = first_stage_model or FIRST_STAGE_MODEL
-    if mid == model.id:
-        stage_model = model
-    else:
-        if mid not in _FIRST_STAGE:
-            for old in _FIRST_STAGE.values():
-                models.release(old)
-            _FIRST_STAGE.clear()
-            _FIRST_STAGE[mid] = models.load(mid, device=str(model.device))
-        stage_model = _FIRST_STAGE[mid]
+    stage_model = model.companion(first_stage_model or FIRST_STAGE_MODEL)
     exclude = any(ex.ids or ex.names for ex in call.excluded)
     n = min(top_n, len(candidates))
     rankings = probe.rank(stage_model, queries, candidates, k=n, exclude_subject=exclude)
