@@ -4,7 +4,6 @@ models are found (with the command that gets each missing one)."""
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import sys
 
 from .. import __version__, config
@@ -47,7 +46,7 @@ def _hub_cached(model_id: str) -> bool:
 def collect() -> dict:
     from .. import memory, models
 
-    paths = [{"name": name, "path": str(fn()), "from": var if os.environ.get(var) else
+    paths = [{"name": name, "path": str(fn()), "from": var if config.set_in_env(var) else
               ("checkout" if config.in_checkout() else "user dir")} for name, var, fn in PATHS]
     model_rows = []
     for spec in models.REGISTRY.values():
