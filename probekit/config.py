@@ -23,6 +23,8 @@ import json
 import os
 from pathlib import Path
 
+from .errors import ProbekitError
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
 """The checkout root (the folder holding ``app.py``) when :func:`in_checkout`; site-packages otherwise."""
@@ -177,8 +179,6 @@ DB_MAX_HOLD_S = 2.0
 def _seconds(var: str, default: float, *, zero: bool) -> float:
     """``$var`` as a number of seconds (``default`` when unset or blank); a value that is not a number, is
     negative, or (``zero=False``) is 0 is refused with a message naming the variable."""
-    from .errors import ProbekitError
-
     raw = os.environ.get(var, "")
     if not raw.strip():
         return default
