@@ -24,12 +24,12 @@ import torch
 
 from . import config
 from .errors import ModelLoadError
+from .model_loaders import LOADERS, LoadRequest, is_causal_arch, model_kind
 from .model_memory import (  # noqa: F401  # the precision and memory side of loading, re-exported
     DTYPE_ENV,
     DTYPES,
     MEMORY_OVERHEAD,
     _causal_dtype,
-    _causal_kwargs,
     check_memory,
     count_params,
     memory_free,
@@ -164,13 +164,6 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
         return False
 
 
-def _is_causal_arch(cfg) -> bool:
-    """A decoder-only LM checkpoint: its architecture is ``...ForCausalLM`` or ``...LMHeadModel`` (GPT-2)."""
-    archs = getattr(cfg, "architectures", None) or []
-    return not getattr(cfg, "is_encoder_decoder", False) and any(
-        a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
-
-
 def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm: bool | None = None,
          dtype: str | None = None) -> LoadedModel:
     """Load tokenizer and weights once; the MLM head only when the checkpoint has one.
@@ -178,17 +171,53 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     ``mlm=None`` loads the head when the weights contain it, ``False`` never, ``True`` requires it.
     A decoder-only checkpoint (``...ForCausalLM``) loads with its LM head as ``causal``, in ``dtype``
     (default: :data:`DTYPE_ENV` when set, else half precision on CUDA, fp32 on CPU), after :func:`check_memory`
-    says it fits.
+    says it fits. Which handles a checkpoint gets is :func:`~probekit.model_loaders.model_kind`'s rule; each
+    kind's loader is in :data:`~probekit.model_loaders.LOADERS`.
     """
     if not model_id or not str(model_id).strip():
         raise ModelLoadError("no model given: pick one from the list or type a Hugging Face id / local folder")
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
     model_id = str(model_id).strip()
     source, spec, meta = resolve_model(model_id)
     is_local = Path(source).is_dir()
     dev = pick_device(device)
+    cfg, tok, local_only = _open(model_id, source, is_local=is_local)
+    kind = model_kind(cfg, spec, mlm=mlm, model_id=model_id)
+    want_dtype = "float32"
+    if kind == "causal":
+        want_dtype = _causal_dtype(dtype or config.causal_dtype(), dev)
+        check_memory(model_id, count_params(cfg, spec), want_dtype, dev)
+    request = LoadRequest(model_id=model_id, source=source, local_only=local_only, device=dev, dtype=want_dtype,
+                          mlm=mlm)
+    try:
+        weights = LOADERS[kind](request)
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, RuntimeError) as e:
+        raise ModelLoadError(f"could not load the weights of {model_id!r} from {source!r}: "
+                             f"{str(e).splitlines()[0][:300]}") from e
+    is_s2s = weights.seq2seq is not None
+    if tok.mask_token is None and not is_causal_arch(cfg, spec) and not (is_s2s and T5_SENTINEL in tok.get_vocab()):
+        raise ModelLoadError(f"model {model_id!r} has no mask token; probekit probes need a masked-LM tokenizer "
+                             f"(or an encoder-decoder with a mask token or {T5_SENTINEL})")
+    root = weights.root
+    if getattr(root, "hf_device_map", None) is None:
+        root.to(dev)  # type: ignore[arg-type]  # (device_map already placed it); mypy reads transformers' @wraps'd .to without its self
+    root.eval()
+    revision = folder_fingerprint(Path(source)) if is_local else (getattr(cfg, "_commit_hash", None) or "unknown")
+    return LoadedModel(id=model_id, source=source, revision=revision, tokenizer=tok, encoder=weights.encoder,
+                       mlm=weights.mlm, device=dev, spec=spec, meta=meta, seq2seq=weights.seq2seq,
+                       causal=weights.causal)
+
+
+def _open(model_id: str, source: str, *, is_local: bool):
+    """The checkpoint's config and tokenizer, and whether the weights come from local files only.
+
+    Local files first; the hub only when the id is not a folder, offline mode is off and the hub answers (one
+    quick probe, so an offline machine fails in seconds). The error says everything that was tried and the fix.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
     offline = config.hf_offline()
     tried = [f"local folder {source!r}" if is_local else f"the local Hugging Face cache for {source!r}"]
     if offline and not is_local:
@@ -220,70 +249,7 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
         raise ModelLoadError(
             f"could not load model {model_id!r}: tried {', '.join(tried)}. {str(e).splitlines()[0][:200]} {fix}"
         ) from e
-    archs = " ".join(getattr(cfg, "architectures", None) or [])
-    is_s2s = bool(getattr(cfg, "is_encoder_decoder", False))
-    if is_s2s and mlm:
-        raise ModelLoadError(f"model {model_id!r} is an encoder-decoder (BART/T5 family) and has no MLM head; "
-                             "use the 'generative' probe with it")
-    causal_arch = _is_causal_arch(cfg) or spec.causal
-    if causal_arch and mlm:
-        raise ModelLoadError(f"model {model_id!r} is a causal (decoder-only) LM and has no MLM head; "
-                             "use the 'likelihood' probe with it")
-    is_causal = causal_arch and mlm is None  # mlm=False: the bare decoder stack only
-    want_dtype = "float32"
-    if is_causal:
-        dtype = dtype or config.causal_dtype()
-        want_dtype = _causal_dtype(dtype, dev)
-        check_memory(model_id, count_params(cfg, spec), want_dtype, dev)
-    want_mlm = not is_s2s and not causal_arch and (
-        mlm if mlm is not None else ("MaskedLM" in archs or "ForPreTraining" in archs))
-    mlm_model = s2s_model = causal_model = None
-    try:
-        if is_s2s:
-            s2s_model = AutoModelForSeq2SeqLM.from_pretrained(source, local_files_only=local_only)
-        elif is_causal:
-            from transformers import AutoModelForCausalLM
-
-            try:
-                causal_model = AutoModelForCausalLM.from_pretrained(source, local_files_only=local_only,
-                                                                    **_causal_kwargs(want_dtype, dev))
-            except torch.OutOfMemoryError:
-                raise ModelLoadError(f"model {model_id!r} ran out of memory while loading in {want_dtype} on "
-                                     f"{dev}; try a smaller --dtype or model") from None
-        elif want_mlm:
-            mlm_model, info = AutoModelForMaskedLM.from_pretrained(
-                source, local_files_only=local_only, output_loading_info=True)
-            head_missing = [k for k in info.get("missing_keys", []) if "predictions" in k or "lm_head" in k]
-            if head_missing and mlm is not True:
-                mlm_model = None  # head randomly initialised: not a real MLM
-            elif head_missing:
-                raise ModelLoadError(f"model {model_id!r} has no trained MLM head (missing {head_missing[:2]})")
-        if s2s_model is not None:
-            encoder = s2s_model.get_encoder()
-        elif causal_model is not None:
-            encoder = causal_model.base_model
-        elif mlm_model is not None:
-            encoder = mlm_model.base_model
-        else:
-            encoder = AutoModel.from_pretrained(source, local_files_only=local_only)
-    except ModelLoadError:
-        raise
-    except (OSError, ValueError, RuntimeError) as e:
-        raise ModelLoadError(f"could not load the weights of {model_id!r} from {source!r}: "
-                             f"{str(e).splitlines()[0][:300]}") from e
-    if tok.mask_token is None and not causal_arch and not (is_s2s and T5_SENTINEL in tok.get_vocab()):
-        raise ModelLoadError(f"model {model_id!r} has no mask token; probekit probes need a masked-LM tokenizer "
-                             f"(or an encoder-decoder with a mask token or {T5_SENTINEL})")
-    root = next(m for m in (s2s_model, causal_model, mlm_model, encoder) if m is not None)
-    if getattr(root, "hf_device_map", None) is None:
-        root.to(dev)  # type: ignore[arg-type]  # (device_map already placed it); mypy reads transformers' @wraps'd .to without its self
-    root.eval()
-    if is_local:
-        revision = folder_fingerprint(Path(source))
-    else:
-        revision = getattr(cfg, "_commit_hash", None) or "unknown"
-    return LoadedModel(id=model_id, source=source, revision=revision, tokenizer=tok, encoder=encoder,
-                       mlm=mlm_model, device=dev, spec=spec, meta=meta, seq2seq=s2s_model, causal=causal_model)
+    return cfg, tok, local_only
 
 
 _COMPANIONS_LOCK = threading.RLock()

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from probekit import models
+from probekit import model_loaders, models
 from probekit.errors import ModelLoadError, ProbekitError
 
 DESIGN_MODELS = {  # id -> has an MLM head
@@ -189,3 +189,32 @@ def test_local_folders_and_checkpoints_listed(tmp_path, monkeypatch, tiny_encode
 
 def test_errors_are_user_facing():
     assert issubclass(ModelLoadError, ProbekitError)
+
+
+def _tiny_of_kind(kind: str, request, tmp_path_factory):
+    """A tiny checkpoint of each loader's kind, and the LoadedModel handle that kind must fill."""
+    if kind == "causal":
+        from _tiny_causal import save_tiny_gpt2
+
+        return save_tiny_gpt2(tmp_path_factory.mktemp("kind_gpt2")), "causal"
+    fixtures = {"seq2seq": ("tiny_t5_dir", "seq2seq"), "masked-lm": ("tiny_mlm_dir", "mlm"),
+                "encoder": ("tiny_encoder_dir", None)}
+    if kind not in fixtures:
+        pytest.fail(f"no tiny model of kind {kind!r}: add one here so its loader is tested")
+    name, handle = fixtures[kind]
+    return request.getfixturevalue(name), handle
+
+
+@pytest.mark.parametrize("kind", sorted(model_loaders.LOADERS))
+def test_every_loader_kind_loads_its_handles(kind, request, tmp_path_factory):
+    """The contract of model_loaders.LOADERS: model_kind names the kind from the checkpoint's config (with the
+    default wish, mlm=None), and its loader fills exactly that kind's handle, with the encoder beside it."""
+    folder, handle = _tiny_of_kind(kind, request, tmp_path_factory)
+    from transformers import AutoConfig
+
+    spec = models.resolve_model(str(folder))[1]
+    assert model_loaders.model_kind(AutoConfig.from_pretrained(folder), spec, mlm=None, model_id="t") == kind
+    m = models.load(str(folder), device="cpu")
+    filled = {h for h in ("mlm", "seq2seq", "causal") if getattr(m, h) is not None}
+    assert filled == ({handle} if handle else set())
+    assert m.encoder is not None and not m.encoder.training
