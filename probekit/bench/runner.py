@@ -138,6 +138,98 @@ def metrics_depth(probe, opts: dict) -> int | None:
     return probe.answers_per_query(opts)
 
 
+class _Record:
+    """The store side of one computation: a new or taken-over ``runs`` row (or none when not saving), the
+    relations it already holds, its results saved relation by relation, and its final status."""
+
+    def __init__(self, run_id: str | None, done_relations: set[str], prev_seconds: float):
+        self.run_id, self.done_relations, self.prev_seconds = run_id, done_relations, prev_seconds
+        self.start = time.perf_counter()
+        self.beat = res.Heartbeat(run_id)
+
+    @classmethod
+    def open(cls, key: str, *, save: bool, reuse: bool, report: Callable, model, dataset: Dataset, probe, opts: dict,
+             vocab: str, k: int, settings: dict, label: str | None, counting: str) -> _Record:
+        """Resume the newest unfinished run with these settings (when reusing), else insert a new ``running`` one;
+        then claim it for this thread."""
+        resumed = _resumable(key) if (save and reuse) else None
+        if resumed:
+            run_id, status = resumed
+            done = {r for (r,) in res.store().fetch("SELECT DISTINCT relation FROM run_results WHERE run_id = ?",
+                                                    [run_id])}
+            report(0, 1, f"resuming {status} run {run_id} ({len(done)}/{len(dataset.relations)} relations stored)")
+        elif save:
+            run_id, done = res.new_run_id(), set()
+            res.insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
+                           settings=settings, status="running", label=label, counting=counting)
+        else:
+            return cls(None, set(), 0.0)
+        record = cls(run_id, done, res.get_run(run_id)["seconds"] or 0.0)
+        if not res.claim_run(run_id):  # never: a run computed here is 'running', not resumable
+            raise ProbekitError(f"run {run_id} is being computed by another thread of this process")
+        return record
+
+    def save(self, frame: pd.DataFrame, rankings: Sequence[Ranking]) -> None:
+        if self.run_id:
+            res.insert_results(self.run_id, frame)
+            res.record_search(self.run_id, rankings)
+
+    def seconds(self) -> float:
+        return self.prev_seconds + time.perf_counter() - self.start
+
+    def stopped(self, error: BaseException) -> None:
+        """Record why the computation stopped (its finished relations stay stored and resume next time)."""
+        if self.run_id:
+            cancelled = isinstance(error, Cancelled)
+            res.finish_run(
+                self.run_id, "cancelled" if cancelled else "failed", seconds=self.seconds(),
+                message="cancelled by the user" if cancelled else f"{type(error).__name__}: {str(error)[:300]}")
+
+    def release(self) -> None:
+        if self.run_id:
+            res.release_run(self.run_id)
+
+
+def _probe_relations(record: _Record, probe, model, dataset: Dataset, opts: dict, *, vocab: str, k: int,
+                     share_layers: Sequence[int], report: Callable, check_cancel: Callable[[], None]):
+    """``probe.rank`` over every relation the record does not hold yet, each saved as soon as it is ranked:
+    the rankings, their frames and the time per stage (``probing``, ``saving`` and the probe's own stages)."""
+    timings: dict[str, float] = defaultdict(float)
+    relations = [r for r in dataset.relations if r not in record.done_relations]
+    total = sum(len(dataset.queries_for(r)) for r in relations)
+    collected: list[Ranking] = []
+    frames: list[pd.DataFrame] = []
+    done = 0
+    for i, rel in enumerate(relations):
+        check_cancel()
+        queries = dataset.queries_for(rel)
+        candidates = dataset.candidates(vocab, rel if vocab == "relation" else None)
+        where = f"relation {i + 1}/{len(relations)} {rel}"
+        clock = _StageClock(timings)
+
+        def stage(n_done, n_total, name, _base=done, _n=len(queries), _where=where, _clock=clock):
+            _clock.tick(name)
+            check_cancel()
+            record.beat()
+            # candidate encoding counts names, the other stages count this relation's queries
+            frac = n_done / max(n_total, 1)
+            shown = _base if name == "encoding candidates" else _base + int(frac * _n)
+            report(shown, total, f"{_where} · {name} {n_done:,}/{n_total:,}")
+
+        t = time.perf_counter()
+        rankings = probe.rank(model, queries, candidates, k=k, progress=stage, share_layers=share_layers, **opts)
+        clock.close()
+        timings["probing"] += time.perf_counter() - t
+        t = time.perf_counter()
+        frames.append(res.rankings_frame(rankings))
+        record.save(frames[-1], rankings)
+        timings["saving"] += time.perf_counter() - t
+        collected += rankings
+        done += len(queries)
+        report(done, total, f"{where} · done")
+    return collected, frames, {name: round(v, 3) for name, v in timings.items()}
+
+
 def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
                   vocab: str = "heads+tails", k: int = 10, progress: Progress | None = None,
                   should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
@@ -151,6 +243,9 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
     ``reuse=False`` always computes a new run (cached embeddings are still used). ``share_layers`` goes to
     ``probe.rank`` (layers an encoding pass also caches for a grid's sibling cells). ``counting`` is recorded
     with a new stored run: the acc@k convention its summary reports (a stored run found again keeps its own).
+
+    The steps: check everything (:func:`check_benchmark`); find a finished run; open the record (resume or
+    insert, :class:`_Record`); rank and save relation by relation (:func:`_probe_relations`); finish the record.
     """
     probe, opts, settings = check_benchmark(model, dataset, probe=probe, options=options, vocab=vocab, k=k,
                                             save=save)
@@ -169,88 +264,30 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
         if found:
             report(1, 1, "found in the store")
             return res.load_run(found)
-    resumed = _resumable(key) if (save and reuse) else None
-    run_id: str | None = None  # set exactly when the run is saved
-    done_rels: set[str] = set()
-    if resumed:
-        run_id = resumed[0]
-        done_rels = {r for (r,) in res.store().fetch("SELECT DISTINCT relation FROM run_results WHERE run_id = ?",
-                                                     [run_id])}
-        report(0, 1, f"resuming {resumed[1]} run {run_id} ({len(done_rels)}/{len(dataset.relations)} "
-                     f"relations stored)")
-    elif save:
-        run_id = res.new_run_id()
-        res.insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
-                       settings=settings, status="running", label=label, counting=counting)
-    prev_seconds = (res.get_run(run_id)["seconds"] or 0.0) if run_id else 0.0
-    beat = res.Heartbeat(run_id)
-    if run_id and not res.claim_run(run_id):  # never: a run computed here is 'running', not resumable
-        raise ProbekitError(f"run {run_id} is being computed by another thread of this process")
-    start = time.perf_counter()
-    timings: dict[str, float] = defaultdict(float)
-    relations = [r for r in dataset.relations if r not in done_rels]
-    total = sum(len(dataset.queries_for(r)) for r in relations)
-    collected: list[Ranking] = []
-    frames: list[pd.DataFrame] = []
-    done = 0
+    record = _Record.open(key, save=save, reuse=reuse, report=report, model=model, dataset=dataset, probe=probe,
+                          opts=opts, vocab=vocab, k=k, settings=settings, label=label, counting=counting)
     try:
-        for i, rel in enumerate(relations):
-            check_cancel()
-            queries = dataset.queries_for(rel)
-            candidates = dataset.candidates(vocab, rel if vocab == "relation" else None)
-            where = f"relation {i + 1}/{len(relations)} {rel}"
-            clock = _StageClock(timings)
-
-            def stage(n_done, n_total, name, _base=done, _n=len(queries), _where=where, _clock=clock):
-                _clock.tick(name)
-                check_cancel()
-                beat()
-                # candidate encoding counts names, the other stages count this relation's queries
-                frac = n_done / max(n_total, 1)
-                shown = _base if name == "encoding candidates" else _base + int(frac * _n)
-                report(shown, total, f"{_where} · {name} {n_done:,}/{n_total:,}")
-
-            t = time.perf_counter()
-            rankings = probe.rank(model, queries, candidates, k=k, progress=stage, share_layers=share_layers, **opts)
-            clock.close()
-            timings["probing"] += time.perf_counter() - t
-            t = time.perf_counter()
-            frames.append(res.rankings_frame(rankings))
-            if run_id:
-                res.insert_results(run_id, frames[-1])
-                res.record_search(run_id, rankings)
-            timings["saving"] += time.perf_counter() - t
-            collected += rankings
-            done += len(queries)
-            report(done, total, f"{where} · done")
-    except Cancelled:
-        if run_id:
-            res.finish_run(run_id, "cancelled", seconds=prev_seconds + time.perf_counter() - start,
-                           message="cancelled by the user")
-        raise
+        collected, frames, timings = _probe_relations(record, probe, model, dataset, opts, vocab=vocab, k=k,
+                                                      share_layers=share_layers, report=report,
+                                                      check_cancel=check_cancel)
     except BaseException as e:
-        if run_id:
-            res.finish_run(run_id, "failed", seconds=prev_seconds + time.perf_counter() - start,
-                           message=f"{type(e).__name__}: {str(e)[:300]}")
+        record.stopped(e)
         raise
     finally:
-        if run_id:
-            res.release_run(run_id)
-    seconds = time.perf_counter() - start
-    timings = {name: round(v, 3) for name, v in timings.items()}
-    if run_id is None:  # not saved
+        record.release()
+    if record.run_id is None:  # not saved
         meta = {"run_id": None, "label": label or res.label_of(model, dataset, probe.name, opts), "model": model.id,
                 "dataset": dataset.name, "probe": probe.name, "options": opts, "vocab": vocab, "k": k,
-                "seconds": seconds, "timings": timings, "status": "done", "settings_key": key,
+                "seconds": record.seconds(), "timings": timings, "status": "done", "settings_key": key,
                 "dataset_spec": res.dataset_spec(dataset), "dataset_set": dataset.meta.get("set"),
                 "counting": counting, "answers_per_query": metrics_depth(probe, opts),
                 "search": res.search_of(collected)}
         return Run(None, meta, _concat(frames), collected)
-    res.finish_run(run_id, "done", seconds=prev_seconds + seconds, timings=timings)
-    if done_rels:  # resumed: part of the results came from the store
-        return res.load_run(run_id)
+    res.finish_run(record.run_id, "done", seconds=record.seconds(), timings=timings)
+    if record.done_relations:  # resumed: part of the results came from the store
+        return res.load_run(record.run_id)
     frame = _concat(frames).sort_values(["relation", "query_id"], ignore_index=True)
-    return Run(run_id, res.get_run(run_id), frame)
+    return Run(record.run_id, res.get_run(record.run_id), frame)
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
