@@ -5,6 +5,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pages._experts import experts_panel
+from pages._rater_quality import quality_panel
 from probekit import annotations as ann
 from probekit.bench import runs
 from probekit.metrics import agreement
@@ -136,6 +137,7 @@ st.dataframe(result["agreement"], hide_index=True, key="rs_agreement",
 if len(result["kappa"]):
     st.dataframe(result["kappa"], hide_index=True, key="rs_kappa")
 st.caption("Krippendorff's alpha (ordinal) over all annotators; Cohen's kappa (quadratic weights) per pair.")
+quality_panel(result)
 
 st.subheader(f"Candidate missing facts: rated ≥ {threshold}, not gold")
 facts = result["missing_facts"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ProbekitError
-from ..metrics import agreement
+from ..metrics import agreement, agreement_ordinal
 from ..store.export import safe_target, table_bytes, write_table
 from .sessions import _load, _store, get_session
 
@@ -106,6 +106,7 @@ def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks:
         "accuracy": agreement.expert_accuracy(queries, items, scores, threshold=threshold, ks=ks),
         "agreement": agreement.agreement(ratings, items),
         "kappa": agreement.pairwise_kappa(ratings),
+        "ordinal": agreement_ordinal.ordinal_agreement(ratings),
         "missing_facts": facts,
     }
 
