@@ -11,7 +11,7 @@ from test_annotations import rankings
 
 from probekit import annotations as ann
 from probekit import cli
-from probekit.metrics import agreement_ordinal
+from probekit.metrics import agreement, agreement_ordinal, raters
 
 
 @pytest.fixture
@@ -35,15 +35,28 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_stats_show_ordinal_agreement(rated, capsys):
+def test_stats_show_ordinal_agreement_rater_quality_and_adjusted_accuracy(rated, capsys):
     result = ann.stats(rated)
     ratings = ann.ratings_frame(rated)
     table = result["ordinal"].set_index("measure")
     assert table.loc["ICC(2,1) absolute agreement, one rater", "value"] == \
         pytest.approx(agreement_ordinal.icc(ratings)["ICC(2,1)"])
     assert table.loc["ICC(2,1) absolute agreement, one rater", "answers"] == 20
+    quality = result["raters"].set_index("annotator")
+    assert quality.reliability.idxmin() == "carol"  # the random one
+    assert quality.loc["bob", "bias"] < 0 < quality.loc["alice", "bias"]  # bob scores a point lower
+    acc = result["adjusted_accuracy"].set_index(["k", "relation"])
+    assert list(acc.columns) == ["n", "gold acc", "expert acc (≥5)", "reliability-weighted expert acc (≥5)"]
+    items = ann.items_frame(rated).rename(columns={"query_index": "query"})
+    queries = items.drop_duplicates("query")[["query", "relation", "best_gold_rank"]]
+    weighted = raters.weighted_consensus(ratings, quality.reliability)
+    want = agreement.expert_accuracy(queries, items, weighted, ks=[1]).set_index("relation")
+    assert acc.loc[(1, "all"), "reliability-weighted expert acc (≥5)"] == want.loc["all", "expert acc (≥5)"]
     code, out, _ = run(capsys, "annotations", "stats", "--session", rated)
     assert code == 0 and "Ordinal agreement" in out and "ICC(2,k) absolute agreement" in out
+    assert "Rater quality" in out and "reliability-weighted expert acc" in out
     code, out, _ = run(capsys, "annotations", "stats", "--session", rated, "--format", "json")
     data = json.loads(out)
     assert [r["measure"] for r in data["ordinal"]] == list(table.index)
+    assert {r["annotator"] for r in data["raters"]} == {"alice", "bob", "carol"}
+    assert data["adjusted_accuracy"][0]["k"] == 1

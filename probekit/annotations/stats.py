@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ProbekitError
-from ..metrics import agreement, agreement_ordinal
+from ..metrics import agreement, agreement_ordinal, raters
 from ..store.export import safe_target, table_bytes, write_table
 from .sessions import _load, _store, get_session
 
@@ -82,8 +82,10 @@ def overview(session_id: str) -> pd.DataFrame:
 def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks: Sequence[int] = (1, 10)) -> dict:
     """Everything the Results page shows, as frames: Table 5 (consensus and per annotator), shares of gold
     vs expert hits among the answers (``shares``, ``answer_shares``: MedLAMA §5.3's acc@10), expert-adjusted
-    acc@k per query next to gold acc@k (``accuracy``), agreement overall and per relation, pairwise kappas and
-    the candidate missing facts."""
+    acc@k per query next to gold acc@k (``accuracy``), agreement overall and per relation, pairwise kappas,
+    ordinal agreement (``ordinal``: ICC, weighted kappa, ordinal alpha), rater quality (``raters``: bias,
+    consistency, Dawid–Skene reliability), expert acc@k weighted by that reliability beside the plain one
+    (``adjusted_accuracy``) and the candidate missing facts."""
     entry = _load(session_id)
     meta = entry["meta"]
     ratings = ratings_frame(meta["session_id"])
@@ -95,18 +97,24 @@ def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks:
     kmax = max(ks)
     per_annotator = {a: agreement.table5(items, part.set_index("item_id")["score"].astype(int), ks=ks)
                      for a, part in ratings.groupby("annotator")}
+    model = raters.dawid_skene(ratings) if len(ratings) else None
+    reliability = model.reliability if model is not None else {}
     facts = agreement.missing_facts(items, ratings, scores, threshold=threshold)
     facts = facts[["query", "query_id", "relation", "subject", "query_text", "golds", "rank", "answer", "score",
                    "ratings", "raters"]]
+    accuracy = agreement.expert_accuracy(queries, items, scores, threshold=threshold, ks=ks)
     return {
         "session": meta, "n_ratings": int(len(ratings)), "annotators": sorted(ratings["annotator"].unique()),
         "table5": agreement.table5(items, scores, ks=ks), "table5_by_annotator": per_annotator,
         "shares": agreement.shares(items, scores, k=min(kmax, meta["k"]), threshold=threshold),
         "answer_shares": agreement.answer_shares(items, scores, ks=ks, threshold=threshold),
-        "accuracy": agreement.expert_accuracy(queries, items, scores, threshold=threshold, ks=ks),
+        "accuracy": accuracy,
         "agreement": agreement.agreement(ratings, items),
         "kappa": agreement.pairwise_kappa(ratings),
         "ordinal": agreement_ordinal.ordinal_agreement(ratings),
+        "raters": raters.rater_quality(ratings, model=model),
+        "adjusted_accuracy": raters.adjusted_accuracy(queries, items, ratings, reliability, threshold=threshold,
+                                                      ks=ks, plain=accuracy),
         "missing_facts": facts,
     }
 

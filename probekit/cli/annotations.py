@@ -57,6 +57,10 @@ def _print_stats(result: dict) -> None:
         print(result["agreement"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print("\nOrdinal agreement (ICC: two-way random, absolute agreement, Shrout & Fleiss ICC(2,·)):")
         print(result["ordinal"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nRater quality (bias and consistency against the other raters' mean; reliability: Dawid–Skene):")
+        print(result["raters"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nExpert acc@k, plain consensus and weighted by rater reliability:")
+        print(result["adjusted_accuracy"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print(f"\nCandidate missing facts (rated ≥ threshold, not gold): {len(result['missing_facts'])}")
         if len(result["missing_facts"]):
             print(result["missing_facts"][["query_text", "answer", "ratings"]].to_string(index=False))
