@@ -135,18 +135,37 @@ def _arrow_schema():
     return pa.schema([(c, types.get(c, pa.string())) for c in RESULT_COLUMNS])
 
 
-def insert_results(run_id: str, frame: pd.DataFrame) -> None:
-    """Insert a results frame; list columns go in as typed Arrow lists and DuckDB writes their JSON."""
+def _insert_results(cur, run_id: str, frame: pd.DataFrame) -> None:
     import pyarrow as pa
 
     data = pa.Table.from_pandas(frame[list(RESULT_COLUMNS)], schema=_arrow_schema(), preserve_index=False)
     select = ", ".join(f"to_json({c})::VARCHAR" if c in JSON_COLUMNS else c for c in RESULT_COLUMNS)
+    cur.register("pk_run_results_arrow", data)
+    cur.execute(f"INSERT INTO run_results (run_id, {', '.join(RESULT_COLUMNS)}) "
+                f"SELECT ?, {select} FROM pk_run_results_arrow", [run_id])
+    cur.unregister("pk_run_results_arrow")
+
+
+def insert_results(run_id: str, frame: pd.DataFrame) -> None:
+    """Insert a results frame; list columns go in as typed Arrow lists and DuckDB writes their JSON."""
     with store().transaction() as cur:
-        cur.register("pk_run_results_arrow", data)
-        cur.execute(f"INSERT INTO run_results (run_id, {', '.join(RESULT_COLUMNS)}) "
-                    f"SELECT ?, {select} FROM pk_run_results_arrow", [run_id])
-        cur.unregister("pk_run_results_arrow")
+        _insert_results(cur, run_id, frame)
         cur.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [now(), run_id])
+
+
+def store_finished(meta: dict, frame: pd.DataFrame) -> bool:
+    """Store a finished run read from a file (``meta``: its :data:`RUN_COLUMNS`) and its results in one transaction;
+    False (nothing changes) when its id is stored already. The caller (:mod:`probekit.exports`) gives it an id and
+    ``settings_key`` of its own, so it is never reopened as a computed run."""
+    row = {c: meta.get(c) for c in RUN_COLUMNS}
+    row["options"], row["timings"] = (json.dumps(row[c] or {}, default=str) for c in ("options", "timings"))
+    with store().transaction() as cur:
+        if cur.execute("SELECT 1 FROM runs WHERE run_id = ?", [row["run_id"]]).fetchone():
+            return False
+        cur.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                    [row[c] for c in RUN_COLUMNS])
+        _insert_results(cur, str(row["run_id"]), frame)
+    return True
 
 
 def label_of(model, dataset, probe_name, opts) -> str:
@@ -342,7 +361,8 @@ def delete_run(run_id: str) -> None:
 
 
 def export_frame(run: str | Run) -> pd.DataFrame:
-    """A run's results with its model, dataset and probe: the export table (JSON text columns).
+    """A run's results with its model, dataset, probe, options (JSON) and the probekit version that computed it: the
+    export table (JSON text columns).
 
     ``subset`` labels each row by the experiment it belongs to: ``full`` or ``hard-in-full`` (a hard
     query of a full-set run, ranked among the full set's names) for a full-set run, ``hard`` for a hard-set run;
@@ -353,8 +373,9 @@ def export_frame(run: str | Run) -> pd.DataFrame:
     run = load_run(run) if isinstance(run, str) else run
     data = _json_frame(run.frame, run.run_id)
     for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "dataset_set", "probe",
-                           "vocab", "counting", "answers_per_query", "search")):
-        data.insert(1 + i, c, run.meta.get(c, DEFAULT_COUNTING if c == "counting" else None))
+                           "options", "vocab", "counting", "answers_per_query", "search", "probekit_version")):
+        value = run.meta.get(c, DEFAULT_COUNTING if c == "counting" else None)
+        data.insert(1 + i, c, json.dumps(value or {}, sort_keys=True, default=str) if c == "options" else value)
     flag = run.frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     data.insert(data.columns.get_loc("relation"), "subset",
                 "hard" if run.hard_set else [HARD_IN_FULL if h else "full" for h in flag])

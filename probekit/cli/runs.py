@@ -8,9 +8,10 @@ import pandas as pd
 
 from probekit.bench.paired import compare_runs
 from probekit.bench.results import UNFINISHED, mark_stale
-from probekit.bench.runs import EXPORT_FORMATS, delete_run, export_run, hard_block, list_runs, load_run
+from probekit.bench.runs import delete_run, hard_block, list_runs, load_run
 from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError, command
+from probekit.exports import FORMATS, export_run, import_run
 from probekit.metrics.accuracy import COUNTINGS, counting_label
 from probekit.metrics.intervals import interval_lines, run_intervals
 from probekit.metrics.paired import CORRECTIONS
@@ -120,8 +121,16 @@ def _cmd_compare(args) -> int:
 
 def _cmd_export(args) -> int:
     if not args.out:
-        raise ProbekitError("`runs export` needs --out FILE (.csv or .parquet)")
-    print(f"wrote {export_run(args.run, args.out, fmt=args.format)}")
+        raise ProbekitError("`runs export` needs --out PATH (a .csv or .parquet file, or with --format "
+                            f"{', '.join(n for n in FORMATS if n not in ('csv', 'parquet'))} a file or folder)")
+    for path in export_run(args.run, args.out, fmt=args.format):
+        print(f"wrote {path}")
+    return 0
+
+
+def _cmd_import(args) -> int:
+    run_id, new = import_run(args.path, fmt=args.format)
+    print(f"imported {args.path} as run {run_id}" if new else f"already imported as run {run_id}: nothing added")
     return 0
 
 
@@ -133,7 +142,7 @@ def _cmd_delete(args) -> int:
 
 def register(sub) -> None:
 
-    p = sub.add_parser("runs", help="stored benchmark runs: list, show, compare, export, delete",
+    p = sub.add_parser("runs", help="stored benchmark runs: list, show, compare, export, import, delete",
                        description="Stored benchmark runs; `runs ACTION --help` lists an action's flags.")
     actions = add_actions(p)
     run_help = "run id (see `runs list`)"
@@ -161,11 +170,19 @@ def register(sub) -> None:
                    help="; ".join(f"{k}: {v}" for k, v in CORRECTIONS.items()))
     a.add_argument("--format", default="table", choices=["table", "json"])
     a.set_defaults(func=_cmd_compare)
-    a = actions.add_parser("export", help="one run's per-query results as a file")
+    a = actions.add_parser("export", help="one run's results as a file: a table (csv, parquet) or a standard "
+                                          "format (eee, lm-eval, hf-eval-results); see docs/exports.md")
     a.add_argument("run", help=run_help)
-    a.add_argument("--out", default=None, help="output file (.csv or .parquet); required")
-    a.add_argument("--format", default=None, choices=list(EXPORT_FORMATS), help="default: from --out's suffix")
+    a.add_argument("--out", default=None, help="output file or folder (as the format takes); required")
+    a.add_argument("--format", default=None, metavar="FORMAT",
+                   help="; ".join(f"{f.name}: {f.description}" for f in FORMATS.values())
+                   + ". Default: from --out's suffix")
     a.set_defaults(func=_cmd_export)
+    a = actions.add_parser("import", help="read probekit's own eee or lm-eval export back as a stored run "
+                                          "(marked imported; importing it again adds nothing)")
+    a.add_argument("path", help="the export: its record / results file, or the folder holding it")
+    a.add_argument("--format", default=None, metavar="FORMAT", help="eee or lm-eval; default: told from the files")
+    a.set_defaults(func=_cmd_import)
     a = actions.add_parser("delete", help="delete one run and its results")
     a.add_argument("run", help=run_help)
     a.set_defaults(func=_cmd_delete)
