@@ -94,6 +94,7 @@ def test_every_format_writes_the_runs_provenance(name, run, tmp_path):
     if m["model_revision"]:
         assert m["model_revision"] in text
     assert "pooling" in text and "mean" in text  # the options
+    assert "owner_host" not in text and "owner_pid" not in text  # not which host and process computed it
     assert not list(tmp_path.rglob("*.tmp"))
     if fmt.importable:  # what it writes, it reads back (by itself, and told from the files)
         target = paths[0]

@@ -27,6 +27,7 @@ from ..errors import DataFormatError, ProbekitError
 from ..metrics.accuracy import COUNTINGS, item_scores
 from ..metrics.registry import get_metric, metric_names
 
+PRIVATE = ("owner_host", "owner_pid", "owner_start", "heartbeat_at")
 Imported = tuple[dict, pd.DataFrame]
 """What a reader gives back: the run's metadata (its ``runs`` columns) and its results frame."""
 
@@ -72,8 +73,10 @@ def provenance(run: Run) -> dict:
 
 
 def run_meta_json(run: Run) -> str:
-    """The run's whole metadata as JSON text: what an importable format stores for :func:`meta_from_json`."""
-    return json.dumps({"run_id": run.run_id, **run.meta}, sort_keys=True, default=str)
+    """The run's metadata as JSON text: what an importable format stores for :func:`meta_from_json`; without which
+    process on which host computed it (nothing a reader needs, and not theirs to know)."""
+    meta = {k: v for k, v in run.meta.items() if k not in PRIVATE}
+    return json.dumps({"run_id": run.run_id, **meta}, sort_keys=True, default=str)
 
 
 def meta_from_json(text, *, where: str) -> dict:

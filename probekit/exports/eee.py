@@ -38,6 +38,7 @@ from ..errors import DataFormatError
 from ..metrics.compare import run_subsets
 from ..metrics.intervals import METHOD, run_intervals
 from ..metrics.registry import get_metric
+from ..model_registry import ALIASES, REGISTRY
 from .base import (
     ExportFormat,
     Imported,
@@ -62,16 +63,28 @@ CONFIDENCE = 0.95
 
 
 def hf_model_id(model: str) -> str:
-    """The model as a Hugging Face ``org/name`` id: a Hub id as it is, a local folder as ``local/<folder>``.
+    """The model as a Hugging Face id: a Hub id as it is (probekit's ``default`` as the Hub id it embeds), a local
+    folder as ``local/<folder>``.
 
-    >>> hf_model_id("dmis-lab/biobert-v1.1"), hf_model_id("/tmp/m/tiny_enc0"), hf_model_id("default")
-    ('dmis-lab/biobert-v1.1', 'local/tiny_enc0', 'probekit/default')
+    >>> hf_model_id("dmis-lab/biobert-v1.1"), hf_model_id("t5-small"), hf_model_id("default")
+    ('dmis-lab/biobert-v1.1', 't5-small', 'sentence-transformers/all-MiniLM-L6-v2')
+    >>> hf_model_id("/tmp/m/tiny_enc0")
+    'local/tiny_enc0'
     """
     model = str(model or "unknown")
+    hub = next((alias for alias, name in ALIASES.items() if name == model and "/" in alias), None)
+    if hub is not None:
+        return hub
     parts = model.split("/")
-    if len(parts) == 2 and all(parts) and not model.startswith((".", "~")):
+    if model in REGISTRY or (len(parts) == 2 and all(parts) and not model.startswith((".", "~"))):
         return model
-    return f"local/{Path(model).name or 'model'}" if "/" in model or "\\" in model else f"probekit/{model}"
+    return f"local/{Path(model).name or 'model'}"
+
+
+def developer_and_name(model_id: str) -> tuple[str, str]:
+    """``org/name`` split; a Hub id without an org (``t5-small``) has developer ``unknown``."""
+    org, _, name = model_id.rpartition("/")
+    return org or "unknown", name
 
 
 def file_uuid(run_id: str) -> str:
@@ -174,7 +187,7 @@ def record(run: Run) -> dict:
         "source_metadata": {"source_name": "probekit", "source_type": "evaluation_run",
                             "source_organization_name": "unknown", "evaluator_relationship": "other",
                             "additional_details": _strings({"run_id": run.run_id, "label": prov["label"]})},
-        "model_info": {"name": str(prov["model"]), "id": model, "developer": model.split("/")[0],
+        "model_info": {"name": str(prov["model"]), "id": model, "developer": developer_and_name(model)[0],
                        "inference_platform": "local", "additional_details": {
                            "deployment_type": "self_deployed", "model_availability": "unknown",
                            **_strings({"probekit_model": prov["model"], "model_source": prov["model_source"],
@@ -230,7 +243,7 @@ def write(run: Run, out: Path) -> list[Path]:
     model = hf_model_id(prov["model"])
     rec = record(run)
     body = "".join(line + "\n" for line in sample_lines(run, rec["evaluation_id"], model)).encode("utf-8")
-    developer, model_name = model.split("/", 1)
+    developer, model_name = developer_and_name(model)
     repo_path = f"data/{slug(prov['dataset'] or 'dataset')}/{slug(developer)}/{slug(model_name)}/{name}_samples.jsonl"
     rec["detailed_evaluation_results"] = {"format": "jsonl", "file_path": repo_path, "hash_algorithm": "sha256",
                                           "checksum": hashlib.sha256(body).hexdigest(),
