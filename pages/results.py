@@ -5,6 +5,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pages._experts import experts_panel
+from pages._queue_start import queue_start
 from pages._rater_quality import quality_panel
 from probekit import annotations as ann
 from probekit.bench import runs
@@ -72,6 +73,8 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
                 qp["session"] = sid
                 st.rerun()
 
+queue_start(qp, sessions)
+
 if sessions.empty:
     st.info("No annotation session yet: create one above, then create a personal link for each expert.")
     st.stop()
@@ -86,7 +89,8 @@ st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta[
            f" · {meta['source']}: {ui.md(meta['model'] or '–')} on {ui.md(meta['dataset'] or '–')} "
            f"({ui.md(meta['probe'] or '–')})"
            + {True: " · the query's own subject left out", False: " · the query's own subject kept",
-              None: ""}[meta["exclude_subject"]])
+              None: ""}[meta["exclude_subject"]]
+           + (f" · queries chosen by {ui.md(ann.describe(meta['selection']))}" if meta["selection"] else ""))
 st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
 experts_panel(sid, LINKS)
 

@@ -112,7 +112,8 @@ def test_organiser_token(monkeypatch):
 
 def test_migrations_upgrade_an_existing_database(tmp_path, monkeypatch):
     """A database made before tokens (annotations schema version 1, with a session) gains the new column and
-    table without losing anything; its sessions record no exclude_subject (None, not a guess)."""
+    table without losing anything; its sessions record no exclude_subject and no selection rule (None, not a
+    guess)."""
     path = tmp_path / "old.duckdb"
     old = Store(path)
     old.ensure_schema("annotations", schema.MIGRATIONS["annotations"][:1])
@@ -123,8 +124,8 @@ def test_migrations_upgrade_an_existing_database(tmp_path, monkeypatch):
     old.close()
     monkeypatch.setenv("PROBEKIT_DB", str(path))
     meta = ann.get_session("s-old")
-    assert meta["name"] == "old" and meta["exclude_subject"] is None
-    assert get_store().schema_version("annotations") == len(schema.MIGRATIONS["annotations"]) == 3
+    assert meta["name"] == "old" and meta["exclude_subject"] is None and meta["selection"] is None
+    assert get_store().schema_version("annotations") == len(schema.MIGRATIONS["annotations"])
     assert ann.verify_token(ann.issue_token("s-old", "Eve")).name == "Eve"
 
 

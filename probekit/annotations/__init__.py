@@ -6,6 +6,7 @@ agreement and expert-adjusted accuracy.
 - :mod:`.organiser`: the organiser's credential (token, generated once links exist; the sign-in cookie);
 - :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress, the keyboard rules);
 - :mod:`.presses`: key presses from a browser, each handled exactly once however often it is re-sent;
+- :mod:`.queue`: sessions from where judgement is needed (selection rules over stored runs or a session);
 - :mod:`.stats`: the organiser's side (frames, statistics, exports).
 """
 
@@ -32,6 +33,7 @@ from .organiser import (  # noqa: F401
     where_is_the_token,
 )
 from .presses import take_presses, take_timed_presses  # noqa: F401
+from .queue import SELECTIONS, describe, from_selection, get_rule, select  # noqa: F401
 from .rating import (  # noqa: F401
     KEY_HELP,
     Action,

@@ -52,7 +52,7 @@ _RETRIES = 8
 
 _SESSION_COLUMNS = ["session_id", "name", "organiser", "created_at", "source", "source_run", "model", "model_revision",
                     "dataset", "dataset_version", "probe", "probe_options", "vocab", "relations", "n_queries", "k",
-                    "blind", "raters_per_item", "seed", "exclude_subject"]
+                    "blind", "raters_per_item", "seed", "exclude_subject", "selection"]
 SUBJECT_NOTE = ("Sessions from a fresh probe leave out each query's own subject from its answers (as the Probe page "
                 "does): models often rank the subject itself high (\"aspirin may treat aspirin\"), an answer that "
                 "says nothing about the relation and only costs the experts time.")
@@ -90,6 +90,7 @@ def _load(session_id) -> dict:
     meta = dict(zip(cols, rows[0]))
     meta["probe_options"] = json.loads(meta["probe_options"] or "{}")
     meta["relations"] = json.loads(meta["relations"] or "[]")
+    meta["selection"] = json.loads(meta["selection"]) if meta["selection"] else None
     queries = store.fetch_df("SELECT * FROM annotation_queries WHERE session_id = ? ORDER BY query_index",
                              [session_id])
     queries["golds"] = [json.loads(g) for g in queries["golds"]]
@@ -113,7 +114,7 @@ def list_sessions() -> pd.DataFrame:
     """Stored sessions, newest first, with their counts of queries, answers, annotators and ratings."""
     return _store().fetch_df("""
         SELECT s.session_id, s.name, s.organiser, s.created_at, s.source, s.model, s.dataset, s.probe, s.k,
-               s.blind, s.raters_per_item, s.n_queries,
+               s.blind, s.raters_per_item, s.n_queries, json_extract_string(s.selection, '$.rule') AS selection,
                (SELECT count(*) FROM annotation_items i WHERE i.session_id = s.session_id) AS answers,
                (SELECT count(*) FROM annotation_annotators a WHERE a.session_id = s.session_id) AS annotators,
                (SELECT count(*) FROM annotation_current c WHERE c.session_id = s.session_id AND c.kind = 'rate')
@@ -176,13 +177,14 @@ def from_rankings(rankings: Sequence[Ranking], *, name: str, organiser: str = ""
                   source_run: str | None = None, model: str | None = None, model_revision: str | None = None,
                   dataset: str | None = None, dataset_version: str | None = None, probe: str | None = None,
                   probe_options: dict | None = None, vocab: str | None = None,
-                  exclude_subject: bool | None = None) -> str:
+                  exclude_subject: bool | None = None, selection: dict | None = None) -> str:
     """Create a session from any probe's rankings (in the given query order); returns the session id.
 
     The top ``k`` answers of each ranking become items; their display order is shuffled per query with
     ``seed``. ``raters_per_item`` None means every annotator rates every query; a number n hands each query
     to the first n annotators who reach it. ``exclude_subject`` records whether the rankings left out each
-    query's own subject (None: unknown). Everything is written in one transaction.
+    query's own subject (None: unknown); ``selection`` the rule that chose the queries and its parameters
+    (:mod:`.queue`). Everything is written in one transaction.
     """
     name = _check_text(name, "session name")
     organiser = _check_text(organiser, "organiser name", required=False, limit=MAX_NAME)
@@ -218,7 +220,8 @@ def from_rankings(rankings: Sequence[Ranking], *, name: str, organiser: str = ""
                     [sid, name, organiser, _now(), source, source_run, model, model_revision, dataset,
                      dataset_version, probe, json.dumps(probe_options or {}, sort_keys=True, default=str), vocab,
                      json.dumps(relations), len(rankings), k, bool(blind), raters_per_item, seed,
-                     None if exclude_subject is None else bool(exclude_subject)])
+                     None if exclude_subject is None else bool(exclude_subject),
+                     None if selection is None else json.dumps(selection, sort_keys=True, default=str)])
         cur.executemany("INSERT INTO annotation_queries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", qrows)
         cur.executemany("INSERT INTO annotation_items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", irows)
     return sid

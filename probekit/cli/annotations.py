@@ -9,15 +9,19 @@ import pandas as pd
 from probekit.annotations import (
     EXPORT_FORMATS,
     EXPORT_TABLES,
+    SELECTIONS,
+    describe,
     expert_link,
     experts,
     export,
     from_probe,
     from_run,
+    from_selection,
     get_session,
     issue_token,
     list_sessions,
     revoke_tokens,
+    select,
     stats,
     stats_json,
 )
@@ -43,6 +47,8 @@ def _print_stats(result: dict) -> None:
     print(f"session {meta['session_id']} '{meta['name']}': {meta['n_queries']} queries × top-{meta['k']}, "
           f"{'blind' if meta['blind'] else 'not blind'}, {result['n_ratings']} ratings by "
           f"{len(result['annotators'])} annotator(s)")
+    if meta.get("selection"):
+        print(f"queries chosen by {describe(meta['selection'])}")
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print("\nExpert score × gold hit (consensus per answer):")
         print(result["table5"].to_string(index=False))
@@ -143,12 +149,49 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _params(args) -> dict:
+    """``--param KEY=VALUE`` (repeatable) as a dict; the rule converts and checks the values."""
+    out = {}
+    for item in args.param or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ProbekitError(f"--param takes KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _cmd_select(args, common: dict) -> int:
+    if not args.select:
+        raise ProbekitError(f"--from-runs/--from-session need --select RULE; available: {', '.join(SELECTIONS)}")
+    if args.run:
+        raise ProbekitError("give either --run (a sample of one run) or --from-runs with --select, not both")
+    if args.preview:
+        picked, table, described = select(args.select, runs=args.from_runs or [], session=args.from_session,
+                                          params=_params(args), k=args.k)
+        print(f"{describe({**described, 'taken': min(args.n, len(picked))})} (preview: nothing created)")
+        with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_colwidth", 50):
+            print(table.head(args.n).to_string(index=False) if len(table) else "no query qualifies")
+        return 0
+    common.pop("relations", None)
+    sid = from_selection(args.select, runs=args.from_runs or [], session=args.from_session, params=_params(args),
+                         **common)
+    meta = get_session(sid)
+    print(f"created session {sid}: {meta['n_queries']} queries × top-{meta['k']}, chosen by "
+          f"{describe(meta['selection'])} (a personal link per expert: "
+          f"`{command()} annotations link --session {sid} --name NAME`)")
+    return 0
+
+
 def _cmd_create(args) -> int:
 
-    if not args.name:
+    if not args.name and not args.preview:
         raise ProbekitError("`annotations create` needs --name NAME")
     common = dict(name=args.name, organiser=args.organiser or "", n_queries=args.n, k=args.k, seed=args.seed,
                   blind=not args.not_blind, raters_per_item=args.raters or None)
+    if args.select or args.from_runs or args.from_session:
+        return _cmd_select(args, common)
+    if args.param or args.preview:
+        raise ProbekitError("--param and --preview go with --select RULE (and --from-runs or --from-session)")
     if args.run:
         sid = from_run(args.run, relations=args.relation, allow_partial=args.allow_partial, **common)
     else:
@@ -177,10 +220,18 @@ def register(sub) -> None:
     session = {"default": None, "help": "session id (see `annotations list`); required"}
     expert = {"default": None, "help": "the expert's name; required"}
 
-    a = actions.add_parser("create", help="a new session from a fresh probe (default) or a stored run (--run)")
+    a = actions.add_parser("create", help="a new session from a fresh probe (default), a stored run (--run), or "
+                                          "where judgement is needed (--select RULE --from-runs A B)")
     a.add_argument("--name", default=None, help="session name; required")
     a.add_argument("--organiser", default="")
     a.add_argument("--run", default=None, help="build from this stored run instead of probing")
+    rules = "; ".join(f"{r.name}: {r.description}" for r in SELECTIONS.values())
+    a.add_argument("--select", default=None, metavar="RULE", help=f"choose the queries by a selection rule ({rules})")
+    a.add_argument("--from-runs", nargs="+", default=None, metavar="RUN", help="--select's stored run(s)")
+    a.add_argument("--from-session", default=None, metavar="ID", help="--select's session (expert-disagreement)")
+    a.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
+                   help="a selection rule's parameter (repeatable), e.g. min_margin=0.2 or min_spread=3")
+    a.add_argument("--preview", action="store_true", help="with --select: list the qualifying queries, create nothing")
     a.add_argument("--allow-partial", action="store_true",
                    help="with --run: accept an unfinished run (cancelled, failed, interrupted)")
     a.add_argument("--n", type=int, default=15, help="number of queries (seeded sample, spread over relations)")

@@ -196,6 +196,10 @@ MIGRATIONS["annotations"] = [
     );
     CREATE INDEX annotation_tokens_session ON annotation_tokens (session_id, annotator)
     """,
+    # 4: the rule that chose a session's queries and its parameters (JSON; None: a sample, as before)
+    """
+    ALTER TABLE annotation_sessions ADD COLUMN selection VARCHAR
+    """,
 ]
 
 # context variance (UCM) dataset runs: one row per step
