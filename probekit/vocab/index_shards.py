@@ -9,6 +9,7 @@ millions of rows holds about one block of vectors, not the shards.
 from __future__ import annotations
 
 import mmap
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -81,6 +82,37 @@ class Shards:
                 raw = a[r0:r0 + step]
                 yield off + r0, prepare(raw, self.similarity)  # may be a view of raw (float32, not cosine)
                 _release(raw)  # the consumer is done with the block
+
+    def raw_blocks(self, step: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(global id of the first row, (rows, dim) float32 block as stored: not normalised), ``step`` rows at a
+        time; float16 rows are converted by torch into one reused buffer, valid until the next block.
+
+        Why its own loop: a query's pass is a few hundred steps, and per step a memory-map slice (numpy's memmap
+        subclass), a conversion call and a release cost more than the step's arithmetic; here each shard is wrapped
+        once (a plain array view, a torch view) and its mapped pages are released every :data:`BLOCK_BYTES`."""
+        import torch
+
+        buf = np.empty((step, self.dim), dtype=np.float32)
+        tbuf = torch.from_numpy(buf)
+        every = max(1, self.block_rows // step)
+        for off, a in zip(self.offsets[:-1].tolist(), self.arrays):
+            plain = a.view(np.ndarray) if isinstance(a, np.ndarray) else np.asarray(a)
+            src = None
+            if plain.dtype == np.float16:
+                with warnings.catch_warnings():  # a read-only memory map: torch only reads it
+                    warnings.simplefilter("ignore", UserWarning)
+                    src = torch.from_numpy(plain if plain.flags.c_contiguous else np.ascontiguousarray(plain))
+            start = 0
+            for i, r0 in enumerate(range(0, len(a), step)):
+                m = min(step, len(a) - r0)
+                if src is not None:
+                    tbuf[:m].copy_(src[r0:r0 + m])
+                    yield off + r0, buf[:m]
+                else:
+                    yield off + r0, np.ascontiguousarray(plain[r0:r0 + m], dtype=np.float32)
+                if (i + 1) % every == 0 or r0 + m >= len(a):
+                    _release(a[start:r0 + m])
+                    start = r0 + m
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Prepared (len(ids), dim) float32 rows of global ``ids`` (any order, repeats allowed)."""

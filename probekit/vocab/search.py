@@ -11,8 +11,9 @@ The surface (small and stable)::
     index.info()                                 # kind, params, approximate, recall: what a run records beside it
 
 ``shards``: (n_i, dim) float16/float32 arrays, typically ``np.load(path, mmap_mode="r")``; nothing copies them
-whole. ``kind`` (:mod:`probekit.vocab.index_kinds`): ``exact`` streams every candidate through faiss's flat
-kernel block by block (peak memory about one block, the mapped pages released after each); ``ivf-flat``,
+whole. ``kind`` (:mod:`probekit.vocab.index_kinds`): ``exact`` streams every candidate block by block, scoring the
+stored rows against the rows' norms kept from the build and re-scoring its top candidates with faiss's flat kernel
+(:mod:`probekit.vocab.scan`; peak memory about one block, the mapped pages released as it goes); ``ivf-flat``,
 ``ivf-pq``, ``hnsw`` are faiss indexes trained on a sample; ``auto`` picks by size. Unknown kinds fail with
 "unknown index kind 'x'; did you mean ...; available: ...".
 
@@ -44,17 +45,16 @@ import numpy as np
 
 from .. import atomic
 from ..errors import ProbekitError, positive_int
-from ..index import NAME_CHUNK, QUERY_CHUNK, SIMILARITIES, row_hashes, twin_groups
+from ..index import QUERY_CHUNK, SIMILARITIES, row_hashes, twin_groups
 from ..index_rank import TIE_TOLERANCE, GoldCounter, prepare, score_scale, top_k_by_rule
 from ..jobs import Progress
 from .index_gpu import TorchGoldCounter, default_device
 from .index_kinds import IndexKind, metric_of, resolve
 from .index_shards import Shards
-from .topk import TopMerge, overlap
+from .scan import Pass, count_by_range, exact_top, rescore
+from .topk import first_then, overlap
 
 FORMAT = 1
-COUNT_BYTES = 8 * 2**20
-"""float32 scores held at once while counting (n_queries x candidates per matrix product)."""
 RECALL_QUERIES, RECALL_K = 200, 10
 """An approximate index's build measures its recall@RECALL_K on this many of the vocabulary's own names (seeded
 sample; a name finds itself, so this is an upper bound of sorts: :meth:`ShardedIndex.recall_at_k` on a run's own
@@ -72,15 +72,31 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _row_norms(raw: np.ndarray) -> np.ndarray:
+    """(rows,) float32 norms of float32 rows as :func:`probekit.index_rank.prepare` divides by them."""
+    return np.clip(np.linalg.norm(raw, axis=1), 1e-12, None).astype(np.float32)
+
+
+def _norms(shards: Shards) -> np.ndarray:
+    out = np.empty(shards.n, dtype=np.float32)
+    for c0, raw in shards.raw_blocks(shards.block_rows):
+        out[c0:c0 + len(raw)] = _row_norms(raw)
+    return out
+
+
 class ShardedIndex:
     """Candidates in shards; top-k from the chosen kind, gold ranks counted exactly (see the module docstring)."""
 
     def __init__(self, shards: Shards, *, kind: IndexKind, params: dict[str, Any], sq_norms: np.ndarray,
                  twins: list[list[int]], approx: Any = None, build_seconds: float = 0.0,
-                 recall: dict[str, Any] | None = None, device: str | None = None):
+                 recall: dict[str, Any] | None = None, device: str | None = None, norms: np.ndarray | None = None):
         self.shards, self.similarity, self.kind, self.params = shards, shards.similarity, kind, params
         self.device = device
         self._sq_norms = sq_norms  # (n,) float32 squared norms of the prepared vectors
+        if norms is None and self.similarity == "cosine":  # an index saved before the norms were kept
+            norms = _norms(shards)
+        self._norms = norms  # (n,) float32 norms of the stored rows (cosine), as prepare() divides by them
+        self._inv = (np.float32(1) / norms).astype(np.float32) if norms is not None else None
         self._max_norm = float(np.sqrt(sq_norms.max())) if len(sq_norms) else 0.0
         self._groups = twins
         self._twins = {i: g for g in twins for i in g}
@@ -105,8 +121,12 @@ class ShardedIndex:
         sh = Shards(shards, similarity=similarity)
         spec, merged = resolve(kind, sh.n, sh.dim, params)
         sq = np.empty(sh.n, dtype=np.float32)
+        norms = np.empty(sh.n, dtype=np.float32) if similarity == "cosine" else None
         hashes = np.empty(sh.n, dtype=np.uint64)
-        for c0, block in sh.blocks():
+        for c0, raw in sh.raw_blocks(sh.block_rows):
+            block = prepare(raw, similarity)
+            if norms is not None:  # kept: a query then scales a score instead of normalising every row again
+                norms[c0:c0 + len(raw)] = _row_norms(raw)
             sq[c0:c0 + len(block)] = np.einsum("ij,ij->i", block, block)
             hashes[c0:c0 + len(block)] = row_hashes(block)
             if progress:
@@ -114,7 +134,8 @@ class ShardedIndex:
         twins = twin_groups(hashes, sh.rows)
         del hashes
         approx = spec.build(sh, merged, metric_of(similarity), progress) if spec.build else None
-        index = cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx, device=device)
+        index = cls(sh, kind=spec, params=merged, sq_norms=sq, twins=twins, approx=approx, device=device,
+                    norms=norms)
         if approx is not None:  # measured, never assumed: on a seeded sample of the vocabulary's own names
             if progress:
                 progress(sh.n, sh.n, "measuring recall")
@@ -171,30 +192,23 @@ class ShardedIndex:
         return int(extra) + int(self._sq_norms.nbytes)
 
     # ------------------------------------------------------------ search
-    def _block_top(self, q: np.ndarray, block: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-        """(n_queries, <= kk) scores and block-local ids by faiss's flat kernel (EntityIndex's kernel)."""
-        dist, ids = faiss.knn(q, block, min(kk, len(block)), metric_of(self.similarity))
-        return (-dist if self.similarity == "l2" else dist), ids
-
-    def _exact_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-        """Prepared queries -> (n_queries, kk) scores, ids by faiss's flat kernel, merged over the blocks."""
-        merge = TopMerge(len(q), kk)
-        for c0, block in self.shards.blocks():
-            merge.add(c0, *self._block_top(q, block, kk))
-        return merge.scores, merge.ids
+    def _exact_search(self, q: np.ndarray, kk: int, counter: GoldCounter | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """Prepared queries -> (n_queries, kk) scores, ids: the flat kernel's top-kk (:func:`scan.exact_top`),
+        :data:`~probekit.index.QUERY_CHUNK` queries per pass; ``counter`` is fed in the same pass."""
+        if len(q) > QUERY_CHUNK and counter is None:
+            parts = [self._exact_search(q[a:a + QUERY_CHUNK], kk) for a in range(0, len(q), QUERY_CHUNK)]
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        return exact_top(self.shards, q, kk, inv=self._inv, sq=self._sq_norms, max_norm=self._max_norm,
+                         rows_of=self.shards.rows, counter=counter)
 
     def _approx_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """The approximate index's ``refine`` x kk candidates, re-scored exactly from the shards, best kk first."""
         wide = min(len(self), kk * int(self.params.get("refine", 1)))
         _, cand = self.approx.search(q, wide)  # (n_q, wide), -1 where the index found fewer
-        n_q = len(q)
-        flat = np.where(cand >= 0, cand, 0).ravel()
-        x = self.shards.rows(flat).reshape(n_q, wide, self.dim)  # (n_q, wide, dim)
-        s = np.einsum("qd,qwd->qw", q, x)
-        if self.similarity == "l2":
-            s = 2 * s - self._sq_norms[flat].reshape(n_q, wide) - np.einsum("qd,qd->q", q, q)[:, None]
-        s = np.where(cand >= 0, s, -np.inf).astype(np.float32)
-        order = np.lexsort((cand, -s), axis=1)[:, :kk] if n_q else np.zeros((0, kk), dtype=np.int64)
+        s = rescore(q, cand, self.shards.rows, self.similarity)  # the exact kind's scores, bit for bit
+        key = np.where(cand >= 0, cand, np.iinfo(np.int64).max)
+        order = np.lexsort((key, -s), axis=1)[:, :kk] if len(q) else np.zeros((0, kk), dtype=np.int64)
         return np.take_along_axis(s, order, 1), np.take_along_axis(cand, order, 1)
 
     def _search_prepared(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -241,14 +255,11 @@ class ShardedIndex:
             if not counter.idle:
                 # one pass: the gold counts, and (exact kind) the first search top_k_by_rule will ask for
                 kk0 = min(len(self), k + max((len(e) for e in ex), default=0) + 8)
-                merge = TopMerge(len(q), kk0) if self.approx is None else None
-                chunk = max(256, min(NAME_CHUNK, COUNT_BYTES // (4 * len(q))))  # (n_queries, chunk) scores
-                for c0, block in self.shards.blocks():
-                    counter.add(c0, block, self._sq_norms[c0:c0 + len(block)], chunk=chunk)
-                    if merge is not None:
-                        merge.add(c0, *self._block_top(q, block, kk0))
-                if merge is not None:
-                    search = merge.first_then(search, len(q))
+                if self.approx is None:
+                    search = first_then(search, self._exact_search(q, kk0, counter), len(q), kk0)
+                elif not count_by_range(self.approx, counter, n=len(self), similarity=self.similarity,
+                                        max_norm=self._max_norm, sq=self._sq_norms, rows_of=self.shards.rows):
+                    Pass(self.shards, q, inv=self._inv, sq=self._sq_norms, counter=counter).run()
             ranks = counter.ranks()
             tops = top_k_by_rule(search, q, g, ex, ranks, k, n=len(self),
                                  tol=TIE_TOLERANCE * score_scale(self.similarity, q, self._max_norm),
@@ -340,7 +351,10 @@ class ShardedIndex:
         buf = io.BytesIO()
         flat = np.array([i for g in self._groups for i in g], dtype=np.int64)
         sizes = np.array([len(g) for g in self._groups], dtype=np.int64)
-        np.savez(buf, sq_norms=self._sq_norms, twin_ids=flat, twin_sizes=sizes)
+        arrays = {"sq_norms": self._sq_norms, "twin_ids": flat, "twin_sizes": sizes}
+        if self._norms is not None:
+            arrays["norms"] = self._norms
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stubs type **kwds as allow_pickle
         files = {STATS: atomic.write_bytes(folder / STATS, buf.getvalue())}
         if self.approx is not None:
             files[FAISS] = atomic.write_bytes(folder / FAISS, faiss.serialize_index(self.approx).tobytes())
@@ -374,12 +388,14 @@ class ShardedIndex:
         spec, params = resolve(meta["kind"], sh.n, sh.dim, meta["params"])
         with np.load(folder / STATS) as z:
             sq, flat, sizes = z["sq_norms"], z["twin_ids"], z["twin_sizes"]
+            norms = z["norms"] if "norms" in z.files and meta["similarity"] == "cosine" else None
         groups = [g.tolist() for g in np.split(flat, np.cumsum(sizes)[:-1])] if len(sizes) else []
         approx = None
         if spec.approximate:
             approx = faiss.deserialize_index(np.fromfile(folder / FAISS, dtype=np.uint8))
         return cls(sh, kind=spec, params=params, sq_norms=sq, twins=groups, approx=approx,
-                   build_seconds=float(meta.get("build_seconds", 0.0)), recall=meta.get("recall"), device=device)
+                   build_seconds=float(meta.get("build_seconds", 0.0)), recall=meta.get("recall"), device=device,
+                   norms=norms)
 
 
 __all__ = ["ShardedIndex"]
