@@ -7,6 +7,7 @@ from pages import _ui as ui
 from pages._experts import experts_panel
 from pages._queue_start import queue_start
 from pages._rater_quality import quality_panel
+from pages._review import review_panel
 from probekit import annotations as ann
 from probekit.bench import runs
 from probekit.metrics import agreement
@@ -142,6 +143,9 @@ if len(result["kappa"]):
     st.dataframe(result["kappa"], hide_index=True, key="rs_kappa")
 st.caption("Krippendorff's alpha (ordinal) over all annotators; Cohen's kappa (quadratic weights) per pair.")
 quality_panel(result)
+
+review_panel(sid)
+st.caption(result["verdict_note"][0].upper() + result["verdict_note"][1:] + ".")
 
 st.subheader(f"Candidate missing facts: rated ≥ {threshold}, not gold")
 facts = result["missing_facts"]

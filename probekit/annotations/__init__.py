@@ -7,6 +7,7 @@ agreement and expert-adjusted accuracy.
 - :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress, the keyboard rules);
 - :mod:`.presses`: key presses from a browser, each handled exactly once however often it is re-sent;
 - :mod:`.queue`: sessions from where judgement is needed (selection rules over stored runs or a session);
+- :mod:`.review`: a reviewer's verdicts on disputed answers (blind ratings, one more row each);
 - :mod:`.stats`: the organiser's side (frames, statistics, exports).
 """
 
@@ -49,6 +50,7 @@ from .rating import (  # noqa: F401
     skip,
     undo,
 )
+from .review import disputed, record_verdict, review_view, verdicts  # noqa: F401
 from .sessions import (  # noqa: F401
     COMPONENT,
     GUIDELINES,

@@ -14,10 +14,11 @@ import pandas as pd
 from ..errors import ProbekitError
 from ..metrics import agreement, agreement_ordinal, raters
 from ..store.export import safe_target, table_bytes, write_table
+from . import review
 from .sessions import _load, _store, get_session
 
 EXPORT_FORMATS = ("csv", "parquet", "jsonl")
-EXPORT_TABLES = ("ratings", "events", "items")
+EXPORT_TABLES = ("ratings", "events", "items", "verdicts")
 # annotators by the name they typed (events store the case-insensitive key)
 _NAMES = ("LEFT JOIN annotation_annotators a ON a.session_id = c.session_id AND a.annotator = c.annotator")
 _NAME = "coalesce(a.display_name, c.annotator)"
@@ -85,20 +86,23 @@ def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks:
     acc@k per query next to gold acc@k (``accuracy``), agreement overall and per relation, pairwise kappas,
     ordinal agreement (``ordinal``: ICC, weighted kappa, ordinal alpha), rater quality (``raters``: bias,
     consistency, Dawid–Skene reliability), expert acc@k weighted by that reliability beside the plain one
-    (``adjusted_accuracy``) and the candidate missing facts."""
+    (``adjusted_accuracy``) and the candidate missing facts. Where a reviewer recorded a verdict
+    (:mod:`.review`), it replaces the consensus (plain and weighted) for that answer: ``verdicts`` lists them
+    and ``verdict_note`` says so; agreement and rater quality read the ratings only."""
     entry = _load(session_id)
     meta = entry["meta"]
     ratings = ratings_frame(meta["session_id"])
     items = items_frame(meta["session_id"]).rename(columns={"query_index": "query"})
     queries = entry["queries"].rename(columns={"query_index": "query"})
     ratings = ratings.rename(columns={"query_index": "query"})
-    scores = agreement.consensus(ratings, method=consensus)
+    decided = review.verdicts(meta["session_id"])
+    scores = review.apply_verdicts(agreement.consensus(ratings, method=consensus), decided)
     ks = sorted({min(int(k), meta["k"]) for k in ks})  # a top-3 session reports top-1 and top-3
     kmax = max(ks)
     per_annotator = {a: agreement.table5(items, part.set_index("item_id")["score"].astype(int), ks=ks)
                      for a, part in ratings.groupby("annotator")}
     model = raters.dawid_skene(ratings) if len(ratings) else None
-    reliability = model.reliability if model is not None else {}
+    weighted = review.apply_verdicts(raters.weighted_consensus(ratings, model.reliability if model else {}), decided)
     facts = agreement.missing_facts(items, ratings, scores, threshold=threshold)
     facts = facts[["query", "query_id", "relation", "subject", "query_text", "golds", "rank", "answer", "score",
                    "ratings", "raters"]]
@@ -113,8 +117,11 @@ def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks:
         "kappa": agreement.pairwise_kappa(ratings),
         "ordinal": agreement_ordinal.ordinal_agreement(ratings),
         "raters": raters.rater_quality(ratings, model=model),
-        "adjusted_accuracy": raters.adjusted_accuracy(queries, items, ratings, reliability, threshold=threshold,
-                                                      ks=ks, plain=accuracy),
+        "adjusted_accuracy": raters.adjusted_accuracy(queries, items, ratings, {}, threshold=threshold, ks=ks,
+                                                      plain=accuracy, weighted=weighted),
+        "verdicts": decided,
+        "verdict_note": (f"a reviewer's verdict replaces the raters' consensus on {len(decided)} answer(s)"
+                         if len(decided) else "no reviewer verdicts: every score is the raters' consensus"),
         "missing_facts": facts,
     }
 
@@ -136,14 +143,17 @@ def stats_json(result: dict) -> dict:
 
 # ---------------------------------------------------------------- exports
 def export_frame(session_id: str, what: str = "ratings") -> pd.DataFrame:
-    """``ratings`` (current ratings and skips with their answers), ``events`` (the full log) or ``items``
-    (the session's answers); each row also names the session."""
+    """``ratings`` (current ratings and skips with their answers), ``events`` (the full log), ``items``
+    (the session's answers) or ``verdicts`` (every reviewer verdict, superseded ones too); each row also names
+    the session."""
     if what not in EXPORT_TABLES:
         raise ProbekitError(f"unknown export table {what!r}; available: {', '.join(EXPORT_TABLES)}")
     meta = get_session(session_id)
     frame = {"ratings": lambda: ratings_frame(meta["session_id"], include_skips=True),
              "events": lambda: events_frame(meta["session_id"]),
-             "items": lambda: items_frame(meta["session_id"])}[what]()
+             "items": lambda: items_frame(meta["session_id"]),
+             "verdicts": lambda: _store().fetch_df("SELECT * FROM annotation_verdicts WHERE session_id = ? "
+                                                   "ORDER BY event_id", [meta["session_id"]])}[what]()
     frame = frame.drop(columns=["session_id"], errors="ignore")
     for i, c in enumerate(("session_id", "name", "model", "dataset", "probe", "k", "blind")):
         frame.insert(i, "session_name" if c == "name" else c, meta[c])

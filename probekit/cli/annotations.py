@@ -11,6 +11,7 @@ from probekit.annotations import (
     EXPORT_TABLES,
     SELECTIONS,
     describe,
+    disputed,
     expert_link,
     experts,
     export,
@@ -20,6 +21,8 @@ from probekit.annotations import (
     get_session,
     issue_token,
     list_sessions,
+    record_verdict,
+    review_view,
     revoke_tokens,
     select,
     stats,
@@ -67,6 +70,7 @@ def _print_stats(result: dict) -> None:
         print(result["raters"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print("\nExpert acc@k, plain consensus and weighted by rater reliability:")
         print(result["adjusted_accuracy"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"\n{result['verdict_note'][0].upper()}{result['verdict_note'][1:]}.")
         print(f"\nCandidate missing facts (rated ≥ threshold, not gold): {len(result['missing_facts'])}")
         if len(result["missing_facts"]):
             print(result["missing_facts"][["query_text", "answer", "ratings"]].to_string(index=False))
@@ -116,6 +120,32 @@ def _cmd_stats(args) -> int:
         print_json(stats_json(result))
     else:
         _print_stats(result)
+    return 0
+
+
+def _cmd_review(args) -> int:
+    session = _session(args)
+    if args.item is None:
+        if args.score is not None:
+            raise ProbekitError("--score needs --item ID (the answer to settle; see `annotations review` without it)")
+        table = disputed(session, min_spread=args.min_spread)
+        if table.empty:
+            print(f"no disputed answers (rated by two or more raters {args.min_spread}+ points apart)")
+            return 0
+        for row in table.to_dict(orient="records"):
+            view = review_view(session, row["item_id"], show_names=args.show_names)
+            scores = ", ".join(f"{r['rater']}: {r['score']}" for r in view["ratings"])
+            verdict = "" if view["verdict"] is None else f"  [verdict {view['verdict']['score']}]"
+            print(f"{row['item_id']}  {row['query']} → {row['answer']}  ({scores}){verdict}")
+        return 0
+    if args.score is None:
+        view = review_view(session, args.item, show_names=args.show_names)
+        print_json(view)
+        return 0
+    if not args.name:
+        raise ProbekitError("`annotations review --score` needs --name REVIEWER")
+    event = record_verdict(session, args.item, args.name, args.score, note=args.note or "")
+    print(f"recorded verdict {args.score} on {args.item} (event {event}); the ratings stay as they were")
     return 0
 
 
@@ -272,7 +302,18 @@ def register(sub) -> None:
     a.add_argument("--format", default=None, metavar="{table,json}", help="table | json")
     a.set_defaults(func=_cmd_stats)
 
-    a = actions.add_parser("export", help="a session's ratings, items or events as a file")
+    a = actions.add_parser("review", help="disputed answers with their blind ratings; --item ID --score N "
+                                          "--name REVIEWER records a final verdict")
+    a.add_argument("--session", **session)
+    a.add_argument("--item", default=None, help="the answer to show or settle (an item id from the listing)")
+    a.add_argument("--score", type=int, default=None, help="the verdict, 1..5 (with --item and --name)")
+    a.add_argument("--name", default=None, help="the reviewer's name (with --score)")
+    a.add_argument("--note", default=None, help="why (kept with the verdict)")
+    a.add_argument("--min-spread", type=int, default=2, help="disputed: scores at least this far apart")
+    a.add_argument("--show-names", action="store_true", help="show the raters' names (the organiser allows it)")
+    a.set_defaults(func=_cmd_review)
+
+    a = actions.add_parser("export", help="a session's ratings, items, events or verdicts as a file")
     a.add_argument("--session", **session)
     a.add_argument("--out", default=None, help="output file (.csv, .parquet or .jsonl); required")
     a.add_argument("--table", default="ratings", choices=EXPORT_TABLES, help="which table")

@@ -200,6 +200,17 @@ MIGRATIONS["annotations"] = [
     """
     ALTER TABLE annotation_sessions ADD COLUMN selection VARCHAR
     """,
+    # 5: a reviewer's verdicts on disputed answers: append-only rows beside the ratings (never replacing one);
+    # the latest per answer is in effect
+    """
+    CREATE TABLE annotation_verdicts (
+        event_id BIGINT PRIMARY KEY DEFAULT nextval('annotation_event_seq'),
+        session_id VARCHAR NOT NULL, item_id VARCHAR NOT NULL, reviewer VARCHAR NOT NULL,
+        role VARCHAR NOT NULL DEFAULT 'reviewer' CHECK (role = 'reviewer'),
+        score INTEGER NOT NULL CHECK (score BETWEEN 1 AND 5), note VARCHAR, created_at TIMESTAMP NOT NULL
+    );
+    CREATE INDEX annotation_verdicts_session ON annotation_verdicts (session_id)
+    """,
 ]
 
 # context variance (UCM) dataset runs: one row per step
