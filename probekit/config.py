@@ -213,3 +213,59 @@ def db_max_hold_s() -> float:
     """Seconds of continuous holding after which a store gives the database file up at its next idle moment
     (``PROBEKIT_DB_MAX_HOLD_S``; default 2)."""
     return _seconds("PROBEKIT_DB_MAX_HOLD_S", DB_MAX_HOLD_S, zero=True)
+
+
+# ---------------------------------------------------------------- served models (probekit.backends)
+OPENAI_CONCURRENCY = 4
+"""Default of :func:`openai_concurrency`."""
+OPENAI_TIMEOUT_S = 60.0
+"""Default of :func:`openai_timeout_s`."""
+OPENAI_RETRIES = 4
+"""Default of :func:`openai_retries`."""
+
+
+def openai_api_key() -> str | None:
+    """The bearer token sent to an OpenAI-compatible server (``PROBEKIT_OPENAI_API_KEY``; none by default: a
+    local engine needs none). Never stored with a run."""
+    value = os.environ.get("PROBEKIT_OPENAI_API_KEY", "").strip()
+    return value or None
+
+
+def openai_tokenizer() -> str | None:
+    """The tokenizer of a served model, a local folder or Hugging Face id (``PROBEKIT_OPENAI_TOKENIZER``; None:
+    the served model's name, read as a model id). The probe tokenises statements itself (which tokens are scored,
+    context limits) and checks the server's token counts against it."""
+    return os.environ.get("PROBEKIT_OPENAI_TOKENIZER", "").strip() or None
+
+
+def _count(var: str, default: int) -> int:
+    """``$var`` as a positive whole number (``default`` when unset or blank); anything else is refused with a
+    message naming the variable."""
+    raw = os.environ.get(var, "")
+    if not raw.strip():
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ProbekitError(f"{var} must be a whole number, got {raw!r}") from None
+    if value < (0 if var == "PROBEKIT_OPENAI_RETRIES" else 1):
+        raise ProbekitError(f"{var} must be {'0 or more' if var == 'PROBEKIT_OPENAI_RETRIES' else 'positive'}, "
+                            f"got {raw!r}")
+    return value
+
+
+def openai_concurrency() -> int:
+    """Requests in flight at once to a served model (``PROBEKIT_OPENAI_CONCURRENCY``; default 4): an engine batches
+    concurrent requests itself, and more than its slots only queue."""
+    return _count("PROBEKIT_OPENAI_CONCURRENCY", OPENAI_CONCURRENCY)
+
+
+def openai_retries() -> int:
+    """Retries of one request after a 429, a 5xx or a dropped connection, with exponential backoff
+    (``PROBEKIT_OPENAI_RETRIES``; default 4; 0 fails at the first)."""
+    return _count("PROBEKIT_OPENAI_RETRIES", OPENAI_RETRIES)
+
+
+def openai_timeout_s() -> float:
+    """Seconds one request to a served model may take (``PROBEKIT_OPENAI_TIMEOUT_S``; default 60)."""
+    return _seconds("PROBEKIT_OPENAI_TIMEOUT_S", OPENAI_TIMEOUT_S, zero=False)

@@ -18,11 +18,11 @@ import gc
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
-from . import config
+from . import backends, config
 from .errors import ModelLoadError
 from .model_loaders import LOADERS, LoadRequest, is_causal_arch, model_kind
 from .model_memory import (  # noqa: F401  # the precision and memory side of loading, re-exported
@@ -177,6 +177,8 @@ def load(model_id: str = config.DEFAULT_MODEL, *, device: str | None = None, mlm
     if not model_id or not str(model_id).strip():
         raise ModelLoadError("no model given: pick one from the list or type a Hugging Face id / local folder")
     model_id = str(model_id).strip()
+    if backends.is_backend_id(model_id):  # a served model (openai:URL#NAME): scored through its engine
+        return cast("LoadedModel", backends.load(model_id, companion_loader=load))
     source, spec, meta = resolve_model(model_id)
     is_local = Path(source).is_dir()
     dev = pick_device(device)

@@ -22,9 +22,15 @@ Options:
   (``LoadedModel.companion``): released with it when its holder switches model.
 
 A statement longer than the model's context is refused with its length; out-of-memory becomes a message.
+
+A served model (``openai:URL#NAME``, :mod:`probekit.backends`) is scored by its engine: the same statements,
+tokenised by the same rule, each token's log-prob read from the server's echo of the statement; the options and the
+``Ranking`` are the same.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -74,9 +80,14 @@ def token_logprobs(model, query: Query, names, *, span: str, batch_size: int) ->
     return token_logprobs_many(model, [(query, names)], span=span, batch_size=batch_size)[0]
 
 
+def _served(model):
+    """The scoring backend of a served model (:mod:`probekit.backends`), None for a model loaded in process."""
+    return getattr(model, "backend", None)
+
+
 def _encode_checked(model, cases, span: str) -> list[list]:
     """Every case's statements tokenised (one tokenizer call for all), refusing one longer than the context."""
-    limit = context_limit(model)
+    limit = model.context if _served(model) is not None else context_limit(model)
     filled = [[statement(q, n) for n in names] for q, names in cases]
     flat = encode(model, [t for f in filled for t, _ in f], [s for f in filled for _, s in f], span)
     out, at = [], 0
@@ -94,10 +105,14 @@ def _encode_checked(model, cases, span: str) -> list[list]:
     return out
 
 
-def token_logprobs_many(model, cases, *, span: str, batch_size: int) -> list[list[np.ndarray]]:
+def token_logprobs_many(model, cases, *, span: str, batch_size: int,
+                        progress: Callable[[int], None] | None = None) -> list[list[np.ndarray]]:
     """:func:`token_logprobs` for several ``(query, names)`` cases; a causal LM scores them together
-    (several queries per forward pass), the other kinds query by query."""
+    (several queries per forward pass), the other kinds query by query, a served model statement by statement
+    through its engine (``progress(statements done)`` as they come back)."""
     encoded = _encode_checked(model, cases, span)
+    if _served(model) is not None:
+        return _served_logprobs(model, cases, encoded, progress=progress)
     kind = _kind(model)
     try:
         with torch.inference_mode():
@@ -113,6 +128,29 @@ def token_logprobs_many(model, cases, *, span: str, batch_size: int) -> list[lis
         raise ProbekitError(f"out of memory scoring {len(cases)} quer{'y' if len(cases) == 1 else 'ies'} ({ids}; "
                             f"{sum(len(n) for _, n in cases)} candidates, batch_size {batch_size}) on "
                             f"{model.device}: lower batch_size, or use first_stage with a smaller top_n") from None
+
+
+def _served_logprobs(model, cases, encoded, *, progress=None) -> list[list[np.ndarray]]:
+    """Each statement's log-probs from the engine serving ``model``, on the tokens the tokenizer gave (the server
+    must agree on their number), NaN where not scored."""
+    texts = [statement(q, n)[0] for q, names in cases for n in names]
+    flat = [e for enc in encoded for e in enc]
+    values = model.token_logprobs(texts, [e.ids for e in flat], progress=progress)
+    rows = [np.where(np.asarray(e.scored), np.asarray(v, dtype=np.float64), np.nan) for e, v in zip(flat, values)]
+    out, at = [], 0
+    for enc in encoded:
+        out.append(rows[at:at + len(enc)])
+        at += len(enc)
+    return out
+
+
+def _served_progress(progress, served, done: int, total: int, n_queries: int) -> Callable[[int], None]:
+    """``progress`` told of each statement an engine scored in a chunk of ``n_queries`` queries, with its speed so
+    far (the one Progress; queries count as done only when their chunk is)."""
+    def report(n: int) -> None:
+        speed = served.tokens_scored / served.seconds if served.seconds else 0.0
+        progress(done, total, f"scoring · {n:,} statements of the next {n_queries} queries · {speed:,.0f} tokens/s")
+    return report
 
 
 CHUNK_BATCHES = 16
@@ -175,9 +213,12 @@ class LikelihoodProbe(Probe):
             ex_all = [set(ex.ids) for ex in call.excluded]
             kept = [[i for i in range(len(candidates)) if i not in ex] for ex in ex_all]
         done = 0
+        served = _served(model)
         for chunk in _chunks(kept, CHUNK_BATCHES * batch_size):
             cases = [(queries[j], [candidates.names[i] for i in kept[j]]) for j in chunk]
-            per_query = token_logprobs_many(model, cases, span=span, batch_size=batch_size)
+            report = _served_progress(call.progress, served, done, len(queries), len(chunk)) \
+                if served is not None and call.progress else None
+            per_query = token_logprobs_many(model, cases, span=span, batch_size=batch_size, progress=report)
             for j, per_token in zip(chunk, per_query):
                 scores = np.full(len(candidates), -np.inf, dtype=np.float64)
                 for i, lp in zip(kept[j], per_token):
@@ -185,7 +226,9 @@ class LikelihoodProbe(Probe):
                 yield queries[j], scores, dict(zip(kept[j], per_token))
             done += len(chunk)
             if call.progress:
-                call.progress(done, len(queries), "scoring")
+                speed = f" · {served.tokens_scored / served.seconds:,.0f} tokens/s" if served and served.seconds \
+                    else ""
+                call.progress(done, len(queries), "scoring" + speed)
 
     def _rank(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
               first_stage_model, top_n) -> list[Ranking]:
@@ -210,7 +253,8 @@ class LikelihoodProbe(Probe):
             title="Per-token log-probabilities", views=views, default=ranking.names[0], choose="candidate",
             help="Each token's log-probability in the statement with this candidate filled in; the candidate's "
                  f"score is their {opts['reduction']} over the scored tokens.",
-            caption=f"{_kind(model)} LM, span '{opts['span']}', reduction '{opts['reduction']}'")
+            caption=f"{_kind(model)} LM{' served by ' + model.backend.where if _served(model) else ''}, "
+                    f"span '{opts['span']}', reduction '{opts['reduction']}'")
 
 
 PROBE = LikelihoodProbe(
