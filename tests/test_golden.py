@@ -9,7 +9,7 @@ needs no head, conftest's tiny random BERT with an MLM head (``tiny_mlm_dir``) f
 BART and T5 of ``_tiny_seq2seq`` for seq2seq probes. The result is compared with
 ``tests/golden/<probe>__<model>__<dataset>__<vocab>__k<k>[__<option>-<value>...].json``: per query the top-k
 names, ids and scores, the gold ranks and n_candidates, plus the run's macro and micro acc@1/5/10
-(:meth:`probekit.bench.results.Run.summary`, i.e. :func:`probekit.metrics.summary`).
+(:meth:`probekit.bench.frames.Run.summary`, i.e. :func:`probekit.metrics.summary`).
 
 Regenerate with ``python -m tests.golden --update`` (or ``make golden``): it rewrites the files and the demo
 numbers quoted in docs/measurements.md (the README's measurements page), which this module checks against the files.

@@ -1,4 +1,7 @@
-"""Benchmark results: the results frame (one row per query), :class:`Run`, and the ``runs`` tables in DuckDB.
+"""Benchmark runs in DuckDB: the ``runs`` tables, storing, finding, loading and exporting a :class:`Run`.
+
+What a run is (:class:`~probekit.bench.frames.Run`, its results frame and summary) lives in
+:mod:`probekit.bench.frames`; this module is its store side.
 
 Tables (component ``runs``, migrations in :mod:`probekit.store.schema`): ``runs`` (one row per run: every
 setting, model id/source/revision, dataset name/version/set, device, probekit version, status, timings)
@@ -34,7 +37,7 @@ from ..store import component_store
 from ..store import owner as _owner
 from ..store.export import safe_target, table_bytes, write_table
 from ..types import Ranking
-from .frames import JSON_COLUMNS, RESULT_COLUMNS, Run, frame_rankings, hard_block, rankings_frame, typed  # noqa: F401
+from .frames import JSON_COLUMNS, RESULT_COLUMNS, Run, rankings_frame, typed
 from .settings import dataset_spec, get_probe, resolve_options, settings_key, settings_of
 
 COMPONENT = "runs"

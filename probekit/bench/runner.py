@@ -25,7 +25,7 @@ from ..errors import ProbekitError
 from ..jobs import Cancelled, Job, Progress
 from ..types import Ranking
 from . import results as res
-from .results import Run
+from .frames import RESULT_COLUMNS, Run, rankings_frame, typed
 from .settings import check_run_args, get_probe, resolve_options, settings_key, settings_of
 
 STAGE_TIMINGS = {"ranking": "scoring"}
@@ -221,7 +221,7 @@ def _probe_relations(record: _Record, probe, model, dataset: Dataset, opts: dict
         clock.close()
         timings["probing"] += time.perf_counter() - t
         t = time.perf_counter()
-        frames.append(res.rankings_frame(rankings))
+        frames.append(rankings_frame(rankings))
         record.save(frames[-1], rankings)
         timings["saving"] += time.perf_counter() - t
         collected += rankings
@@ -292,8 +292,8 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if not frames:
-        return res.typed(pd.DataFrame({c: [] for c in res.RESULT_COLUMNS}))
-    return res.typed(pd.concat(frames, ignore_index=True))
+        return typed(pd.DataFrame({c: [] for c in RESULT_COLUMNS}))
+    return typed(pd.concat(frames, ignore_index=True))
 
 
 def start_benchmark(models_: Sequence, dataset: Dataset, *, probe="retrieval", options: dict | None = None,

@@ -1,9 +1,10 @@
-"""Benchmark runs, the stable import path: ``from probekit.bench import runs``.
+"""Benchmark runs, the public import path: ``from probekit.bench import runs``.
 
-The code lives in :mod:`probekit.bench.settings` (what decides a run), :mod:`probekit.bench.runner`
-(the one runner: ``run_benchmark`` calls ``probe.rank`` for every probe) and
-:mod:`probekit.bench.results` (results frames, :class:`Run`, the ``runs`` tables). Pages, the CLI, sweeps
-and annotation sessions import them from here.
+One home for each part: :mod:`probekit.bench.frames` is what a run is (:class:`Run`, its results frame and
+summary), :mod:`probekit.bench.settings` what decides one, :mod:`probekit.bench.runner` the one runner
+(``run_benchmark`` calls ``probe.rank`` for every probe) and :mod:`probekit.bench.results` the ``runs`` tables
+(store, find, load, export). Pages, the CLI, sweeps and annotation sessions import them from here, so those
+modules can move without breaking their callers.
 """
 
 from __future__ import annotations
@@ -11,25 +12,20 @@ from __future__ import annotations
 from .. import cache
 from .. import index as _index
 from ..jobs import Cancelled, Job, Progress  # noqa: F401
+from .frames import JSON_COLUMNS, RESULT_COLUMNS, Run, frame_rankings, hard_block, rankings_frame  # noqa: F401
 from .results import (  # noqa: F401
     COMPONENT,
     EXPORT_FORMATS,
-    JSON_COLUMNS,
-    RESULT_COLUMNS,
     RUN_COLUMNS,
     STATUSES,
-    Run,
     delete_run,
     export_frame,
     export_run,
     find_run,
     frame_bytes,
-    frame_rankings,
     get_run,
-    hard_block,
     list_runs,
     load_run,
-    rankings_frame,
     save_run,
 )
 from .runner import check_benchmark, run_benchmark, start_benchmark  # noqa: F401

@@ -1,6 +1,6 @@
 """Accuracy tables and run comparisons over benchmark *results frames* (pure pandas, no I/O).
 
-A results frame holds one row per query (see :data:`probekit.bench.results.RESULT_COLUMNS`); these functions
+A results frame holds one row per query (see :data:`probekit.bench.frames.RESULT_COLUMNS`); these functions
 need ``relation`` and ``best_gold_rank`` (1-based rank of the best gold answer among *all*
 candidates, missing when no gold is a candidate) and, where named, ``hard`` (MedLAMA hardness of the
 query), ``gold_length`` (mean gold-name length in characters), ``top_names`` (top-k, best first),

@@ -41,7 +41,7 @@ def _rows(summary: dict, base: dict, *, hard_set: bool = False) -> list[dict]:
     >>> sorted({r["subset"] for r in _rows({**part, "hard": part}, {}, hard_set=True)})
     ['hard']
     """
-    from ..bench.results import hard_block
+    from ..bench.frames import hard_block
 
     rows = []
     blocks = [("hard", summary)] if hard_set else [("full", summary), hard_block(summary, hard_set=False)]
