@@ -19,8 +19,8 @@ from probekit.memo import Memo
 
 KEYS = {"ArrowRight": "next", "PageDown": "next", "ArrowLeft": "prev", "PageUp": "prev", "Escape": "leave"}
 """Browser key -> move. Presentation clickers send PageDown / PageUp."""
-COUNTER = "Step {i} / {n}"
-"""The step counter (the browser test waits on it)."""
+COUNTER = tours.COUNTER
+"""The step counter (the offline deck's too; the browser tests wait on it)."""
 
 _PREPARED: Memo[str, list] = Memo(max_entries=4)
 """Warm-ups by tour content (steps, store): a reload or a second tab finds its tour prepared; an edited tour

@@ -74,6 +74,18 @@ if checked and checked[:2] == (name, repr(tour.steps)):
 st.subheader("Export")
 ui.download("Tour file (YAML)", lambda: tours.dumps(tour).encode("utf-8"), memo=("tour", name, repr(tour.steps)),
             file_name=f"{name}.yaml", mime="application/x-yaml", key="tr_export")
+st.caption("An offline deck is one HTML file that presents the tour in any browser, without the workbench or a "
+           "network: the same steps, notes and keys. Steps whose data are missing here are left out.")
+if st.button("Make the offline deck (HTML)", key="tr_deck_make", icon=":material/slideshow:"):
+    with ui.guard("Making the offline deck"):
+        deck = tours.make_deck(tour, _present.prepared(tour), skip_missing=True)  # the presenter's prepared steps
+        st.session_state.tr_deck_made = (name, repr(tour.steps), deck.html.encode("utf-8"), deck.left_out)
+made = st.session_state.get("tr_deck_made")
+if made and made[:2] == (name, repr(tour.steps)):
+    for line in made[3]:
+        st.warning(f"Left out of the deck: {ui.message(line)}")
+    st.download_button("Download as offline deck (HTML)", made[2], file_name=f"{name}.html", mime="text/html",
+                       key="tr_deck", on_click="ignore", icon=":material/download:")
 with st.expander("Delete this tour", icon=":material/delete:"):
     if st.button(f"Delete tour '{name}'", key="tr_delete"):
         tours.delete_tour(name)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import sys
+
+from ..errors import ProbekitError
 from .common import add_actions, print_json, print_listing, progress_bar
 
 
@@ -42,8 +45,20 @@ def _cmd_add(args) -> int:
 def _cmd_export(args) -> int:
     from .. import tours
 
-    path = tours.export_tour(tours.get_tour(args.name), args.file)
-    print(f"wrote {path}")
+    if args.file is None and args.html is None:
+        raise ProbekitError("say what to write: FILE (the tour as YAML) and/or --html FILE (an offline deck)")
+    if args.skip_missing and args.html is None:
+        raise ProbekitError("--skip-missing goes with --html (the YAML file keeps every step)")
+    tour = tours.get_tour(args.name)
+    if args.html is not None:
+        with progress_bar(args.quiet) as report:
+            deck = tours.export_deck(tour, args.html, load_model=tours.one_model_loader(),
+                                     skip_missing=args.skip_missing, progress=report)
+        for line in deck.left_out:
+            print(f"left out {line}", file=sys.stderr)
+        print(f"wrote {args.html} ({deck.shows} of {len(tour.steps)} steps; open it in a browser, no network needed)")
+    if args.file is not None:
+        print(f"wrote {tours.export_tour(tour, args.file)}")
     return 0
 
 
@@ -100,9 +115,16 @@ def register(sub) -> None:
     a.add_argument("--title", required=True, help="the step's heading")
     a.add_argument("--note", default="", help="one line shown under the heading")
     a.set_defaults(func=_cmd_add)
-    a = actions.add_parser("export", help="write a tour (and the documents its Context steps use) as YAML")
+    a = actions.add_parser("export", help="write a tour as YAML (with the documents its Context steps use) and/or "
+                                          "as an offline HTML deck (--html)")
     a.add_argument("name", metavar="NAME")
-    a.add_argument("file", metavar="FILE", help="e.g. talk.yaml")
+    a.add_argument("file", metavar="FILE", nargs="?", default=None, help="e.g. talk.yaml")
+    a.add_argument("--html", default=None, metavar="FILE",
+                   help="also (or only) write one self-contained HTML file that presents the tour without the "
+                        "workbench or a network, e.g. talk.html")
+    a.add_argument("--skip-missing", action="store_true",
+                   help="with --html: leave out steps whose data are not here (else the export fails, naming them)")
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=_cmd_export)
     a = actions.add_parser("import", help="read a tour YAML file into this store")
     a.add_argument("file", metavar="FILE")

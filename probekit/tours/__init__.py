@@ -4,10 +4,14 @@ presents full-screen (``/?tour=NAME&present=1`` in the app), prepared ahead of t
 - :mod:`.tour`: the plain values (:class:`Tour`, :class:`Step`) and their rules;
 - :mod:`.stored`: tours in the DuckDB store; :mod:`.yamlfile`: a tour as a small YAML file (export/import);
 - :mod:`.steps`: what each page's step computes (a registry, one kind per page that can be presented);
-- :mod:`.check`: the warm-up and the tour check (every step verified, cold and warm times).
+- :mod:`.check`: the warm-up and the tour check (every step verified, cold and warm times);
+- :mod:`.slides`: what each prepared step shows (text, tables, :mod:`.figures`' charts), drawn by the app's presenter
+  and by :mod:`.deck`, the tour as one offline HTML file.
 """
 
 from .check import CheckRow, Outcome, check_frame, check_tour, warm_up
+from .deck import Deck, export_deck, make_deck
+from .slides import COUNTER, slide
 from .steps import STEP_KINDS, Prepared, documents_of, one_model_loader, prepare
 from .stored import add_step, delete_tour, get_tour, list_tours, move_step, remove_step, save_tour, tour_names
 from .tour import DEFAULT_PAGE, MAX_NOTE, MAX_TITLE, Step, Tour, check_name, make_step, step_from_link
@@ -33,8 +37,8 @@ def _store_read(tour: Tour, docs: dict, *, name: str | None, replace: bool) -> T
     return save_tour(Tour(check_name(name) if name else tour.name, tour.steps), replace=replace)
 
 
-__all__ = ["DEFAULT_PAGE", "MAX_NOTE", "MAX_TITLE", "STEP_KINDS", "CheckRow", "Outcome", "Prepared", "Step",
-           "Tour", "add_step", "check_frame", "check_name", "check_tour", "delete_tour", "documents_of", "dumps",
-           "export_tour", "get_tour", "import_text", "import_tour", "list_tours", "loads", "make_step", "move_step",
-           "one_model_loader", "prepare", "read_tour", "remove_step", "save_tour", "step_from_link", "tour_names",
-           "warm_up"]
+__all__ = ["COUNTER", "DEFAULT_PAGE", "MAX_NOTE", "MAX_TITLE", "STEP_KINDS", "CheckRow", "Deck", "Outcome",
+           "Prepared", "Step", "Tour", "add_step", "check_frame", "check_name", "check_tour", "delete_tour",
+           "documents_of", "dumps", "export_deck", "export_tour", "get_tour", "import_text", "import_tour",
+           "list_tours", "loads", "make_deck", "make_step", "move_step", "one_model_loader", "prepare", "read_tour",
+           "remove_step", "save_tour", "slide", "step_from_link", "tour_names", "warm_up"]
