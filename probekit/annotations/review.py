@@ -7,8 +7,9 @@ every answer so that no one can be followed from answer to answer; names only wh
 
 A verdict is one more row (table ``annotation_verdicts``, role ``reviewer``) beside the ratings, which stay as
 they were; recording another verdict on the same answer supersedes the earlier one (both rows are kept, the
-latest is in effect). Statistics (:func:`.stats.stats`) use the verdict in place of the raters' consensus where
-one exists and say on how many answers; agreement and rater quality read the ratings only.
+latest is in effect; :func:`.stats.verdicts` reads them). Statistics (:func:`.stats.stats`) use the verdict in
+place of the raters' consensus where one exists and say on how many answers; agreement and rater quality read
+the ratings only.
 """
 
 from __future__ import annotations
@@ -18,33 +19,13 @@ import pandas as pd
 from ..errors import ProbekitError, positive_int
 from .rating import _check_score, _item_of, _write
 from .sessions import MAX_NAME, _check_text, _load, _now, _store
-
-
-def verdicts(session_id: str) -> pd.DataFrame:
-    """The verdicts in effect (the latest per answer): ``item_id``, ``reviewer``, ``role``, ``score``, ``note``,
-    ``event_id``, ``created_at``."""
-    sid = _load(session_id)["meta"]["session_id"]
-    return _store().fetch_df("""
-        SELECT item_id, reviewer, role, score, note, event_id, created_at FROM (
-            SELECT *, row_number() OVER (PARTITION BY item_id ORDER BY event_id DESC) AS rn
-            FROM annotation_verdicts WHERE session_id = ?) WHERE rn = 1 ORDER BY event_id""", [sid])
-
-
-def apply_verdicts(scores: pd.Series, verdict_frame: pd.DataFrame) -> pd.Series:
-    """``scores`` (one per item id) with each verdict's score in place of the consensus."""
-    out = scores.copy()
-    if len(verdict_frame):
-        out = pd.concat([out.drop(verdict_frame["item_id"], errors="ignore"),
-                         verdict_frame.set_index("item_id")["score"].astype("int64")]).rename(scores.name)
-    return out.astype("int64")
+from .stats import ratings_frame, verdicts
 
 
 def disputed(session_id: str, *, min_spread: int = 2) -> pd.DataFrame:
     """Answers rated by two or more raters whose scores are at least ``min_spread`` apart, most disputed first:
     ``item_id``, ``query_index``, ``relation``, ``query``, ``answer``, ``scores`` (sorted, no names), ``spread``
     and ``verdict`` (the score in effect, or None)."""
-    from .stats import ratings_frame
-
     min_spread = positive_int("min_spread", min_spread, maximum=4)
     sid = _load(session_id)["meta"]["session_id"]
     ratings = ratings_frame(sid)
@@ -64,8 +45,6 @@ def disputed(session_id: str, *, min_spread: int = 2) -> pd.DataFrame:
 def review_view(session_id: str, item_id: str, *, show_names: bool = False) -> dict:
     """What a reviewer sees of one answer: query, answer, its ratings blind (``rater 1``… sorted by score; names
     only with ``show_names``), gold answers and mark unless the session is blind, and the verdict in effect."""
-    from .stats import ratings_frame
-
     entry = _load(session_id)
     meta = entry["meta"]
     qi = _item_of(entry, item_id)

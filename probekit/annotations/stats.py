@@ -14,7 +14,6 @@ import pandas as pd
 from ..errors import ProbekitError
 from ..metrics import agreement, agreement_ordinal, raters
 from ..store.export import safe_target, table_bytes, write_table
-from . import review
 from .sessions import _load, _store, get_session
 
 EXPORT_FORMATS = ("csv", "parquet", "jsonl")
@@ -80,6 +79,25 @@ def overview(session_id: str) -> pd.DataFrame:
         WHERE a.session_id = ? GROUP BY a.display_name, a.joined_at ORDER BY a.joined_at""", [sid])
 
 
+def verdicts(session_id: str) -> pd.DataFrame:
+    """A reviewer's verdicts in effect (:mod:`.review`; the latest per answer): ``item_id``, ``reviewer``,
+    ``role``, ``score``, ``note``, ``event_id``, ``created_at``."""
+    sid = _load(session_id)["meta"]["session_id"]
+    return _store().fetch_df("""
+        SELECT item_id, reviewer, role, score, note, event_id, created_at FROM (
+            SELECT *, row_number() OVER (PARTITION BY item_id ORDER BY event_id DESC) AS rn
+            FROM annotation_verdicts WHERE session_id = ?) WHERE rn = 1 ORDER BY event_id""", [sid])
+
+
+def apply_verdicts(scores: pd.Series, verdict_frame: pd.DataFrame) -> pd.Series:
+    """``scores`` (one per item id) with each verdict's score in place of the consensus."""
+    out = scores.copy()
+    if len(verdict_frame):
+        out = pd.concat([out.drop(verdict_frame["item_id"], errors="ignore"),
+                         verdict_frame.set_index("item_id")["score"].astype("int64")]).rename(scores.name)
+    return out.astype("int64")
+
+
 def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks: Sequence[int] = (1, 10)) -> dict:
     """Everything the Results page shows, as frames: Table 5 (consensus and per annotator), shares of gold
     vs expert hits among the answers (``shares``, ``answer_shares``: MedLAMA §5.3's acc@10), expert-adjusted
@@ -95,14 +113,14 @@ def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks:
     items = items_frame(meta["session_id"]).rename(columns={"query_index": "query"})
     queries = entry["queries"].rename(columns={"query_index": "query"})
     ratings = ratings.rename(columns={"query_index": "query"})
-    decided = review.verdicts(meta["session_id"])
-    scores = review.apply_verdicts(agreement.consensus(ratings, method=consensus), decided)
+    decided = verdicts(meta["session_id"])
+    scores = apply_verdicts(agreement.consensus(ratings, method=consensus), decided)
     ks = sorted({min(int(k), meta["k"]) for k in ks})  # a top-3 session reports top-1 and top-3
     kmax = max(ks)
     per_annotator = {a: agreement.table5(items, part.set_index("item_id")["score"].astype(int), ks=ks)
                      for a, part in ratings.groupby("annotator")}
     model = raters.dawid_skene(ratings) if len(ratings) else None
-    weighted = review.apply_verdicts(raters.weighted_consensus(ratings, model.reliability if model else {}), decided)
+    weighted = apply_verdicts(raters.weighted_consensus(ratings, model.reliability if model else {}), decided)
     facts = agreement.missing_facts(items, ratings, scores, threshold=threshold)
     facts = facts[["query", "query_id", "relation", "subject", "query_text", "golds", "rank", "answer", "score",
                    "ratings", "raters"]]
