@@ -7,7 +7,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from probekit import models
-from probekit.bench.results import frame_bytes
+from probekit.bench.export_table import frame_bytes
 from probekit.diskne import build, data, recipes, results, runs, splits
 
 ui.title("DisKnE: disease knowledge by fine-tuning")

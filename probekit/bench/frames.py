@@ -5,6 +5,7 @@ Pure data shaping; the DuckDB side of runs is :mod:`probekit.bench.results`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +45,15 @@ def typed(frame: pd.DataFrame) -> pd.DataFrame:
     frame["gold_length"] = frame["gold_length"].astype("Float64")
     frame["hard"] = frame["hard"].astype("boolean")
     return frame
+
+
+def json_frame(frame: pd.DataFrame, run_id: str | None) -> pd.DataFrame:
+    """A results frame as stored and exported: list columns as JSON text, led by ``run_id`` (None: never stored)."""
+    out = frame.copy()
+    for c in JSON_COLUMNS:
+        out[c] = [json.dumps(list(v)) for v in out[c]]
+    out.insert(0, "run_id", run_id)
+    return out
 
 
 def frame_rankings(frame: pd.DataFrame, *, depth: int | None = None) -> list[Ranking]:

@@ -1,4 +1,4 @@
-"""Benchmark runs in DuckDB: the ``runs`` tables, storing, finding, loading and exporting a :class:`Run`.
+"""Benchmark runs in DuckDB: the ``runs`` tables; storing, finding, listing and loading a :class:`Run`.
 
 What a run is (:class:`~probekit.bench.frames.Run`, its results frame and summary) lives in
 :mod:`probekit.bench.frames`; this module is its store side.
@@ -23,19 +23,16 @@ import secrets
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pandas as pd
 
 from .. import __version__, metrics
 from ..datasets import Dataset
-from ..datasets.base import HARD_IN_FULL
 from ..errors import ProbekitError, command
 from ..memo import Memo
 from ..metrics.accuracy import DEFAULT_COUNTING, check_counting
 from ..store import component_store
 from ..store import owner as _owner
-from ..store.export import safe_target, table_bytes, write_table
 from ..types import Ranking
 from .frames import JSON_COLUMNS, RESULT_COLUMNS, Run, rankings_frame, typed
 from .settings import dataset_spec, get_probe, resolve_options, settings_key, settings_of
@@ -46,7 +43,6 @@ RUN_COLUMNS = ("run_id", "created_at", "finished_at", "status", "settings_key", 
                "vocab", "k", "device", "probekit_version", "n_queries", "n_relations", "seconds", "timings",
                "message", "owner_host", "owner_pid", "owner_start", "heartbeat_at", "counting", "answers_per_query",
                "search")
-EXPORT_FORMATS = ("csv", "parquet")
 STATUSES = ("running", "done", "cancelled", "failed", "interrupted")
 UNFINISHED, STALE_RUN_S, HEARTBEAT_S = _owner.UNFINISHED, _owner.STALE_RUN_S, _owner.HEARTBEAT_S
 _ACTIVE: set[str] = set()
@@ -121,14 +117,6 @@ def new_run_id() -> str:
 
 
 # ---------------------------------------------------------------- store
-def _json_frame(frame: pd.DataFrame, run_id: str | None) -> pd.DataFrame:  # None: a run never stored
-    out = frame.copy()
-    for c in JSON_COLUMNS:
-        out[c] = [json.dumps(list(v)) for v in out[c]]
-    out.insert(0, "run_id", run_id)
-    return out
-
-
 def _arrow_schema():
     import pyarrow as pa
 
@@ -361,46 +349,3 @@ def delete_run(run_id: str) -> None:
                             f"stop it first (or wait: it is marked interrupted once that process is gone)")
     store().delete_with_children("runs", meta["run_id"])  # its results (and prompt perplexities) first
     _RUNS.pop((store().path, meta["run_id"]))
-
-
-def export_frame(run: str | Run) -> pd.DataFrame:
-    """A run's results with its model, dataset, probe, options (JSON) and the probekit version that computed it: the
-    export table (JSON text columns).
-
-    ``subset`` labels each row by the experiment it belongs to: ``full`` or ``hard-in-full`` (a hard
-    query of a full-set run, ranked among the full set's names) for a full-set run, ``hard`` for a hard-set run;
-    ``hard`` stays the query's MedLAMA hardness flag. Then one column per registered metric (``acc@1``…, ``MRR``):
-    the query's own score from its best gold rank (the ``query`` counting; a metric needing more answers than the
-    method gives is empty), so the mean of a column over a relation's rows is that relation's value.
-    """
-    run = load_run(run) if isinstance(run, str) else run
-    data = _json_frame(run.frame, run.run_id)
-    for i, c in enumerate(("label", "model", "model_revision", "dataset", "dataset_version", "dataset_set", "probe",
-                           "options", "vocab", "counting", "answers_per_query", "search", "probekit_version")):
-        value = run.meta.get(c, DEFAULT_COUNTING if c == "counting" else None)
-        data.insert(1 + i, c, json.dumps(value or {}, sort_keys=True, default=str) if c == "options" else value)
-    flag = run.frame["hard"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-    data.insert(data.columns.get_loc("relation"), "subset",
-                "hard" if run.hard_set else [HARD_IN_FULL if h else "full" for h in flag])
-    best = pd.to_numeric(run.frame["best_gold_rank"], errors="coerce").astype(float).to_numpy()
-    depth = run.meta.get("answers_per_query")
-    depth = None if depth is None or pd.isna(depth) else int(depth)
-    for name in metrics.metric_names():
-        m = metrics.get_metric(name)
-        data[name] = m.score(best) if m.defined_at(depth) else float("nan")
-    return data
-
-
-def frame_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
-    """Any table as CSV or Parquet bytes (download buttons)."""
-    return table_bytes(frame, fmt, formats=EXPORT_FORMATS)
-
-
-def export_run(run_id: str, path: str | Path, *, fmt: str | None = None) -> Path:
-    """Write :func:`export_frame` to ``path`` as CSV or Parquet (format from ``fmt`` or the suffix),
-    atomically and safely (:func:`probekit.store.export.write_table`); arguments are checked first."""
-    path = Path(path)
-    safe_target(path)
-    return write_table(export_frame(run_id), path, fmt=fmt, formats=EXPORT_FORMATS)
-
-

@@ -1,4 +1,4 @@
-"""CSV and Parquet: a run's per-query results as one table (:func:`probekit.bench.results.export_frame`), the
+"""CSV and Parquet: a run's per-query results as one table (:func:`probekit.bench.export_table.export_frame`), the
 export probekit always had; one row per query with the run's model, revision, dataset, version, probe, options,
 counting and probekit version on every row, then one column per registered metric."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..bench.export_table import export_frame
 from ..bench.frames import Run
-from ..bench.results import export_frame
 from ..store.export import write_table
 from .base import ExportFormat
 
