@@ -299,3 +299,42 @@ def test_a_slow_server_times_out_in_one_line(served):
     with pytest.raises(ServerError, match=r"gave no answer within 0\.3 s \(PROBEKIT_OPENAI_TIMEOUT_S\)"):
         client.post("/completions", {"model": NAME, "prompt": "a"})
     assert time.perf_counter() - t0 < 1.0  # not retried
+
+
+# ---------------------------------------------------------------- stored runs: a stable key, resumed by relation
+def test_a_stopped_run_through_a_server_resumes_from_the_store(served, tmp_path, monkeypatch):
+    """The server fails after the first relation's statements: the run stops with one line, the finished relation
+    stays stored; loaded again (same address, name and weights: the same settings key), the run scores only the
+    relations left, and its results equal an uninterrupted run's."""
+    from probekit.bench import runner
+
+    monkeypatch.setenv("PROBEKIT_DB", str(tmp_path / "runs.duckdb"))
+    ds = load_dataset("demo")
+    ds = ds.filter(query_ids=[q.id for rel in ds.relations[:2] for q in ds.queries_for(rel)[:2]])
+    first = ds.queries_for(ds.relations[0])
+    n_first = sum(len(ds.candidates("relation", q.relation)) for q in first)
+    model = models.load(served.model_id)
+    assert model.describe()["backend"] == "openai"
+    calls = {"n": 0}
+    real = model.backend.echo
+
+    def echo_then_fail(prompt):
+        calls["n"] += 1
+        if calls["n"] > n_first:
+            raise ServerError("the server went away")
+        return real(prompt)
+
+    monkeypatch.setattr(model.backend, "echo", echo_then_fail)
+    with pytest.raises(ServerError, match="went away"):
+        runner.run_benchmark(model, ds, probe="likelihood", vocab="relation", k=5)
+    monkeypatch.undo()
+    monkeypatch.setenv("PROBEKIT_DB", str(tmp_path / "runs.duckdb"))
+    monkeypatch.setenv("PROBEKIT_OPENAI_TOKENIZER", str(served.engine.tok.name_or_path))
+    again = models.load(served.model_id)
+    before = served.requests
+    resumed = runner.run_benchmark(again, ds, probe="likelihood", vocab="relation", k=5)
+    rest = sum(len(ds.candidates("relation", q.relation)) for q in ds.queries_for(ds.relations[1]))
+    assert served.requests - before == rest  # only the second relation's statements
+    whole = runner.run_benchmark(again, ds, probe="likelihood", vocab="relation", k=5, save=False)
+    assert [r.gold_ranks for r in resumed.rankings()] == [r.gold_ranks for r in whole.rankings()]
+    assert resumed.meta["status"] == "done"
