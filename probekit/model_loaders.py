@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from .errors import ModelLoadError
-from .model_memory import _causal_kwargs
+from .model_memory import _causal_kwargs, count_params, memory_needed
 from .model_registry import ModelSpec
 
 if TYPE_CHECKING:
@@ -92,11 +92,17 @@ def _load_seq2seq(req: LoadRequest) -> Weights:
 
 
 def _load_causal(req: LoadRequest) -> Weights:
-    from transformers import AutoModelForCausalLM
+    """The LM head model in ``req.dtype``; on CUDA a model too large for the asked GPU but not for all visible GPUs
+    together is sharded across them (``device_map="auto"``: :func:`probekit.model_memory.placement`)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    need = None
+    if req.device.type == "cuda" and torch.cuda.device_count() > 1:
+        cfg = AutoConfig.from_pretrained(req.source, local_files_only=req.local_only)
+        need = memory_needed(count_params(cfg), req.dtype)
     try:
         model = AutoModelForCausalLM.from_pretrained(req.source, local_files_only=req.local_only,
-                                                     **_causal_kwargs(req.dtype, req.device))
+                                                     **_causal_kwargs(req.dtype, req.device, need))
     except torch.OutOfMemoryError:
         raise ModelLoadError(f"model {req.model_id!r} ran out of memory while loading in {req.dtype} on "
                              f"{req.device}; try a smaller --dtype or model") from None

@@ -3,6 +3,7 @@ before loading a causal LM, so a model that will not fit is refused in one line 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -59,16 +60,47 @@ def memory_free(dev: torch.device) -> float | None:
     return None
 
 
+def placement(need: float, free: Sequence[float], index: int) -> str | None:
+    """Where a causal LM needing ``need`` bytes goes on CUDA, given each visible GPU's ``free`` bytes and the asked
+    GPU's ``index``: ``"one"`` when that GPU holds it, ``"auto"`` when only all of them together do (its layers
+    sharded across them by accelerate's ``device_map="auto"``, each GPU holding whole layers, so a little more than
+    the sum is kept free: the largest share is never filled past its free memory), None when it does not fit.
+
+    >>> placement(10e9, [12e9, 12e9], 0)
+    'one'
+    >>> placement(17.4e9, [12e9, 12e9], 0)
+    'auto'
+    >>> placement(30e9, [12e9, 12e9], 0) is None, placement(17.4e9, [12e9], 0) is None
+    (True, True)
+    """
+    if need <= free[index]:
+        return "one"
+    if len(free) > 1 and need <= sum(free):
+        return "auto"
+    return None
+
+
+def gpu_free() -> list[float]:
+    """Free bytes of every visible CUDA GPU (the driver's count), in index order."""
+    return [float(torch.cuda.mem_get_info(i)[0]) for i in range(torch.cuda.device_count())]
+
+
 def check_memory(model_id: str, n_params: float, dtype: str, dev: torch.device, free: float | None = None) -> None:
-    """Refuse, in one line, a model that will not fit in ``free`` bytes (default: :func:`memory_free`).
+    """Refuse, in one line, a model that will not fit in ``free`` bytes (default: :func:`memory_free`; on CUDA
+    with several GPUs, all of them together: :func:`placement` shards it).
 
     >>> check_memory("m", 7.24e9, "float16", torch.device("cuda"), free=12e9)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     probekit.errors.ModelLoadError: model 'm' needs ~17.4 GB in float16; this GPU has 12.0 GB free; try ...
     """
-    free = memory_free(dev) if free is None else free
     need = memory_needed(n_params, dtype)
+    if free is None and dev.type == "cuda" and torch.cuda.device_count() > 1:
+        frees = gpu_free()
+        if placement(need, frees, dev.index or 0) is not None:
+            return
+        free = sum(frees)
+    free = memory_free(dev) if free is None else free
     if free is None or need <= free:
         return
     where = "this GPU" if dev.type == "cuda" else "this machine"
@@ -92,15 +124,18 @@ def _causal_dtype(dtype: str | None, dev: torch.device) -> str:
     return "float32"
 
 
-def _causal_kwargs(dtype: str, dev: torch.device) -> dict:
+def _causal_kwargs(dtype: str, dev: torch.device, need: float | None = None) -> dict:
     """from_pretrained arguments for a causal LM in ``dtype`` on ``dev``: weights straight onto the GPU
-    (``device_map``, needs ``accelerate``) and 8/4-bit quantisation through ``bitsandbytes``."""
+    (``device_map``, needs ``accelerate``; ``"auto"``, sharded across the visible GPUs, when ``need`` bytes fit only
+    on all of them: :func:`placement`) and 8/4-bit quantisation through ``bitsandbytes``."""
     kw: dict = {"dtype": getattr(torch, dtype) if dtype not in ("int8", "int4") else torch.float16}
     if dev.type != "cuda":
         return kw
     try:
         import accelerate  # type: ignore[import-not-found]  # noqa: F401  # optional: device_map needs it
         kw["device_map"] = {"": str(dev)}
+        if need is not None and torch.cuda.device_count() > 1 and placement(need, gpu_free(), dev.index or 0) == "auto":
+            kw["device_map"] = "auto"
     except ImportError:
         pass
     if dtype in ("int8", "int4"):

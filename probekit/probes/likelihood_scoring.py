@@ -238,7 +238,8 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
         sel = torch.tensor([slot[q] for q, _ in members], device=dev)
         past = DynamicCache(config=lm.config)
         for li in range(len(keys)):
-            past.update(keys[li][sel], values[li][sel], li)
+            # a model sharded across GPUs (device_map="auto") keeps each layer's cache on that layer's GPU
+            past.update(keys[li][sel.to(keys[li].device)], values[li][sel.to(values[li].device)], li)
         width = max(len(rows[q][i]) - pre[q] for q, i in members)
         batch_np = np.zeros((len(members), width), dtype=np.int64)  # (b, width): continuations, right-padded
         pos = np.zeros((len(members), width), dtype=np.int64)
