@@ -21,10 +21,6 @@ from .shards import index_folder
 from .sources import Source
 from .store import check_name, record, record_path
 
-RECALL_K = 10
-RECALL_QUERIES = 256
-"""Queries used to measure an approximate index's recall: a seeded sample of the vocabulary's own vectors."""
-
 
 def peak_rss() -> int:
     """This process's peak resident memory so far, in bytes (Linux reports KiB)."""
@@ -90,20 +86,14 @@ def build(name: str, source: Source, *, model_id: str = config.DEFAULT_MODEL, mo
 def build_index(vectors: shards.Vectors, *, kind: str, params: dict | None, similarity: str,
                 progress: Progress | None = None) -> dict:
     """Build and save the :class:`ShardedIndex` over the shards; for an approximate kind, its recall@10 against
-    exact search on :data:`RECALL_QUERIES` of the vocabulary's own vectors (seeded sample)."""
-    import numpy as np
-
+    exact search as the build measured it (:func:`probekit.vocab.index_kinds.tuning_queries`)."""
     from .search import ShardedIndex
 
     parts = vectors.shards()
     index = ShardedIndex.build(parts, similarity=similarity, kind=kind, params=params or None, progress=progress)
     out: dict = {"index": kind, "index_params": params or {}}
-    if kind != "exact":  # measured before saving: the saved index (what runs record) carries this same recall
-        n = vectors.rows.n_rows
-        rng = np.random.default_rng(0)
-        pick = np.sort(rng.choice(n, size=min(RECALL_QUERIES, n), replace=False))
-        q = np.stack([np.asarray(parts[i // vectors.rows.shard_size][i % vectors.rows.shard_size], dtype=np.float32)
-                      for i in pick])  # (n_queries, dim)
-        out["recall_at_10"] = round(float(index.recall_at_k(q, RECALL_K)), 4)
+    if index.recall is not None:  # measured at build on held-out perturbed names; saved with the index
+        out["recall_at_10"] = round(float(index.recall["recall"]), 4)
+        out["recall_queries"] = f"{index.recall['queries']} {index.recall.get('on', 'names')}"
     index.save(index_folder(vectors, kind, similarity))
     return out

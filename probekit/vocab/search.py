@@ -49,16 +49,17 @@ from ..index import QUERY_CHUNK, SIMILARITIES, row_hashes, twin_groups
 from ..index_rank import TIE_TOLERANCE, GoldCounter, prepare, score_scale, top_k_by_rule
 from ..jobs import Progress
 from .index_gpu import TorchGoldCounter, default_device
-from .index_kinds import IndexKind, metric_of, resolve
+from .index_kinds import IndexKind, metric_of, resolve, tuning_queries
 from .index_shards import Shards
 from .scan import Pass, count_by_range, exact_top, rescore
 from .topk import first_then, overlap
 
 FORMAT = 1
 RECALL_QUERIES, RECALL_K = 200, 10
-"""An approximate index's build measures its recall@RECALL_K on this many of the vocabulary's own names (seeded
-sample; a name finds itself, so this is an upper bound of sorts: :meth:`ShardedIndex.recall_at_k` on a run's own
-queries replaces it)."""
+"""An approximate index's build measures its recall@RECALL_K on this many tuning queries
+(:func:`~probekit.vocab.index_kinds.tuning_queries`: held-out names, perturbed); a run's ranking pass measures it
+again on the run's own queries (:attr:`ShardedIndex.run_recall`)."""
+TUNING_QUERIES = "held-out names + noise 0.75 |x|"
 META = "index.json"
 STATS = "stats.npz"
 FAISS = "index.faiss"
@@ -105,6 +106,7 @@ class ShardedIndex:
             kind.tune(approx, params)
         self.build_seconds = build_seconds
         self.recall = recall
+        self.run_recall: dict[str, Any] | None = None  # on the last rank()'s own queries (approximate kinds)
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -139,8 +141,7 @@ class ShardedIndex:
         if approx is not None:  # measured, never assumed: on a seeded sample of the vocabulary's own names
             if progress:
                 progress(sh.n, sh.n, "measuring recall")
-            sample = np.sort(np.random.default_rng(0).choice(sh.n, size=min(RECALL_QUERIES, sh.n), replace=False))
-            index._tune_to_recall(sh.rows(sample), merged.get("target_recall"))
+            index._tune_to_recall(tuning_queries(sh, RECALL_QUERIES, merged), merged.get("target_recall"))
         index.build_seconds = time.perf_counter() - t0
         return index
 
@@ -175,8 +176,11 @@ class ShardedIndex:
         params = ", ".join(f"{k} {v}" for k, v in sorted(self.params.items()) if k != "target_recall")
         line = f"approximate top-k: {self.kind.name} ({params})"
         if self.recall:
+            on = f" ({self.recall['on']})" if "on" in self.recall else ""
             line += (f"; recall@{self.recall['k']} {self.recall['recall']:.3f} against exact search on "
-                     f"{self.recall['queries']:,} queries")
+                     f"{self.recall['queries']:,} queries{on}")
+        if self.run_recall:
+            line += (f", {self.run_recall['recall']:.3f} on this run's {self.run_recall['queries']:,} queries")
         return line + "; gold ranks exact"
 
     @property
@@ -246,6 +250,7 @@ class ShardedIndex:
         positive_int("k", k)
         exclude = [list(e) for e in exclude] if exclude is not None else [[] for _ in range(n_q)]
         out = []
+        seen: list[float] = []  # per query of a streamed pass: the share of the exact top-k the index found
         for start in range(0, n_q, QUERY_CHUNK):
             stop = min(start + QUERY_CHUNK, n_q)
             q = self._queries(queries[start:stop])  # (chunk, dim)
@@ -259,7 +264,12 @@ class ShardedIndex:
                     search = first_then(search, self._exact_search(q, kk0, counter), len(q), kk0)
                 elif not count_by_range(self.approx, counter, n=len(self), similarity=self.similarity,
                                         max_norm=self._max_norm, sq=self._sq_norms, rows_of=self.shards.rows):
-                    Pass(self.shards, q, inv=self._inv, sq=self._sq_norms, counter=counter).run()
+                    kr = min(k, len(self))  # the pass reads every row anyway: the exact top-k for the run's recall
+                    p = Pass(self.shards, q, inv=self._inv, sq=self._sq_norms, kk=kr, counter=counter)
+                    p.run()
+                    if p.heap is not None:
+                        got = self._approx_search(q, kr)[1]
+                        seen += [len(set(w) & set(g)) / kr for w, g in zip(p.heap.I[:, :kr].tolist(), got.tolist())]
             ranks = counter.ranks()
             tops = top_k_by_rule(search, q, g, ex, ranks, k, n=len(self),
                                  tol=TIE_TOLERANCE * score_scale(self.similarity, q, self._max_norm),
@@ -267,6 +277,8 @@ class ShardedIndex:
             out += [(ids, scores, r) for (ids, scores), r in zip(tops, ranks)]
             if progress:
                 progress(stop, n_q, "ranking")
+        if seen:
+            self.run_recall = {"k": min(k, len(self)), "queries": len(seen), "recall": float(np.mean(seen))}
         return out
 
     def _counter(self, q: np.ndarray, golds, exclude) -> GoldCounter:
@@ -324,7 +336,7 @@ class ShardedIndex:
             value = best_value
             if self.params["nprobe"] != best:
                 measure(best)
-        self.recall = {"k": kk, "queries": len(q), "recall": value}
+        self.recall = {"k": kk, "queries": len(q), "recall": value, "on": TUNING_QUERIES}
 
     def measure_recall(self, queries: np.ndarray, k: int) -> dict[str, Any]:
         """``{"k", "queries", "recall"}``: the mean fraction of the exact top-k that this index's top-k holds on
