@@ -1,5 +1,6 @@
 """AppTest of the Annotation results page's additions: ordinal agreement, rater quality and the reliability-weighted
-acc@k tables; the "where judgement is needed" form (preview, create, the rule shown with the session)."""
+acc@k tables; the review panel (blind ratings, a verdict recorded); the "where judgement is needed" form (preview,
+create, the rule shown with the session). One page session for all, as an organiser would go through it."""
 
 from __future__ import annotations
 
@@ -13,17 +14,30 @@ def frame_with(at, column):
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
-def test_results_page_quality_tables_and_the_queue_form(rated):  # noqa: F811
+def test_results_page_quality_review_and_queue(rated):  # noqa: F811
     res = open_app("results", query_params={"session": rated})
     assert errors(res) == []
     assert "ICC(2,1) absolute agreement, one rater" in frame_with(res, "measure").measure.tolist()
     quality = frame_with(res, "reliability")
     assert sorted(quality.annotator) == ["alice", "bob", "carol"]
     assert frame_with(res, "reliability-weighted expert acc (≥5)").relation.tolist()[:1] == ["may_prevent"]
-    # a second round over the answers the experts disputed
+    # the review panel: the disputed answers, their ratings without names until the organiser allows them
+    disputed = frame_with(res, "spread")
+    assert disputed.item_id.tolist() == ann.disputed(rated).item_id.tolist() and len(disputed)
+    names = ("alice", "bob", "carol")
+    assert not any(n in m.value for m in res.markdown for n in names)
+    # the organiser's clicks batched into few runs (each run recomputes the page's statistics)
+    res.toggle(key="rv_names").set_value(True)
+    res.segmented_control(key="rv_score").set_value(5)
+    res.text_input(key="rv_reviewer").set_value("Dr Reviewer")
     res.selectbox(key="rq_rule").set_value("expert-disagreement").run()
-    res.selectbox(key="rq_session").set_value(rated).run()
+    assert errors(res) == [] and any("carol" in m.value for m in res.markdown)
+    res.selectbox(key="rq_session").set_value(rated)
+    res.button(key="rv_record").click().run()  # enabled once a score is chosen
     assert errors(res) == []
+    assert ann.verdicts(rated)[["item_id", "score"]].values.tolist() == [[disputed.item_id[0], 5]]
+    assert any("replaces the raters' consensus on 1 answer" in c.value.replace("\\", "") for c in res.caption)
+    # a second round over the answers the experts disputed: the preview, then the session
     preview = frame_with(res, "largest spread")
     assert len(preview) and (preview["largest spread"] >= 2).all()
     res.button(key="rq_create").click().run()

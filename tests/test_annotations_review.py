@@ -1,12 +1,12 @@
 """Review and adjudication on a real store: disputed answers, blind ratings, a verdict as one more row (no rating
-lost), statistics that use it and say so, refusals that write nothing, the CLI and the page's review panel."""
+lost), statistics that use it and say so, refusals that write nothing, and the CLI (the page's review panel:
+tests/test_annotations_pages.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from apptest_utils import errors, open_app
 from test_annotations import rankings
 
 from probekit import annotations as ann
@@ -124,20 +124,3 @@ def test_cli_review(panel, capsys):
                           (("--item", hot, "--score", "9", "--name", "R"), "1 to 5")):
         code, _, err = run("annotations", "review", "--session", sid, *argv)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
-
-
-def test_results_page_review_panel(panel):
-    sid, hot, _ = panel
-    res = open_app("results", query_params={"session": sid})
-    assert errors(res) == []
-    table = next(d.value for d in res.dataframe if "spread" in d.value.columns)
-    assert table.item_id.tolist() == [hot]
-    assert not any(n in m.value for m in res.markdown for n in NAMES)  # blind by default
-    res.toggle(key="rv_names").set_value(True).run()
-    assert any("Alice" in m.value for m in res.markdown)
-    res.segmented_control(key="rv_score").set_value(5).run()
-    res.text_input(key="rv_reviewer").set_value("Dr Reviewer").run()
-    res.button(key="rv_record").click().run()
-    assert errors(res) == []
-    assert ann.verdicts(sid).score.tolist() == [5]
-    assert any("replaces the raters' consensus on 1 answer" in c.value.replace("\\", "") for c in res.caption)
