@@ -167,3 +167,34 @@ def test_a_run_served_by_an_approximate_index_records_it(tmp_path, tiny_encoder,
     assert shown and abs(float(shown[1]) - out["recall_at_10"]) <= 0.0005 + 1e-9
     assert runs.get_run(exact.run_id)["search"] is None
     assert list(approx.frame.gold_ranks) == list(exact.frame.gold_ranks)
+
+
+def test_probing_with_another_pooling_is_refused_in_one_line(tmp_path, tiny_encoder, monkeypatch):
+    """Another pooling means other vectors: every name encoded again and the built index unused. Refused with the
+    vocabulary's pooling named, nothing encoded; after a second build for that pooling both builds serve."""
+    from probekit.probes import get_probe
+    from probekit.types import Query
+    from probekit.vocab import shards
+    from probekit.vocab.store import open_vocabulary, record
+
+    count_encodes: list[int] = []
+    real = shards.encode_shard
+    monkeypatch.setattr(shards, "encode_shard", lambda *a, **kw: count_encodes.append(1) or real(*a, **kw))
+    conso, _ = write_umls(tmp_path / "umls")
+    built_with = tiny_encoder.spec.pooling
+    other = "cls" if built_with == "mean" else "mean"
+    _build("pool", conso, tiny_encoder, index="ivf-flat", index_params={"nlist": 2, "nprobe": 1})
+    cands = open_vocabulary("pool").candidates()
+    q = Query("q1", "aspirin", "may_prevent", "[X] may prevent [Y].", golds=("Myocardial infarction",))
+    probe = get_probe("retrieval")
+    before = len(count_encodes)
+    with pytest.raises(ProbekitError) as refused:
+        probe.rank(tiny_encoder, [q], cands, k=2, pooling=other)
+    line = str(refused.value)
+    assert "\n" not in line and f"built with pooling {built_with!r}, not {other!r}" in line
+    assert "its ivf-flat index" in line and f"--pooling {other}" in line
+    assert len(count_encodes) == before  # nothing was encoded
+    assert probe.rank(tiny_encoder, [q], cands, k=2, pooling=built_with)[0].search  # its approximate index
+    _build("pool", conso, tiny_encoder, pooling=other)
+    assert len(record("pool")["builds"]) == 2
+    assert probe.rank(tiny_encoder, [q], open_vocabulary("pool").candidates(), k=2, pooling=other)[0].gold_ranks

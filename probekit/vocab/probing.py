@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..encode import POOLINGS
 from ..errors import ProbekitError
 from ..jobs import Progress
 from ..memo import Memo
@@ -36,8 +37,10 @@ def vocabulary_index(model, candidates: VocabularyCandidates, *, layer: int, poo
     if candidates.rows is None:
         raise ProbekitError(f"vocabulary {candidates.vocabulary!r} has no stored rows")
     rec = record(candidates.vocabulary)
-    default = rec.get("builds", {}).get(rec.get("default", ""), {})
+    builds = rec.get("builds", {})
+    default = builds.get(rec.get("default", ""), {})
     dtype = default.get("dtype", "float32")
+    _check_pooling(model, candidates, builds, layer=layer, pooling=pooling, dtype=dtype, fast=fast)
     vectors = shards.encode(model, candidates.rows, layer=layer, pooling=pooling, dtype=dtype,
                             batch_size=batch_size, fast=fast, progress=progress)
     built = rec.get("builds", {}).get(vectors.folder.name, {})
@@ -55,6 +58,31 @@ def vocabulary_index(model, candidates: VocabularyCandidates, *, layer: int, poo
         index.save(folder)
     _INDEXES.put(key, index)
     return index
+
+
+def _check_pooling(model, candidates: VocabularyCandidates, builds: dict, *, layer: int, pooling: str, dtype: str,
+                   fast: bool) -> None:
+    """Refuse a pooling the vocabulary was not built with when it was built with another for this model and layer.
+
+    Why: the vectors of another pooling are other vectors: every name would be encoded again (162 s at 100,000
+    names here, hours at millions) and the approximate index built over the stored vectors could not serve them,
+    all without a word. The user picks: the vocabulary's pooling, or a second build for this one."""
+    rows = candidates.rows
+    if rows is None:
+        return
+
+    def key(p: str) -> str:
+        return shards.vector_key(model, fingerprint=rows.fingerprint, layer=layer, pooling=p, dtype=dtype,
+                                 shard_size=rows.shard_size, fast=fast)
+    if key(pooling) in builds:
+        return
+    built = [p for p in POOLINGS if p != pooling and key(p) in builds]
+    if built:
+        kind = builds[key(built[0])].get("index", "exact")
+        raise ProbekitError(f"vocabulary {candidates.vocabulary!r} was built with pooling {built[0]!r}, not "
+                            f"{pooling!r}: probe it with pooling {built[0]!r} (its {kind} index), or build it again "
+                            f"with --pooling {pooling} (`probekit vocab build {candidates.vocabulary} ... --pooling "
+                            f"{pooling}`: every name is encoded again; both builds are kept)")
 
 
 def _concept_rows(candidates: VocabularyCandidates) -> dict[str, list[int]]:
