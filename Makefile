@@ -53,6 +53,7 @@ test-slow: install
 # End-to-end stress, kill and reference checks (marker `heavy`): left out of `make test`, run by CI after it, one
 # at a time (several of them measure how the app holds under load, so they do not share the cores).
 test-heavy: install
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-engines.txt  # llama.cpp's server: compiled once
 	$(PY) -m pytest -m heavy $(PYTEST_ARGS)
 
 # The wheel of this checkout installed into a fresh virtualenv outside it (tests/test_install.py): from another

@@ -5,6 +5,15 @@ Run on a machine with a GPU:
 ``names.txt``: one candidate name a line; ``queries.tsv``: cloze text with [MASK] <TAB> golds joined by ' || '.
 Prints one JSON object: vector agreement, top-10 agreement and acc@10 on both devices, and CUDA/CPU speed ratios
 for encoding, retrieval and mask_average (on a random MLM of the same size built here).
+
+``--causal FOLDER_OR_ID``: the likelihood probe with that causal LM in half precision on CUDA (bf16 where supported;
+a model larger than one GPU is sharded across all of them) against float32 on CPU, on the demo set's queries and
+their relation's answers: max |Δ score|, top-1 and gold-rank agreement, statements/s on each.
+``--served openai:URL#NAME``: the same queries through that server (probekit.backends) against the CUDA model:
+the same statements scored by an engine (vLLM, llama.cpp) and by probekit, rankings compared first.
+
+    python benchmarks/gpu_check.py --model MODEL_DIR --names names.txt --queries queries.tsv \
+        --causal BioMistral/BioMistral-7B --served 'openai:http://127.0.0.1:8000/v1#BioMistral/BioMistral-7B'
 """
 
 from __future__ import annotations
@@ -41,12 +50,62 @@ def _top_overlap(a, b, k=10) -> float:
     return float(np.mean([len(set(x.ids[:k]) & set(y.ids[:k])) / k for x, y in zip(a, b)]))
 
 
+def _likelihood_check(causal: str, served: str | None, n_queries: int) -> dict:
+    """The likelihood probe in half precision on CUDA vs float32 on CPU (and vs a served copy of the model)."""
+    from probekit.datasets import load_dataset
+
+    ds = load_dataset("demo")
+    step = max(1, len(ds) // n_queries)
+    cases = [(q, ds.candidates("relation", q.relation)) for q in ds.queries[::step][:n_queries]]
+    statements = sum(len(c) for _, c in cases)
+    probe = get_probe("likelihood")
+
+    def scores(model):
+        out = []
+        for q, c in cases:
+            r = probe.rank(model, [q], c, k=len(c))[0]
+            out.append((np.array(r.scores)[np.argsort(r.ids)], r.gold_ranks))
+        return out
+
+    def compare(a, b) -> dict:
+        return {"max_abs_score_diff": max(float(np.abs(x[0] - y[0]).max()) for x, y in zip(a, b)),
+                "top1_agreement": float(np.mean([np.argmax(x[0]) == np.argmax(y[0]) for x, y in zip(a, b)])),
+                "gold_rank_agreement": float(np.mean([x[1] == y[1] for x, y in zip(a, b)]))}
+
+    gpu = models.load(causal, device="cuda")
+    out: dict = {"model": causal, "dtype_cuda": str(next(gpu.causal.parameters()).dtype),
+                 "sharded": bool(getattr(gpu.causal, "hf_device_map", None) and
+                                 len(set(gpu.causal.hf_device_map.values())) > 1),
+                 "queries": len(cases), "statements": statements}
+    scores(gpu)  # warm-up
+    sg, tg = _timed(lambda: scores(gpu))
+    out["cuda_statements_per_s"] = statements / tg
+    if served:
+        remote = models.load(served)
+        ss, ts = _timed(lambda: scores(remote))
+        out["served"] = {"id": served, **compare(ss, sg), "statements_per_s": statements / ts,
+                         "meta": remote.describe()}
+    models.release(gpu)
+    try:
+        cpu = models.load(causal, device="cpu", dtype="float32")
+    except Exception as e:  # noqa: BLE001  # a 7B model may not fit this machine's memory in fp32
+        out["cpu"] = f"not loaded: {e}"
+        return out
+    sc, tc = _timed(lambda: scores(cpu))
+    out["cpu"] = {**compare(sg, sc), "statements_per_s": statements / tc, "cuda_speedup": tc / tg}
+    models.release(cpu)
+    return out
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--names", required=True)
     ap.add_argument("--queries", required=True)
     ap.add_argument("--cpu-names", type=int, default=4000, help="names encoded on CPU for the comparison")
+    ap.add_argument("--causal", default=None, help="a causal LM for the likelihood probe in half precision")
+    ap.add_argument("--served", default=None, help="openai:URL#NAME serving the --causal model: backend comparison")
+    ap.add_argument("--likelihood-queries", type=int, default=40, help="demo queries for --causal")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "this check needs CUDA"
     names = Path(args.names).read_text().splitlines()
@@ -102,6 +161,8 @@ def main() -> None:
         out["rewire"] = _rewire_check(args.model)
     except ImportError:
         out["rewire"] = "probekit.rewire not present"
+    if args.causal:
+        out["likelihood"] = _likelihood_check(args.causal, args.served, args.likelihood_queries)
     models.release(gpu)
     out["cuda_memory_after_release_mb"] = torch.cuda.memory_allocated() / 2**20
     print(json.dumps(out, indent=2))

@@ -106,3 +106,107 @@ def save_tiny_mistral(path: Path, *, seed: int = 0, sliding_window: int = 6) -> 
     MistralForCausalLM(cfg).eval().save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def save_tiny_gpt2_gguf(folder: Path, out: Path) -> Path:
+    """The tiny GPT-2 saved in ``folder`` (:func:`save_tiny_gpt2`) written as a GGUF file for llama.cpp, in float32:
+    the same weights, and its byte-level BPE (vocabulary in id order, merges) as a ``gpt2`` tokenizer with the
+    ``gpt-2`` pre-tokenizer (the ByteLevel split the toy tokenizer uses), adding no BOS itself as GPT-2's does not.
+
+    The tensor names and layout are llama.cpp's for its ``gpt2`` architecture (gguf-py's ``MODEL_ARCH.GPT2``
+    tensor list); GPT-2's Conv1D weights are stored (in, out) and llama.cpp wants (out, in), so they are
+    transposed. Needs the ``gguf`` package (requirements-engines.txt)."""
+    import json
+
+    import gguf
+    import numpy as np
+    from transformers import GPT2LMHeadModel
+
+    folder, out = Path(folder), Path(out)
+    model = GPT2LMHeadModel.from_pretrained(folder).eval()
+    cfg = model.config
+    state = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    tok = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = tok["model"]["vocab"]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    special = {t["id"] for t in tok["added_tokens"] if t.get("special")}
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    assert [vocab[t] for t in tokens] == list(range(len(tokens))) and len(tokens) == cfg.vocab_size
+    writer = gguf.GGUFWriter(str(out), "gpt2")
+    writer.add_name("tiny-gpt2")
+    writer.add_context_length(cfg.n_positions)
+    writer.add_embedding_length(cfg.n_embd)
+    writer.add_feed_forward_length(cfg.n_inner or 4 * cfg.n_embd)
+    writer.add_block_count(cfg.n_layer)
+    writer.add_head_count(cfg.n_head)
+    writer.add_layer_norm_eps(cfg.layer_norm_epsilon)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL
+                            for i in range(len(tokens))])
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(cfg.bos_token_id)
+    writer.add_eos_token_id(cfg.eos_token_id)
+    writer.add_add_bos_token(False)
+    writer.add_add_eos_token(False)
+    names = {"wte.weight": "token_embd.weight", "wpe.weight": "position_embd.weight",
+             "ln_f.weight": "output_norm.weight", "ln_f.bias": "output_norm.bias"}
+    per_block = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+                 "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+    for name, value in state.items():
+        if name.endswith((".attn.bias", ".attn.masked_bias")) or name == "lm_head.weight":
+            continue
+        short = name.removeprefix("transformer.")
+        if short in names:
+            target = names[short]
+        else:
+            _, block, rest = short.split(".", 2)
+            part, kind = rest.rsplit(".", 1)
+            target = f"blk.{block}.{per_block[part]}.{kind}"
+            if kind == "weight" and part not in ("ln_1", "ln_2"):
+                value = value.T
+        writer.add_tensor(target, np.ascontiguousarray(value, dtype=np.float32))
+    writer.add_tensor("output.weight", np.ascontiguousarray(state["lm_head.weight"], dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def serve_gguf(path: Path, *, alias: str, threads: int = 1, timeout: float = 120.0):
+    """Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (a free port) serving the GGUF file ``path``
+    as ``alias``, and return ``(process, base URL)`` once its ``/v1/models`` answers; the caller terminates the
+    process. Every token's logits are kept (``--logits_all``), which its echo of prompt log-probs needs; the KV cache
+is float32 (``--type_k/--type_v 0``, GGML_TYPE_F32; llama.cpp's default is float16)."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", alias,
+                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512", "--n_threads",
+                             str(threads), "--n_threads_batch", str(threads), "--logits_all", "true",
+                             "--type_k", "0", "--type_v", "0", "--verbose", "false"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}: "
+                               f"{(proc.stderr.read() if proc.stderr else b'').decode()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/models", timeout=2) as r:
+                if json.loads(r.read()).get("data"):
+                    return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"llama_cpp.server did not answer on {url} within {timeout:g} s")

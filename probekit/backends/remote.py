@@ -154,10 +154,9 @@ def canary(model: RemoteModel) -> dict:
     for text in CANARY:
         ids = model.ids(text)
         echo = backend.echo(model.prompt(text))
-        if len(echo.logprobs) < max(len(ids) - 1, 1):
-            raise BackendRefused(f"{where} echoes {len(echo.logprobs)} prompt tokens of {len(ids)}: it returns "
-                                 "log-probs of generated tokens only (no echo of the prompt), which score at "
-                                 "chance")
+        if not echo.logprobs:
+            raise BackendRefused(f"{where} echoes none of the {len(ids)} prompt tokens: it returns log-probs of "
+                                 "generated tokens only (no echo of the prompt), which score at chance")
         values, missing = align(echo, len(ids), where)
         first_missing |= missing
         for j, (tok, t_id) in enumerate(zip(echo.tokens, ids[len(ids) - len(echo.tokens):])):
