@@ -147,6 +147,8 @@ def test_cli_create_from_runs(two_runs, capsys):
     assert ann.get_session(sid)["selection"]["params"] == {"min_margin": 0.6}
     code, out, _ = run("annotations", "stats", "--session", sid)
     assert code == 0 and "queries chosen by selection rule 'confident-miss'" in out
+    code, out, _ = run("annotations", "list")
+    assert code == 0 and f"{sid}  cli queue" in out and "chosen by rule 'confident-miss'" in out
     for argv, message in ((("--select", "nope", "--from-runs", run_a), "unknown selection rule 'nope'"),
                           (("--from-runs", run_a, run_b), "need --select RULE"),
                           (("--select", "disagreement", "--from-runs", run_a), "needs 2 stored runs"),

@@ -108,7 +108,8 @@ def _cmd_list(args) -> int:
     else:
         for r in frame.to_dict(orient="records"):
             print(f"{r['session_id']}  {r['name']}  [{r['n_queries']} queries × {r['k']}, "
-                  f"{r['annotators']} annotators, {r['ratings']} ratings]")
+                  f"{r['annotators']} annotators, {r['ratings']} ratings]"
+                  + (f" chosen by rule '{r['selection']}'" if r.get("selection") else ""))
     return 0
 
 
