@@ -14,6 +14,7 @@ the id form, and that rankings through a protocol-correct server equal the in-pr
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -225,6 +226,11 @@ def test_rankings_through_the_server_equal_the_in_process_ones(served, tiny, mod
             b = probe.rank(local, [q], cands, k=len(cands), span=span)[0]
             np.testing.assert_allclose(a.scores, b.scores, atol=1e-4)
             assert a.gold_ranks == b.gold_ranks
+    stages: list[str] = []
+    probe.rank(remote, queries[:2], ds.candidates("relation", queries[0].relation), k=3,
+               progress=lambda done, total, stage: stages.append(stage))
+    speeds = [float(m.replace(",", "")) for st in stages for m in re.findall(r"([\d,]+) tokens/s", st)]
+    assert speeds and max(speeds) > 0  # the one Progress says how fast the engine scores
     with pytest.raises(ProbekitError, match="^probe 'retrieval' needs an encoder"):
         get_probe("retrieval").rank(remote, queries[:1], ds.candidates("relation", queries[0].relation))
 

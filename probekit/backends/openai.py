@@ -112,8 +112,15 @@ class Completions:
         self.client, self.model, self.concurrency = client, model, concurrency
         self.tokens_scored = 0
         self.seconds = 0.0
+        self._since: float | None = None
         self._forced: dict[tuple[str, int], float] = {}
         self._lock = threading.Lock()
+
+    def speed(self) -> float:
+        """Prompt tokens scored per second so far (the statements being scored now included)."""
+        with self._lock:
+            secs = self.seconds + (time.perf_counter() - self._since if self._since is not None else 0.0)
+            return self.tokens_scored / secs if secs > 0 else 0.0
 
     @property
     def where(self) -> str:
@@ -160,6 +167,8 @@ class Completions:
         """Per-position log-probs of each prompt (NaN at position 0), ``concurrency`` requests at a time, in order;
         a first token the echo leaves out is filled by :meth:`forced` after ``bos_text``."""
         t0 = time.perf_counter()
+        with self._lock:
+            self._since = t0
         out: list[list[float]] = [[] for _ in prompts]
 
         def one(i: int) -> None:
@@ -167,6 +176,8 @@ class Completions:
             if first_missing:
                 values[1] = self.forced(bos_text, first_ids[i], first_texts[i])
             out[i] = values
+            with self._lock:
+                self.tokens_scored += n_ids[i]
 
         if self.concurrency == 1 or len(prompts) == 1:
             for i in range(len(prompts)):
@@ -179,6 +190,6 @@ class Completions:
                     if progress:
                         progress(done)
         with self._lock:
-            self.tokens_scored += sum(n_ids)
             self.seconds += time.perf_counter() - t0
+            self._since = None
         return out

@@ -148,7 +148,7 @@ def _served_progress(progress, served, done: int, total: int, n_queries: int) ->
     """``progress`` told of each statement an engine scored in a chunk of ``n_queries`` queries, with its speed so
     far (the one Progress; queries count as done only when their chunk is)."""
     def report(n: int) -> None:
-        speed = served.tokens_scored / served.seconds if served.seconds else 0.0
+        speed = served.speed()
         progress(done, total, f"scoring · {n:,} statements of the next {n_queries} queries · {speed:,.0f} tokens/s")
     return report
 
@@ -226,8 +226,7 @@ class LikelihoodProbe(Probe):
                 yield queries[j], scores, dict(zip(kept[j], per_token))
             done += len(chunk)
             if call.progress:
-                speed = f" · {served.tokens_scored / served.seconds:,.0f} tokens/s" if served and served.seconds \
-                    else ""
+                speed = f" · {served.speed():,.0f} tokens/s" if served is not None else ""
                 call.progress(done, len(queries), "scoring" + speed)
 
     def _rank(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
