@@ -82,6 +82,9 @@ with st.expander(f"All stored runs ({len(listed)}; accuracy in %)"):
 if not selected:
     st.info("Pick the runs to show.")
     st.stop()
+unfinished = [f"{names[r]}: {info.status[r]}" for r in selected if info.status[r] != "done"]
+if unfinished:  # a run's state is said here, not in its picker label (which must not change under a selection)
+    st.caption("Not finished: " + "; ".join(ui.md(u) for u in unfinished))
 loaded = {}
 with ui.guard("Loading runs"):
     short = rm.short_labels({r: names[r] for r in selected})

@@ -109,8 +109,9 @@ with ui.guard("Listing runs"):
 if listed is None or listed.empty:
     st.info("No DisKnE runs yet: pick models and press Start.")
     st.stop()
-labels = {r.run_id: f"{r.label} · {r.set_name} · {r.cells_done}/{r.n_cells} cells · {r.status} [{r.run_id[-6:]}]"
-          for r in listed.itertuples()}
+# a run's identity only: its progress and status change under a selection, and the browser sends the shown
+# text back (a changed label matched no option and crashed the page)
+labels = {r.run_id: f"{r.label} · {r.set_name} [{r.run_id[-6:]}]" for r in listed.itertuples()}
 if job is not None and job.status == "done" and st.session_state.get("dk_shown") is not job:
     st.session_state.dk_shown = job  # a run that just finished is shown once (then the picker is the user's)
     st.session_state.dk_sel = [r for r in job.result if r in labels]
@@ -118,6 +119,9 @@ if not st.session_state.get("dk_sel") or not set(st.session_state.dk_sel) <= set
     st.session_state.dk_sel = [listed.run_id[0]]
 sel = st.multiselect("Runs (pick several to compare models)", list(labels), format_func=labels.get, key="dk_sel",
                      persist_state="session")
+state = listed.set_index("run_id")
+st.caption(" · ".join(f"{ui.md(labels[r])}: {state.status[r]}, {state.cells_done[r]}/{state.n_cells[r]} fine-tunings"
+                      for r in sel))
 cells = runs.load_cells(sel)
 summary, diseases = results.summary(cells), results.per_disease(cells)
 if summary.empty:

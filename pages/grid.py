@@ -85,7 +85,7 @@ with ui.guard("Stored grids"):
 if listed is None or listed.empty:
     st.info("No grids yet: declare one above and press Run grid.")
     st.stop()
-names = {r.grid_id: f"{r.name} · {r.n_done}/{r.n_cells} cells [{r.grid_id}]" for r in listed.itertuples()}
+names = {r.grid_id: f"{r.name} [{r.grid_id}]" for r in listed.itertuples()}  # identity; progress is shown below
 if st.session_state.get("gr_follow") in names:  # the grid just started (not yet stored at the rerun after Run)
     st.session_state.gr_sel = st.session_state.pop("gr_follow")
 if st.session_state.get("gr_sel") not in names:

@@ -104,7 +104,8 @@ for note in rewire.damage_notes(listed):  # left out, and said so
 listed = listed[listed.model.notna()].reset_index(drop=True)
 if listed.empty:
     st.stop()
-labels = {r.run_id: f"{r.label} · {r.steps} steps · {r.status} [{r.run_id[-4:]}]" for r in listed.itertuples()}
+# a run's identity only: its state changes while it trains and the browser sends the shown text back
+labels = {r.run_id: f"{r.label} · seed {r.seed} [{r.run_id[-4:]}]" for r in listed.itertuples()}
 # the run just started is listed only once its model is loaded (not yet at the rerun after Start): select it then
 if st.session_state.get("rw_follow") in labels:
     st.session_state.rw_sel = st.session_state.pop("rw_follow")
@@ -117,7 +118,9 @@ if not (running and sel == job.run_id):
     if len(log):
         st.plotly_chart(loss_figure(log, info["checkpoints"]), key="rw_curve")
 s = info["settings"]
-st.caption(f"{ui.md(info['corpus_file'])} · {info['n_pairs']:,} pairs · batch {info['batch_size']} · lr {s['lr']:g} · "
+state = listed.set_index("run_id").loc[sel]
+st.caption(f"**{state.status}** · {state.steps} steps · {ui.md(info['corpus_file'])} · {info['n_pairs']:,} pairs"
+           f" · batch {info['batch_size']} · lr {s['lr']:g} · "
            f"τ {s['tau']:g} · mask ratio {s['mask_ratio']} · {s['pooling']} of layer {info['layer']} · seed {s['seed']}"
            f" · {info['device']}" + (f" · {info['steps_per_s']:.2f} steps/s" if info.get("steps_per_s") else "")
            + ("" if info.get("span_rule") else " · :orange[trained before the span fix: its queries kept the last "

@@ -26,7 +26,8 @@ for note in rewire.damage_notes(listed):  # left out, and said so
     st.warning(ui.md(note), icon=":material/broken_image:")
 listed = listed[listed.model.notna()]
 listed = listed[listed.checkpoints > 0]
-labels = {r.run_id: f"{r.label} · {r.checkpoints} checkpoints [{r.run_id[-4:]}]" for r in listed.itertuples()}
+# identity only (a run still training gains checkpoints; the browser sends the shown text back)
+labels = {r.run_id: f"{r.label} · seed {r.seed} [{r.run_id[-4:]}]" for r in listed.itertuples()}
 
 
 def stored_sweeps() -> None:

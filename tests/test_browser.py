@@ -421,6 +421,10 @@ def test_rewire_then_sweep_the_checkpoints(page, app_url):
     wait_idle(page, RW_CURVE(page), RW_CHECKPOINTS(page), (RW_STOP(page), 0), (RW_LIVE(page), 0),
               timeout=budget.ms())
     assert RW_TO_SWEEP(page).is_enabled()  # checkpoints at steps 3 and 6
+    # Once a defect: the picker's text carried the run's progress and kept "3/6 steps · running" after training
+    # finished (the browser keeps a selected option's text). The state is in the caption, the picker names the run.
+    assert page.get_by_text("done · 6/6 steps").count() >= 1
+    assert "running" not in page.locator(f"{key('rw_sel')}").inner_text()
     no_exception(page)
     RW_TO_SWEEP(page).click()
     wait_idle(page, title(page, "Checkpoint sweep"), SW_START(page), timeout=budget.ms())

@@ -58,6 +58,15 @@ def test_diskne_page_runs_shows_and_compares(tiny_encoder_dir):
     labels = {runs.get_run(first)["label"], runs.get_run(second)["label"]}
     assert labels <= set(wide.columns) and len(wide) == 9
     assert len(_table(at, "macro F1 %")) == 2 and len(at.get("plotly_chart")[0].proto.spec) > 0
+    # Once a defect: the picker's text carried a run's progress and status, and the browser sends a multiselect's
+    # value back as the option text it showed; when a selected run's status changed under it (a run finishing,
+    # or marked interrupted), the old text matched no option and the page crashed ("bad argument type for
+    # built-in operation"). A run's picker text is its identity; its state is shown beside it.
+    with runs._store().transaction() as cur:
+        cur.execute("UPDATE diskne_runs SET status = 'interrupted' WHERE run_id = ?", [first])
+    at.run()
+    assert errors(at) == [] and at.multiselect(key="dk_sel").value == [first, second]
+    assert any("interrupted" in c.value for c in at.caption)
 
 
 def test_diskne_page_stop_and_bad_settings(tiny_encoder_dir):

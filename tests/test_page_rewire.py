@@ -100,6 +100,10 @@ def test_runs_panel_shows_the_new_run_after_it_finishes(tiny_encoder_dir, corpor
     assert job.status == "done", job.error
     assert errors(at) == [] and at.selectbox(key="rw_sel").value == new
     assert any("seed 7" in c.value for c in at.caption)  # the caption is the new run's
+    # the run's state beside the picker, whose text is the run's identity only (the browser test checks the
+    # picker text: it once kept saying "1/2 steps · running" after training had finished)
+    assert any("**done** · 2/2 steps" in c.value for c in at.caption)
+    assert all("running" not in o and "steps" not in o for o in at.selectbox(key="rw_sel").options)
     lay = layout(at.get("plotly_chart")[0])  # legible on a projector: legend above the plot, fonts >= 12 px
     assert lay["legend"]["yanchor"] == "bottom" and lay["font"]["size"] >= 12 and lay["yaxis"]["automargin"]
 

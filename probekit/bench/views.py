@@ -69,26 +69,28 @@ def sweep_points(sweeps: pd.DataFrame | None) -> dict[str, tuple[str, int]]:
     return {r.run_id: (r.sweep, int(r.step)) for r in sweeps.itertuples()}
 
 
-def run_names(listed: pd.DataFrame, sweeps: pd.DataFrame | None = None, *, status: bool = True) -> dict[str, str]:
+def run_names(listed: pd.DataFrame, sweeps: pd.DataFrame | None = None) -> dict[str, str]:
     """Picker labels by run id, in picker order: ordinary runs (as listed, newest first), then sweep points
     grouped under their sweep, by step, labelled ``sweep <sweep> › step N`` (a sweep's points are
     kept but never mixed with ordinary runs).
 
+    A label is the run's identity only, never its state (status, progress): the browser sends a multiselect's
+    value back as the text it showed, so a label that changed under a selected run would match no option.
+
     >>> listed = pd.DataFrame({"run_id": ["run-b", "run-a", "run-p"], "label": ["B", "A", "P"], "k": 10,
     ...                        "vocab": "tails", "status": "done"})
     >>> sweeps = pd.DataFrame({"sweep": ["rw1 · demo"], "step": [3], "run_id": ["run-p"]})
-    >>> list(run_names(listed, sweeps, status=False).values())
+    >>> list(run_names(listed, sweeps).values())
     ['B · k=10 · tails [run-b]', 'A · k=10 · tails [run-a]', 'sweep rw1 · demo › step 3 [run-p]']
     """
     points = sweep_points(sweeps)
     info = listed.set_index("run_id")
     names, grouped = {}, []
     for r in listed["run_id"]:
-        tail = f" · {info.status[r]}" if status and info.status[r] != "done" else ""
         if r in points:
             grouped.append(r)
             continue
-        names[r] = f"{info.label[r]} · k={info.k[r]} · {info.vocab[r]}{tail} [{r[-6:]}]"
+        names[r] = f"{info.label[r]} · k={info.k[r]} · {info.vocab[r]} [{r[-6:]}]"
     order = {s: i for i, s in enumerate(dict.fromkeys(points[r][0] for r in grouped))}
     for r in sorted(grouped, key=lambda r: (order[points[r][0]], points[r][1])):
         names[r] = f"sweep {points[r][0]} › step {points[r][1]} [{r[-6:]}]"
