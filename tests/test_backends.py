@@ -29,7 +29,7 @@ from probekit.backends.http import Client, ServerError
 from probekit.backends.openai import BackendRefused, Echo, align
 from probekit.datasets import load_dataset
 from probekit.errors import ProbekitError, UnknownNameError
-from probekit.probes import get_probe
+from probekit.probes import get_probe, probes_for
 
 NAME = "tiny"
 
@@ -231,6 +231,7 @@ def test_rankings_through_the_server_equal_the_in_process_ones(served, tiny, mod
                progress=lambda done, total, stage: stages.append(stage))
     speeds = [float(m.replace(",", "")) for st in stages for m in re.findall(r"([\d,]+) tokens/s", st)]
     assert speeds and max(speeds) > 0  # the one Progress says how fast the engine scores
+    assert probes_for(remote) == probes_for(local) == ["likelihood"]  # as for any decoder-only LM
     with pytest.raises(ProbekitError, match="^probe 'retrieval' needs an encoder"):
         get_probe("retrieval").rank(remote, queries[:1], ds.candidates("relation", queries[0].relation))
 

@@ -19,9 +19,10 @@ in one line, a server whose prompt log-probs are missing, cover generated tokens
 log-probabilities, not repeatable, or disagree with the tokenizer on a statement's tokens: a probe that trusted such
 a server would report chance as a finding. The refusal comes before any run is stored.
 
-A run's revision is the server's description of the model (``/v1/models``, its creation time left out) and a
-fingerprint of the canary's log-probs: the same weights behind the same address and name give the same settings
-key (a stopped run resumes), other weights a new one.
+A stored run records the backend, address and served name as its model source (``openai:URL#NAME``), and as its
+revision a hash of the server's description of the model (``/v1/models``, its creation time left out) and of the
+tokenizer, a fingerprint of the canary's log-probs, and the dtype when the server reports one: the same weights
+behind the same address and name give the same settings key (a stopped run resumes), other weights a new one.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ def _load_openai(model_id: str, url: str, name: str, companion_loader: Callable[
         + "-" + learnt["weights_fingerprint"]
     served_meta = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
     dtype = entry.get("dtype") or served_meta.get("dtype")  # vLLM and llama-cpp-python report none
+    if dtype:
+        model.revision += f"-{dtype}"
     model.meta = {"backend": "openai", "endpoint": url, "served_model": name, "served_as": described or None,
                   "dtype": dtype, "tokenizer": tok_source, "canary": learnt["echo"], "label": f"{name} (served)"}
     return model
