@@ -70,7 +70,8 @@ def _cmd_build(args) -> int:
 
 
 def _print_build(b: dict) -> None:
-    recall = f", recall@10 {b['recall_at_10']:.4f} vs exact" if b.get("recall_at_10") is not None else ""
+    on = f" on {b['recall_queries']}" if b.get("recall_queries") else ""
+    recall = f", recall@10 {b['recall_at_10']:.4f} vs exact{on}" if b.get("recall_at_10") is not None else ""
     print(f"{b.get('name', '')}  {b['names']:,} names in {b['shards']} shards, {b['dim']}-d {b['dtype']} "
           f"({b['vector_bytes'] / 2**20:,.1f} MiB) · {b['model']} on {b['backend']} ({b['workers']} worker(s))")
     print(f"  read {b['read_s']:.1f} s · encode {b['encode_s']:.1f} s ({b['names_per_s'] or 0:,.0f} names/s) · "

@@ -38,6 +38,19 @@ PAD = 16
 RowsOf = Callable[[np.ndarray], np.ndarray]
 
 
+def row_norms(raw: np.ndarray) -> np.ndarray:
+    """(rows,) float32 norms of float32 rows as :func:`probekit.index_rank.prepare` divides by them."""
+    return np.clip(np.linalg.norm(raw, axis=1), 1e-12, None).astype(np.float32)
+
+
+def norms_of(shards: Shards) -> np.ndarray:
+    """(n,) :func:`row_norms` of every stored row (an index saved before they were kept computes them once)."""
+    out = np.empty(shards.n, dtype=np.float32)
+    for c0, raw in shards.raw_blocks(shards.block_rows):
+        out[c0:c0 + len(raw)] = row_norms(raw)
+    return out
+
+
 def step_rows(n_q: int) -> int:
     return int(max(256, min(STEP_ROWS, STEP_BYTES // (4 * max(n_q, 1)))))
 
@@ -196,4 +209,4 @@ def count_by_range(approx, counter: GoldCounter, *, n: int, similarity: str, max
     return True
 
 
-__all__ = ["Pass", "count_by_range", "exact_top", "margin", "rescore"]
+__all__ = ["Pass", "count_by_range", "exact_top", "margin", "norms_of", "rescore", "row_norms"]

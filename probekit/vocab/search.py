@@ -22,7 +22,8 @@ Results equal :class:`probekit.index.EntityIndex`'s for the exact kind: both ran
 above the gold; among near-ties golds first, then lower ids; twins, i.e. identical vectors, always tie), and the
 top-k scores come from the same faiss kernel. With an approximate kind only the top-k's *candidates* are
 approximate: their scores are recomputed from the shards, a gold whose exact rank is within k is always listed,
-and gold ranks are counted exactly over all shards (:meth:`rank`). ``info()["approximate"]`` says so, and
+and gold ranks are exact (:meth:`rank`: counted over all shards, or for a live query over the index's own stored
+vectors within a proven error bound, :func:`scan.count_by_range`). ``info()["approximate"]`` says so, and
 ``info()["recall"]`` holds the recall@k measured by :meth:`recall_at_k`.
 
 Saved indexes (:meth:`save`) are written through :mod:`probekit.atomic`: the data files first, then
@@ -51,14 +52,13 @@ from ..jobs import Progress
 from .index_gpu import TorchGoldCounter, default_device
 from .index_kinds import IndexKind, metric_of, resolve, tuning_queries
 from .index_shards import Shards
-from .scan import Pass, count_by_range, exact_top, rescore
+from .scan import Pass, count_by_range, exact_top, norms_of, rescore, row_norms
 from .topk import first_then, overlap
 
 FORMAT = 1
 RECALL_QUERIES, RECALL_K = 200, 10
-"""An approximate index's build measures its recall@RECALL_K on this many tuning queries
-(:func:`~probekit.vocab.index_kinds.tuning_queries`: held-out names, perturbed); a run's ranking pass measures it
-again on the run's own queries (:attr:`ShardedIndex.run_recall`)."""
+"""An approximate index's build measures its recall@RECALL_K on this many :func:`index_kinds.tuning_queries`
+(held-out names, perturbed); a run's ranking pass measures it on its own queries (``run_recall``)."""
 TUNING_QUERIES = "held-out names + noise 0.75 |x|"
 META = "index.json"
 STATS = "stats.npz"
@@ -66,23 +66,8 @@ FAISS = "index.faiss"
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _row_norms(raw: np.ndarray) -> np.ndarray:
-    """(rows,) float32 norms of float32 rows as :func:`probekit.index_rank.prepare` divides by them."""
-    return np.clip(np.linalg.norm(raw, axis=1), 1e-12, None).astype(np.float32)
-
-
-def _norms(shards: Shards) -> np.ndarray:
-    out = np.empty(shards.n, dtype=np.float32)
-    for c0, raw in shards.raw_blocks(shards.block_rows):
-        out[c0:c0 + len(raw)] = _row_norms(raw)
-    return out
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 class ShardedIndex:
@@ -95,7 +80,7 @@ class ShardedIndex:
         self.device = device
         self._sq_norms = sq_norms  # (n,) float32 squared norms of the prepared vectors
         if norms is None and self.similarity == "cosine":  # an index saved before the norms were kept
-            norms = _norms(shards)
+            norms = norms_of(shards)
         self._norms = norms  # (n,) float32 norms of the stored rows (cosine), as prepare() divides by them
         self._inv = (np.float32(1) / norms).astype(np.float32) if norms is not None else None
         self._max_norm = float(np.sqrt(sq_norms.max())) if len(sq_norms) else 0.0
@@ -128,7 +113,7 @@ class ShardedIndex:
         for c0, raw in sh.raw_blocks(sh.block_rows):
             block = prepare(raw, similarity)
             if norms is not None:  # kept: a query then scales a score instead of normalising every row again
-                norms[c0:c0 + len(raw)] = _row_norms(raw)
+                norms[c0:c0 + len(raw)] = row_norms(raw)
             sq[c0:c0 + len(block)] = np.einsum("ij,ij->i", block, block)
             hashes[c0:c0 + len(block)] = row_hashes(block)
             if progress:
@@ -243,14 +228,15 @@ class ShardedIndex:
              progress: Progress | None = None) -> list[tuple[list[int], list[float], list[int | None]]]:
         """Per query: top-k ids, their scores, and the exact rank of every gold id (``None`` stays ``None``);
         as :meth:`probekit.index.EntityIndex.rank`. Gold ranks: one streamed pass over the shards per
-        :data:`~probekit.index.QUERY_CHUNK` queries; the top-k from this index's kind."""
+        :data:`~probekit.index.QUERY_CHUNK` queries (or :func:`scan.count_by_range`); the top-k from this index's
+        kind; an approximate kind's streamed pass also measures :attr:`run_recall` on these queries."""
         n_q = len(queries)
         if len(golds) != n_q:
             raise ProbekitError("one gold list per query is needed")
         positive_int("k", k)
         exclude = [list(e) for e in exclude] if exclude is not None else [[] for _ in range(n_q)]
         out = []
-        seen: list[float] = []  # per query of a streamed pass: the share of the exact top-k the index found
+        seen: list[tuple[float, int]] = []  # per streamed pass: the share of the exact top-k found, queries
         for start in range(0, n_q, QUERY_CHUNK):
             stop = min(start + QUERY_CHUNK, n_q)
             q = self._queries(queries[start:stop])  # (chunk, dim)
@@ -268,8 +254,7 @@ class ShardedIndex:
                     p = Pass(self.shards, q, inv=self._inv, sq=self._sq_norms, kk=kr, counter=counter)
                     p.run()
                     if p.heap is not None:
-                        got = self._approx_search(q, kr)[1]
-                        seen += [len(set(w) & set(g)) / kr for w, g in zip(p.heap.I[:, :kr].tolist(), got.tolist())]
+                        seen.append((overlap(p.heap.I[:, :kr], self._approx_search(q, kr)[1]), len(q)))
             ranks = counter.ranks()
             tops = top_k_by_rule(search, q, g, ex, ranks, k, n=len(self),
                                  tol=TIE_TOLERANCE * score_scale(self.similarity, q, self._max_norm),
@@ -278,7 +263,9 @@ class ShardedIndex:
             if progress:
                 progress(stop, n_q, "ranking")
         if seen:
-            self.run_recall = {"k": min(k, len(self)), "queries": len(seen), "recall": float(np.mean(seen))}
+            n_seen = sum(m for _, m in seen)
+            self.run_recall = {"k": min(k, len(self)), "queries": n_seen,
+                               "recall": float(sum(r * m for r, m in seen) / n_seen)}
         return out
 
     def _counter(self, q: np.ndarray, golds, exclude) -> GoldCounter:
