@@ -87,6 +87,7 @@ class Served:
 
     def __init__(self, engine: Engine, mode: str = "vllm"):
         self.engine, self.mode, self.fail, self.delay, self.requests = engine, mode, [], 0.0, 0
+        self.auth: str | None = None
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -113,6 +114,7 @@ class Served:
 
             def do_POST(self):
                 outer.requests += 1
+                outer.auth = self.headers.get("Authorization")
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 time.sleep(outer.delay)
                 if outer.fail:
@@ -234,6 +236,13 @@ def test_rankings_through_the_server_equal_the_in_process_ones(served, tiny, mod
     assert probes_for(remote) == probes_for(local) == ["likelihood"]  # as for any decoder-only LM
     with pytest.raises(ProbekitError, match="^probe 'retrieval' needs an encoder"):
         get_probe("retrieval").rank(remote, queries[:1], ds.candidates("relation", queries[0].relation))
+
+
+def test_the_api_key_is_sent_and_never_recorded(served, monkeypatch):
+    monkeypatch.setenv("PROBEKIT_OPENAI_API_KEY", "sk-secret")
+    model = models.load(served.model_id)
+    assert served.auth == "Bearer sk-secret"
+    assert "sk-secret" not in json.dumps(model.describe(), default=str) + model.revision + model.source
 
 
 def test_the_revision_is_stable_across_loads_and_follows_the_weights(served, engine, tmp_path):
