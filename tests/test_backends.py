@@ -238,6 +238,26 @@ def test_rankings_through_the_server_equal_the_in_process_ones(served, tiny, mod
         get_probe("retrieval").rank(remote, queries[:1], ds.candidates("relation", queries[0].relation))
 
 
+@pytest.mark.parametrize("mode", ["vllm", "llamacpp"])
+def test_a_tokenizer_that_adds_its_own_bos_scores_the_same_through_the_server(tmp_path, mode, monkeypatch):
+    """Llama's tokenizer adds ``<s>`` itself: the prompt is the bare statement and the server adds the BOS."""
+    from _tiny_causal import save_tiny_llama
+
+    folder = save_tiny_llama(tmp_path / "llama")
+    monkeypatch.setenv("PROBEKIT_OPENAI_TOKENIZER", str(folder))
+    server = Served(Engine(folder), mode)
+    try:
+        remote, local = models.load(server.model_id), models.load(str(folder))
+        assert remote.bos_text == ""
+        ds = load_dataset("demo")
+        q = ds.queries[0]
+        cands = ds.candidates("relation", q.relation)
+        a, b = (get_probe("likelihood").rank(m, [q], cands, k=len(cands))[0] for m in (remote, local))
+        np.testing.assert_allclose(a.scores, b.scores, atol=1e-4)
+    finally:
+        server.close()
+
+
 def test_the_api_key_is_sent_and_never_recorded(served, monkeypatch):
     monkeypatch.setenv("PROBEKIT_OPENAI_API_KEY", "sk-secret")
     model = models.load(served.model_id)

@@ -200,10 +200,10 @@ def _check_forced(model: RemoteModel, rows) -> None:
     for _, ids, values in rows:
         if len(ids) < 3:
             continue
-        prefix = model.tokenizer.decode(ids[:2])
-        if model.ids(prefix[len(model.bos_text):]) != ids[:2]:
+        prefix = model.tokenizer.decode(ids[:2], skip_special_tokens=True)
+        if model.ids(prefix) != ids[:2]:
             continue
-        forced = model.backend.forced(prefix, ids[2], model.piece(ids[2]))
+        forced = model.backend.forced(model.prompt(prefix), ids[2], model.piece(ids[2]))
         if abs(forced - values[2]) > FORCED_TOL * (1 + abs(values[2])):
             raise BackendRefused(f"{model.backend.where} leaves a statement's first token out of its echo, and its "
                                  f"forced-token log-prob ({forced:.4f}) differs from the echoed one ({values[2]:.4f})"
