@@ -25,24 +25,41 @@ def none_label(name: str) -> str:
     return option_text(name, None)
 
 
+UNSET = "__unset__"
+"""Stands for None among a selectbox's options: Streamlit reads a None value as "nothing picked" and shows an
+empty picker ("Choose an option") on the next rerun, where the user had picked "model's default"."""
+
+
+def choice_box(where, label: str, choices, *, key: str, format_func, **kwargs):
+    """``where.selectbox`` over ``choices``, which may hold None (an option's default): None is kept in the widget
+    as :data:`UNSET` and given back as None, so picking it never empties the picker."""
+    if st.session_state.get(key, UNSET) is None:  # set by a page or a link as the option's own value
+        st.session_state[key] = UNSET
+    shown = [UNSET if c is None else c for c in choices]
+    value = where.selectbox(label, shown, key=key, format_func=lambda v: format_func(None if v == UNSET else v),
+                            **kwargs)
+    return None if value == UNSET else value
+
+
 def _option_widget(where, option, default, key: str):
     """One widget for one :class:`probekit.probes.Option`, chosen by its type and choices. A value already in the
     session state (set by another page, e.g. "open on the Probe page") wins over the default."""
     label, kind, help_ = _option_label(option.name), option.value_type, option.help or None
     preset = key in st.session_state
-    if preset and not _valid(option, st.session_state[key]):  # a widget never holds a value its option refuses
+    current = None if st.session_state.get(key) == UNSET else st.session_state.get(key)
+    if preset and not _valid(option, current):  # a widget never holds a value its option refuses
         del st.session_state[key]
         preset = False
     if kind is bool:
         return where.checkbox(label, key=key, help=help_, **({} if preset else {"value": bool(default)}))
     if option.choices:
         choices = list(option.choices)
-        if preset and st.session_state[key] not in choices:
+        if preset and current not in choices:
             del st.session_state[key]
             preset = False
         start = {} if preset else {"index": choices.index(default) if default in choices else 0}
-        return where.selectbox(label, choices, key=key, help=help_, **start,
-                               format_func=lambda v: option_text(option.name, v))  # one vocabulary on every page
+        return choice_box(where, label, choices, key=key, help=help_, **start,
+                          format_func=lambda v: option_text(option.name, v))  # one vocabulary on every page
     if kind in (int, float):
         start = {} if preset else {"value": None if default is None else kind(default)}
         low = kind(option.minimum if option.minimum is not None else 0)

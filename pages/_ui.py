@@ -16,6 +16,7 @@ from pages._job_panel import job_panel  # noqa: F401
 from pages._kept import download, forget, keep, kept  # noqa: F401
 from pages._options import (  # noqa: F401
     NONE_LABELS,
+    choice_box,
     none_label,
     option_axes,
     option_state,

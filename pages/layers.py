@@ -44,8 +44,8 @@ with st.expander("New sweep: settings and Run", icon=":material/tune:",
     st.markdown(f"**{ui.md(ui.model_label())}** ({model.num_layers} layers) on **{ui.md(ds.name)}** ({len(ds):,} "
                 "queries); candidates and queries are encoded once for all layers.")
     c1, c2, c3 = st.columns(3)
-    pooling = c1.selectbox("Pooling", [None, "cls", "mean"], key="ly_pooling", persist_state="session",
-                           format_func=lambda v: views.option_text("pooling", v))
+    pooling = ui.choice_box(c1, "Pooling", [None, "cls", "mean"], key="ly_pooling", persist_state="session",
+                            format_func=lambda v: views.option_text("pooling", v))
     similarity = c2.selectbox("Similarity", list(SIMILARITIES), key="ly_similarity", persist_state="session")
     vocab = c3.radio("Candidates", VOCABS, key="ly_vocab", persist_state="session", horizontal=True)
     lo, hi = c1.slider("Layers", 0, model.num_layers, key="ly_range", persist_state="session",

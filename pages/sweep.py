@@ -57,8 +57,8 @@ with st.container(border=True):
     chosen = st.multiselect("Rewiring runs (several: mean ± 1 std)", list(labels), format_func=labels.get,
                             key="sw_runs", persist_state="session")
     c0, c1, c2, c3 = st.columns(4)
-    preset = c0.selectbox("Preset", [None, *PRESETS], key="sw_preset", persist_state="session",
-                          format_func=lambda p: p or "none (the run's pooling)",
+    preset = ui.choice_box(c0, "Preset", [None, *PRESETS], key="sw_preset", persist_state="session",
+                           format_func=lambda p: p or "none (the run's pooling)",
                           help="medlama-reference: [CLS] and L2 on raw vectors, as MedLAMA's probing code; it "
                                "replaces the similarity. Use it to compare with the paper's Fig. 4.")
     similarity = c1.selectbox("Similarity", ["cosine", "l2", "dot"], key="sw_similarity",

@@ -122,7 +122,7 @@ def test_other_settings_are_marked_and_errors_do_not_linger(tiny_encoder_dir):
 def test_pooling_speaks_the_probe_pages_words(tiny_encoder_dir):
     at = open_app("layers", model=str(tiny_encoder_dir))
     pooling = at.selectbox(key="ly_pooling")
-    assert pooling.value is None and pooling.options[0] == "model's default"  # as on Probe and Benchmark
+    assert pooling.index == 0 and pooling.options[0] == "model's default"  # as on Probe and Benchmark
 
 
 def test_subject_note_and_exclude_subject(tiny_encoder_dir):
