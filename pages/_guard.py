@@ -41,15 +41,32 @@ def guard(what: str = "That"):
 
 
 class progress:  # noqa: N801 - used like a function: report = ui.progress("…"); report(done, total, stage)
-    """A ``progress(done, total, stage)`` callback drawing one st.progress bar; ``clear()`` removes it."""
+    """A ``progress(done, total, stage)`` callback drawing one st.progress bar; ``clear()`` removes it.
 
-    def __init__(self, label: str = "Working…"):
+    ``stop_key``: a Stop button beside the bar, for work done in the page's own script run (a cold encoding of
+    thousands of names). Pressing it asks Streamlit for a rerun, which ends the running script at its next bar
+    update (Streamlit checks for a rerun request whenever the script draws); the rerun finds the button pressed:
+    :func:`stopped` says so, and the page does not start the work again.
+    """
+
+    def __init__(self, label: str = "Working…", *, stop_key: str | None = None):
         self.label = label
         self.slot = st.empty()
-        self.bar = self.slot.progress(0.0, text=label)
+        box = self.slot.container()
+        if stop_key is not None:
+            bar_col, stop_col = box.columns([6, 1], vertical_alignment="bottom")
+            stop_col.button("Stop", key=stop_key, icon=":material/stop:")
+            self.bar = bar_col.progress(0.0, text=label)
+        else:
+            self.bar = box.progress(0.0, text=label)
 
     def __call__(self, done: int, total: int, stage: str = "") -> None:
         self.bar.progress(min(1.0, done / max(total, 1)), text=f"{stage or self.label}: {done:,}/{total:,}")
 
     def clear(self) -> None:
         self.slot.empty()
+
+
+def stopped(stop_key: str) -> bool:
+    """True on the rerun that a :class:`progress` bar's Stop button (``stop_key``) asked for."""
+    return bool(st.session_state.get(stop_key))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert, remember_sign_in  # noqa: F401
 from pages._display import FONT_PX, chart_text, html_text, legible, md, message  # noqa: F401
-from pages._guard import guard, log, progress  # noqa: F401
+from pages._guard import guard, log, progress, stopped  # noqa: F401
 from pages._job_panel import job_panel  # noqa: F401
 from pages._kept import download, forget, keep, kept  # noqa: F401
 from pages._options import (  # noqa: F401

@@ -106,11 +106,14 @@ if ran:
         else:
             q = ds.query(view.query)
             cands = ds.candidates(vocab, q.relation)
-        report = ui.progress("Preparing candidates")
+        report = ui.progress("Preparing candidates", stop_key="pk_stop")
         ranking, explanation = probe.explain(model, q, cands, k=k, progress=report, **opts)
         report.clear()
         ui.keep("pk_result", inputs, (ranking, model.id, probe.name, len(cands), explanation))
 
+if ui.stopped("pk_stop"):
+    st.info("Stopped: no answer was computed and nothing half-done was cached. Press **Probe** to start again.",
+            icon=":material/stop_circle:")
 result = ui.kept("pk_result", inputs)
 if result:
     shown.draw(model, *result)

@@ -73,6 +73,8 @@ PROBE_RUN = lambda p: p.locator(f"{key('pk_run')} button").or_(p.get_by_role("bu
 PROBE_SUBMIT = lambda p: p.locator(f"{key('pk_submit')} button").or_(p.get_by_role("button", name=PROBE_BUTTON_NAME))
 # the result: the top-k table (drawn on a canvas), its chart and the caption "**query** — model, probe, N candidates"
 PROBE_RESULT = lambda p, text=re.compile(r"[\d,]+ candidates"): [p.locator(TABLE), p.locator(PLOT), p.get_by_text(text)]
+PROBE_STOP = lambda p: p.locator(f"{key('pk_stop')} button")  # beside the bar of work done in the page's own run
+PROBE_STOPPED = lambda p: p.get_by_text("Stopped: no answer was computed", exact=False)
 # Benchmark (pages/benchmark.py)
 BM_EMPTY = lambda p: p.get_by_text("No stored runs yet", exact=False)
 BM_START = lambda p: p.locator(f"{key('bm_start')} button")
@@ -349,6 +351,23 @@ def test_probe_typed_query(page, app_url):
     PROBE_QUERY_BOX(page).press("Enter")  # focus stays in the box: the form submits
     wait_idle(page, *PROBE_RESULT(page, "Aspirin might prevent"))
     assert "text=" in page.url
+    no_exception(page)
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_probe_stops_a_cold_encoding(page, app_url):
+    """A cold first probe on MedLAMA hard encodes its 17,532 names (minutes on two cores) in the page's own script
+    run: the Stop button beside the bar ends it at the bar's next update, and the page says that it stopped."""
+    medlama = os.environ.get("PROBEKIT_MEDLAMA_DIR")
+    if not medlama or not (Path(medlama) / "2021AA").is_dir():
+        pytest.skip("MedLAMA not found (set PROBEKIT_MEDLAMA_DIR): the cold encoding to stop is its hard set's")
+    budget = Budget(BUDGET_S)
+    open_page(page, f"{app_url}/?dataset=medlama:hard", "Probe", PROBE_RUN(page), timeout=budget.ms())
+    PROBE_RUN(page).first.click()
+    PROBE_STOP(page).wait_for(timeout=budget.ms())
+    PROBE_STOP(page).click()
+    wait_idle(page, PROBE_STOPPED(page), (PROBE_STOP(page), 0), timeout=budget.ms())
+    assert page.locator(TABLE).count() == 0  # no answer table: the work ended
     no_exception(page)
 
 
