@@ -62,14 +62,89 @@ def draw(model, ranking, model_id: str, probe_name: str, n_cands: int, explanati
         explain(explanation)
 
 
-def explain(e) -> None:
+def explain(e, *, key: str = "pk_explain", heading=st.subheader) -> None:
     """Any probe's :class:`~probekit.probes.Explanation`: its tables, one at a time when there are several."""
-    st.subheader(e.title)
+    heading(e.title)
     labels = list(e.views)
     label = e.default if e.default in e.views else labels[0]
     if len(labels) > 1:
-        label = st.segmented_control(e.choose or "View", labels, default=label, key="pk_explain_view",
+        label = st.segmented_control(e.choose or "View", labels, default=label, key=f"{key}_view",
                                      format_func=ui.md, help=e.help or None) or label
-    st.dataframe(pd.DataFrame(e.views[label]), hide_index=True, key="pk_explain")
+    st.dataframe(pd.DataFrame(e.views[label]), hide_index=True, key=key)
     if e.caption:
         st.caption(e.caption)
+
+
+def per_row(n: int) -> int:
+    """Probes side by side: two per row up to four probes, else three (a 1280-pixel screen reads three tables)."""
+    return 2 if n <= 4 else 3
+
+
+def every_top(ranking) -> pd.DataFrame:
+    """One probe's top-k for the side-by-side view: rank, answer, score and whether it is a gold answer."""
+    return pd.DataFrame({"rank": range(1, ranking.k + 1), "entity": ranking.names,
+                         "score": [round(s, 4) for s in ranking.scores], "gold": list(ranking.gold_flags())})
+
+
+def _gold_rows(top: pd.DataFrame):
+    """The gold answers' rows tinted green (the chart's gold colour), said also by the gold column."""
+    return top.style.apply(lambda row: [f"background-color: {GOLD}33" if row["gold"] else ""] * len(row), axis=1)
+
+
+def agreement_table(result) -> pd.DataFrame:
+    """One row per probe: its #1 answer, the gold's best rank, its vocabulary and candidates, and its seconds."""
+    runs = result.runs
+    return pd.DataFrame({"probe": [r.probe for r in runs],
+                         "#1 answer": [r.ranking.names[0] if r.ranking.names else "" for r in runs],
+                         "gold rank": pd.array([r.gold_rank for r in runs], dtype="Int64"),
+                         "candidates": [r.vocab for r in runs], "n": [r.n_candidates for r in runs],
+                         "seconds": [round(r.seconds, 2) for r in runs]})
+
+
+def disagreement_table(result) -> pd.DataFrame:
+    """One row per answer some probes list in their top-k and others do not: its rank in each (empty: absent)."""
+    only = result.agreement.only_some
+    probes = [r.probe for r in result.runs]
+    golds = {a: any(r.ranking.is_gold(a) for r in result.runs) for a in only}
+    return pd.DataFrame({"answer": list(only), "gold": [golds[a] for a in only],
+                         **{p: pd.array([only[a].get(p) for a in only], dtype="Int64") for p in probes}})
+
+
+def draw_every(model, result, model_id: str) -> None:
+    """Every usable probe's answer side by side, then where they disagree and which probes did not run."""
+    q = result.query
+    st.markdown(f"**{ui.md(q.text(model.mask_token))}** — {ui.md(model_id)}, every probe ({len(result.runs)}), "
+                f"top {result.k}")
+    runs = list(result.runs)
+    width = per_row(len(runs))
+    for start in range(0, len(runs), width):
+        for col, run in zip(st.columns(width, border=True), runs[start:start + width]):
+            with col:
+                gold = run.gold_rank
+                st.markdown(f"**{ui.md(run.probe)}** · gold rank {gold if gold is not None else '—'}")
+                st.caption(f"{ui.md(run.vocab)} · {run.n_candidates:,} candidates · {run.seconds:.2f} s")
+                if run.ranking.search:
+                    st.caption(ui.md(run.ranking.search))
+                st.dataframe(_gold_rows(every_top(run.ranking)), hide_index=True, key=f"pk_every_top_{run.probe}",
+                             column_config={"gold": st.column_config.CheckboxColumn("gold"),
+                                            "score": st.column_config.NumberColumn(format="%.4f")})
+                if run.explanation is not None and run.explanation.views:
+                    explain(run.explanation, key=f"pk_every_explain_{run.probe}",
+                            heading=lambda title: st.markdown(f"**{ui.md(title)}**"))
+    st.subheader("Where they disagree")
+    top1 = result.agreement.top1
+    if result.agreement.unanimous and top1:
+        st.caption(f"Every probe puts {ui.md(next(iter(top1)))} first.")
+    else:
+        st.caption(" · ".join(f"{ui.md(a)} first: {', '.join(p)}" for a, p in top1.items()))
+    st.dataframe(agreement_table(result), hide_index=True, key="pk_every_summary",
+                 column_config={"gold rank": st.column_config.NumberColumn("gold rank", format="%d")})
+    if result.agreement.only_some:
+        st.dataframe(disagreement_table(result), hide_index=True, key="pk_every_disagree",
+                     column_config={"gold": st.column_config.CheckboxColumn("gold")})
+        st.caption("Answers in some probe's top-k and not in another's; the number is its rank there, empty where "
+                   "that probe does not list it. Answers match by the hit rule (case, spaces and word pieces aside).")
+    else:
+        st.caption("Every probe lists the same answers in its top-k.")
+    for s in result.skipped:
+        st.caption(f"Not run: {ui.md(s.reason)}")

@@ -7,6 +7,7 @@ from pages import _ui as ui
 from probekit import views
 from probekit.datasets.base import available_vocabs
 from probekit.probes import ONE_QUERY_DEFAULTS, get_probe, probes_for
+from probekit.probes.every import EveryProbe, every_probe
 from probekit.types import parse_free_query
 
 DATASET, TYPED = "From the dataset", "Type a query"
@@ -30,7 +31,7 @@ def restore(params) -> None:
     view = views.probe_view(params, spec=get_probe(name).options, ignored=ignored)
     state = {"pk_source": SOURCES[view.source], "pk_probe": name, "pk_autorun": bool(view.query or view.text),
              "pk_text": view.text or "Metformin might treat [MASK].", "pk_subject": view.subject or "",
-             "pk_golds": "; ".join(view.golds), "pk_k": view.k,
+             "pk_golds": "; ".join(view.golds), "pk_k": view.k, "pk_every": view.every,
              "pk_vocab": view.vocab if view.vocab in available_vocabs() else None,
              "pk_rel": view.relation if view.relation in ds.relations else None,
              "pk_qid": view.query if view.query in {q.id for q in ds.queries} else None}
@@ -55,8 +56,13 @@ if bad := st.session_state.pop("pk_ignored", None):
 source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source", persist_state="session") or DATASET
 left, right = st.columns([3, 2])
 with right:  # short, so the answer starts above the fold of a 1024x768 projector
-    probe = get_probe(st.selectbox("Probe", names, key="pk_probe",
-                                   persist_state="session", help="mask_average needs a model with an MLM head"))
+    pick, every_col = st.columns([3, 2], vertical_alignment="bottom")
+    probe = get_probe(pick.selectbox("Probe", names, key="pk_probe",
+                                     persist_state="session", help="mask_average needs a model with an MLM head"))
+    every = every_col.toggle("Every probe", key="pk_every", persist_state="session",
+                             help="Run every probe this model supports on the query and show them side by side. "
+                                  "Each ranks its own candidates unless you pick others; the options below apply "
+                                  "to the probe picked on the left, the others keep their defaults.")
     with st.expander("Candidates, k and probe options", icon=":material/tune:") as box:
         vocab = ui.vocab_picker(probe, key="pk_vocab", has_relation=source != TYPED,
                                 help="heads+tails of the dataset (MedLAMA's reference), all tails, tails of this "
@@ -93,7 +99,8 @@ with left:
         clicked = st.button("Probe", type="primary", icon=":material/play_arrow:", key="pk_run")
         view = views.ProbeView(relation=relation, query=st.session_state.pk_qid)
 
-view = views.ProbeView(**{**view.__dict__, "vocab": vocab, "k": k, "probe": probe.name, "options": opts})
+view = views.ProbeView(**{**view.__dict__, "vocab": vocab, "k": k, "probe": probe.name, "options": opts,
+                          "every": every})
 params = views.probe_params(view, probe.options)
 inputs = {**params, "model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device()}
 ran = clicked or st.session_state.pop("pk_autorun", False)
@@ -107,15 +114,29 @@ if ran:
             q = ds.query(view.query)
             cands = ds.candidates(vocab, q.relation)
         report = ui.progress("Preparing candidates", stop_key="pk_stop")
-        ranking, explanation = probe.explain(model, q, cands, k=k, progress=report, **opts)
-        report.clear()
-        ui.keep("pk_result", inputs, (ranking, model.id, probe.name, len(cands), explanation))
+        if every:  # each probe its own vocabulary, unless the radio was moved off the picked probe's own
+            typed = view.source == views.TEXT
+            own = vocab == probe.vocab(has_relation=not typed)
+            load = (lambda name: ds.candidates(name if name != "relation" else "tails")) if typed else \
+                (lambda name: ds.candidates(name, q.relation))
+            found = every_probe(model, q, load, k=k, vocab=None if own else vocab, has_relation=not typed,
+                                 options={probe.name: opts}, common={"exclude_subject": opts["exclude_subject"]},
+                                 progress=report)
+            report.clear()
+            ui.keep("pk_result", inputs, (found, model.id))
+        else:
+            ranking, explanation = probe.explain(model, q, cands, k=k, progress=report, **opts)
+            report.clear()
+            ui.keep("pk_result", inputs, (ranking, model.id, probe.name, len(cands), explanation))
 
 if ui.stopped("pk_stop"):
     st.info("Stopped: no answer was computed and nothing half-done was cached. Press **Probe** to start again.",
             icon=":material/stop_circle:")
 result = ui.kept("pk_result", inputs)
-if result:
+if result and isinstance(result[0], EveryProbe):
+    shown.draw_every(model, *result)
+    ui.share_link(params)
+elif result:
     shown.draw(model, *result)
     ui.share_link(params)
 else:

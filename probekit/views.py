@@ -22,7 +22,8 @@ GOLD_SEP = ";"
 MAX_K = 50
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _VIEW_KEYS = ("model", "dataset", "device")
-PROBE_KEYS = (*_VIEW_KEYS, "source", "relation", "query", "text", "subject", "golds", "vocab", "k", "probe")
+PROBE_KEYS = (*_VIEW_KEYS, "source", "relation", "query", "text", "subject", "golds", "vocab", "k", "probe",
+              "every")
 CONTEXT_KEYS = (*_VIEW_KEYS, "relation", "query", "target", "variant", "probe", "permutations", "seed", "doc",
                 "corpus")
 
@@ -44,6 +45,9 @@ class ProbeView:
     probe: str | None = None
     options: dict = field(default_factory=dict)
     device: str | None = None
+    every: bool = False
+    """Every probe usable with the model ran on the query (``probe`` and ``options`` still name the one whose
+    options the page shows), as :func:`probekit.probes.every.every_probe` runs them."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ def probe_params(view: ProbeView, spec: Iterable = ()) -> dict[str, str]:
     _put(out, "vocab", view.vocab)
     _put(out, "k", view.k)
     _put(out, "probe", view.probe)
+    if view.every:  # only when on: a link of one probe stays as it was
+        _put(out, "every", True)
     _encode_options(out, view.options, spec)
     return out
 
@@ -167,6 +173,8 @@ def probe_view(params: Mapping, *, spec: Iterable = (), ignored: list | None = N
     >>> v = probe_view({"text": "A treats [MASK].", "relation": "may_treat", "k": "x"}, ignored=(bad := []))
     >>> v.source, v.relation, v.k, bad
     ('text', None, None, ['k'])
+    >>> probe_view({"every": "true"}).every, probe_view({"every": "maybe"}, ignored=(bad := [])).every, bad
+    (True, False, ['every'])
     """
     ignored = ignored if ignored is not None else []
     get = params.get
@@ -176,8 +184,11 @@ def probe_view(params: Mapping, *, spec: Iterable = (), ignored: list | None = N
         source = TEXT if get("text") is not None else DATASET
     typed = source == TEXT
     golds = tuple(g.strip() for g in (get("golds") or "").split(GOLD_SEP) if g.strip()) if typed else ()
+    every = str(get("every") or "false").strip().lower()
+    if every not in _TRUE + _FALSE:
+        ignored.append("every")
     return ProbeView(model=get("model") or None, dataset=get("dataset") or None, device=get("device") or None,
-                     source=source, relation=None if typed else get("relation") or None,
+                     every=every in _TRUE, source=source, relation=None if typed else get("relation") or None,
                      query=None if typed else get("query") or None, text=get("text") if typed else None,
                      subject=get("subject") or None if typed else None, golds=golds, vocab=get("vocab") or None,
                      k=_int(params, "k", 1, MAX_K, ignored), probe=get("probe") or None,

@@ -218,3 +218,38 @@ def test_a_top_k_from_an_approximate_index_says_so(tmp_path, tiny_encoder, tiny_
         shown[vocab] = [c for c in seen if "approximate top-k" in c]
     assert len(shown["flat"]) == 1 and shown["flat"][0].startswith("approximate top-k: ivf-flat (")
     assert "recall@10" in shown["flat"][0] and shown["exact"] == []
+
+
+def test_every_probe_side_by_side_and_the_link_keeps_the_mode(tiny_mlm_dir):
+    """"Every probe" runs each probe the model supports on the query: one top-k table per probe (the tiny MLM has
+    an MLM head, so retrieval, both mask probes and likelihood), the likelihood probe's per-token table beside its
+    own, a summary per probe, the probes that could not run named; a share link reopens the same view."""
+    from probekit import models
+    from probekit.probes import PROBES, probes_for
+
+    usable = probes_for(models.load(str(tiny_mlm_dir), device="cpu"))
+    at = open_app(model=str(tiny_mlm_dir))
+    at.slider(key="pk_k").set_value(3)
+    at.toggle(key="pk_every").set_value(True)
+    at.button(key="pk_run").click().run()
+    assert errors(at) == []
+    tops = [d.value for d in at.dataframe if list(d.value.columns) == ["rank", "entity", "score", "gold"]]
+    assert len(tops) == len(usable) >= 4 and all(len(t) == 3 for t in tops)
+    summary = next(d.value for d in at.dataframe if "#1 answer" in d.value.columns)
+    assert list(summary["probe"]) == usable
+    result = at.session_state["pk_result"][1][0]
+    assert list(summary["gold rank"].astype(object).where(summary["gold rank"].notna(), None)) == [
+        r.gold_rank for r in result.runs]
+    assert result.run("likelihood").vocab == "relation" and result.run("retrieval").vocab == "heads+tails"
+    assert any("token" in " ".join(map(str, d.value.columns)).lower() for d in at.dataframe)  # likelihood's table
+    skipped = [n for n in PROBES if n not in usable]
+    assert all(any(f"Not run: probe {n!r} needs" in c.value.replace("\\", "") for c in at.caption) for n in skipped)
+    link = {k: at.query_params[k] for k in at.query_params}
+    assert link["every"] == "true" and link["k"] == "3"
+    again = open_app(model=str(tiny_mlm_dir), query_params={k: v for k, v in link.items() if k != "model"})
+    assert errors(again) == [] and again.session_state["pk_every"] is True
+    assert [list(d.value.entity) for d in again.dataframe if "entity" in d.value.columns] == [
+        list(t.entity) for t in tops]
+    again.toggle(key="pk_every").set_value(False).run()  # back to one probe: the one-probe link holds no every=
+    again.button(key="pk_run").click().run()
+    assert "every" not in again.query_params and len(_top(again)) == 3
