@@ -16,6 +16,14 @@ Every press is handled exactly once, in the order typed:
 - the server handles a press only if its number is greater than the last one handled from that window
   (:func:`probekit.annotations.take_presses`), so a press sent twice is stored once; it handles them *before* it
   draws the listener, so the acknowledgement the listener gets in its ``data`` is never one run late;
+- across a server restart (killed, started again on the same address) the browser page is not reloaded:
+  Streamlit reconnects it to the new server, whose first run draws the listener again, so ``window.__probekitKeys``
+  keeps the window's id, numbering and unacknowledged presses, and sends them again to the new desk (the old
+  desk's id gets a 404 and they go as state, then to the new id). The new desk's memory is empty, so the last
+  number handled comes from the database: each press is stored with the event it produced, in its transaction
+  (:mod:`probekit.annotations.presses`), and the first press a desk sees from a window reads that window's
+  stored last number once. A reload is a new window (new id, numbering from 1, an empty queue), so a press is
+  never re-sent under another id;
 - one keydown listener per window, attached once and never removed: each rerun only points it at the newest
   ``setStateValue`` and element (Streamlit calls the component's function again whenever its ``data`` changes,
   and a listener removed by one call and added by the next would let a press fall between them); it ignores
@@ -37,7 +45,8 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from pages._press_route import press_endpoint
-from probekit import annotations as ann
+from probekit.annotations.presses import Press, new_presses, pressing
+from probekit.annotations.rating import settle_press
 
 READY = "Keyboard on"  # the listener's status once it listens (the browser tests wait for it before typing)
 
@@ -240,6 +249,7 @@ class Desk:
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     handled: dict[str, int] = field(default_factory=dict)
+    known: set = field(default_factory=set)  # (session, expert, window) whose stored last number was read
     query: dict = field(default_factory=dict)
     flash: str | None = None
     shown: float = field(default_factory=time.time)
@@ -250,10 +260,16 @@ class Desk:
         """Act on the presses of ``state`` (the listener's message) not handled yet, once each, in the order
         typed; returns the acknowledgement for its window (the last number handled from it, 0 if none)."""
         with self.lock:
-            for key, ms in ann.take_timed_presses(self.handled, state):
-                if self.act is not None:
-                    self.act(key, ms)
             client = state.get("client") if isinstance(state, dict) else None
+            for seq, key, ms in new_presses(self.handled, state):
+                if seq <= self.handled.get(client, 0):  # the window's stored last number, read on its first press
+                    continue
+                press = Press(client, seq, key, known=self.known)
+                if self.act is not None:
+                    with pressing(press):
+                        self.act(key, ms)
+                    settle_press(press)
+                self.handled[client] = max(seq, press.stored or 0, self.handled.get(client, 0))
             return self.handled.get(client, 0) if isinstance(client, str) else 0
 
     def clicked_ms(self) -> int:
@@ -286,12 +302,14 @@ def keyboard(desk: Desk, act: Callable[[str, int | None], None], *, key: str = "
     ``endpoint``: also post presses to the press endpoint (off for a page whose ``act`` must run inside its own
     script run, as the presenter's does: its presses travel as component state alone).
     """
-    desk.act = act
+    with desk.lock:  # the press endpoint's thread may be inside desk.take now
+        desk.act = act
     url = press_endpoint(desk) if endpoint else None
     desk.take(_presses(st.session_state.get(key)))
-    with desk.lock:
+    with desk.lock:  # a copy, and the marked answer, taken while no press changes them
         acked = dict(desk.handled)
-    data = {"acked": acked, "url": url, "desk": desk.id, "focus": focus(), **({"names": names} if names else {})}
+        marked = focus()
+    data = {"acked": acked, "url": url, "desk": desk.id, "focus": marked, **({"names": names} if names else {})}
     value = key_listener()(key=key, data=data, default={"presses": None}, on_presses_change=lambda: None,
                            height="content")
     desk.take(_presses(value))

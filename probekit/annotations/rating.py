@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProbekitError
+from . import presses as _presses
 from .access import _member_key
 from .sessions import _load, _now, _store
 
@@ -209,9 +210,19 @@ def _record(session_id, item_id, annotator, kind: str, score, elapsed_ms) -> int
         rows = cur.execute("INSERT INTO annotation_events (session_id, item_id, annotator, kind, score, supersedes, "
                            "elapsed_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING event_id",
                            [sid, item_id, key, kind, score, previous, elapsed, now]).fetchall()
+        _presses.record(cur, sid, key, int(rows[0][0]), now)  # the key press behind it, in the same transaction
         return int(rows[0][0])
 
-    return _write(write)
+    event = _write(write)
+    _recorded(sid, key)
+    return event
+
+
+def _recorded(sid: str, key: str) -> None:
+    """The current key press (if it is this expert's) was committed with its event."""
+    press = _presses.current()
+    if press is not None and press.owner == (sid, key):
+        press.recorded = True
 
 
 def rate(session_id: str, item_id: str, annotator: str, score: int, *, elapsed_ms: float | None = None) -> int:
@@ -246,6 +257,7 @@ def undo(session_id: str, annotator: str, *, event_id: int | None = None) -> dic
         if event_id is None:
             rows = cur.execute(live + " AND e.annotator = ? ORDER BY e.event_id DESC LIMIT 1", [sid, key]).fetchall()
             if not rows:
+                _presses.record(cur, sid, key, None, _now())  # a U with nothing to undo is still handled, once
                 return None
         else:
             rows = cur.execute(live + " AND e.event_id = ?", [sid, int(event_id)]).fetchall()
@@ -254,12 +266,16 @@ def undo(session_id: str, annotator: str, *, event_id: int | None = None) -> dic
             if rows[0][2] != key:
                 raise ProbekitError("you can only undo your own ratings")
         target, item = int(rows[0][0]), rows[0][1]
-        cur.execute("INSERT INTO annotation_events (session_id, item_id, annotator, kind, score, supersedes, "
-                    "elapsed_ms, created_at) VALUES (?, ?, ?, 'undo', NULL, ?, NULL, ?)",
-                    [sid, item, key, target, _now()])
+        now = _now()
+        made = cur.execute("INSERT INTO annotation_events (session_id, item_id, annotator, kind, score, supersedes, "
+                           "elapsed_ms, created_at) VALUES (?, ?, ?, 'undo', NULL, ?, NULL, ?) RETURNING event_id",
+                           [sid, item, key, target, now]).fetchall()
+        _presses.record(cur, sid, key, int(made[0][0]), now)  # the U behind it, in the same transaction
         return {"event_id": target, "item_id": item, "query_index": entry["item_query"][item]}
 
-    return _write(write)
+    undone = _write(write)
+    _recorded(sid, key)
+    return undone
 
 
 def progress(session_id: str, annotator: str) -> dict:
@@ -376,9 +392,49 @@ def perform(session_id: str, annotator: str, action: Action, *, query_index: int
 
 def press(session_id: str, annotator: str, key: str, *, query_index: int | None,
           elapsed_ms: float | None = None) -> tuple[int | None, str | None]:
-    """A key press on ``query_index`` (:func:`key_action` on the query as it is *now*, then :func:`perform`)."""
+    """A key press on ``query_index`` (:func:`key_action` on the query as it is *now*, then :func:`perform`).
+
+    Inside :func:`probekit.annotations.presses.pressing` the press is a numbered press of a browser window: it is
+    stored with the event it produced, in that event's transaction, and one the database already holds (re-sent
+    by the browser after a server restart) does nothing (see :mod:`probekit.annotations.presses`)."""
+    current = _presses.current()
+    if current is not None:
+        sid = _load(session_id)["meta"]["session_id"]
+        if _presses.seen(_store(), sid, _member_key(sid, annotator)):
+            return query_index, None
     view = None if query_index is None else query_view(session_id, annotator, query_index)
     action = key_action(key, view)
     if action is None:
         return query_index, None
-    return perform(session_id, annotator, action, query_index=query_index, elapsed_ms=elapsed_ms)
+    try:
+        return perform(session_id, annotator, action, query_index=query_index, elapsed_ms=elapsed_ms)
+    except _presses.PressHandled:  # another handler of this window stored it first
+        if current is not None:
+            current.skipped = True
+        return query_index, None
+    except duckdb.ConstraintException:  # the same, caught by the presses' key as both committed
+        if current is None or current.owner is None or \
+                _presses.stored_last(_store(), *current.owner, current.client) < current.seq:
+            raise
+        current.skipped = True
+        return query_index, None
+
+
+def settle_press(press: _presses.Press) -> None:
+    """Store a press that changed nothing (Enter, a key on a finished query, a refused rating): it is handled
+    all the same, and a re-send after a restart must not act on it then. Does nothing for a press no press
+    function took (no owner), one skipped, or one already stored with its event."""
+    if press.owner is None or press.skipped or press.recorded:
+        return
+    sid, key = press.owner
+
+    def write(cur):
+        with _presses.pressing(press):
+            _presses.record(cur, sid, key, None, _now())
+
+    try:
+        _write(write)
+    except _presses.PressHandled:
+        press.skipped = True
+        return
+    press.recorded = True

@@ -211,6 +211,16 @@ MIGRATIONS["annotations"] = [
     );
     CREATE INDEX annotation_verdicts_session ON annotation_verdicts (session_id)
     """,
+    # 6: every key press an expert's browser window sent, once: (session, expert, window, press number) is the
+    # key, so a press re-sent after a server restart is recognised by the database; event_id is the event it
+    # produced (NULL: it changed nothing, e.g. Enter), written in that event's transaction
+    """
+    CREATE TABLE annotation_presses (
+        session_id VARCHAR NOT NULL, annotator VARCHAR NOT NULL, client VARCHAR NOT NULL,
+        seq BIGINT NOT NULL CHECK (seq >= 1), key VARCHAR NOT NULL, event_id BIGINT, created_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (session_id, annotator, client, seq)
+    )
+    """,
 ]
 
 # context variance (UCM) dataset runs: one row per step
