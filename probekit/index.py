@@ -1,9 +1,11 @@
 """Exact faiss search over entity-name embeddings, built once per (model, layer, pooling, names, similarity).
 
 The vectors live in ONE place: the faiss index (``IndexFlatIP``, or ``IndexFlatL2`` for ``l2``; cosine
-is inner product on normalised vectors). :meth:`EntityIndex.rank` takes the top-k from a faiss search
-and the gold ranks from scoring only the gold vectors and counting, chunk by chunk over the candidates,
-how many beat them, so the full query x candidate matrix is never materialised. Raw vectors come from
+is inner product on normalised vectors). :meth:`EntityIndex.rank` scores the candidates once, chunk by
+chunk: each chunk's scores give both the count of candidates beating each gold (whose own score comes from
+its vector alone) and a running top-k, so the full query x candidate matrix is never materialised and no
+second product (a faiss search) scores the candidates again; faiss searches only when a tie group at the
+k-th place reaches past the kept width. Raw vectors come from
 the one embedding cache (:mod:`probekit.cache`); built indexes are kept in a small in-process memo so
 warm queries skip encoding, disk and indexing.
 
@@ -24,7 +26,16 @@ import numpy as np
 
 from . import cache
 from .errors import ProbekitError
-from .index_rank import TIE_TOLERANCE, GoldCounter, partial_scores, prepare, score_scale, top_k_by_rule
+from .index_rank import (
+    TIE_TOLERANCE,
+    GoldCounter,
+    RunningTop,
+    partial_scores,
+    prepare,
+    score_scale,
+    search_width,
+    top_k_by_rule,
+)
 from .jobs import Progress
 from .memo import Memo
 from .models import LoadedModel
@@ -148,7 +159,11 @@ class EntityIndex:
         # Identical vectors (an uncased model's case variants) tie exactly, whatever the float noise:
         # id -> the ids sharing its vector, for the ids that have twins.
         self._twins: dict[int, list[int]] = {}
+        self._rep: np.ndarray | None = None  # id -> the lowest id sharing its vector (None: no twins)
         for ids in twin_groups(row_hashes(xb), lambda ids: xb[ids]):
+            if self._rep is None:
+                self._rep = np.arange(n)
+            self._rep[ids] = ids[0]
             for i in ids:
                 self._twins[i] = ids
 
@@ -206,8 +221,8 @@ class EntityIndex:
         """Per query: top-k ids, their scores, and the rank of every gold id (``None`` stays ``None``).
 
         ``exclude`` lists, per query, candidate ids treated as absent (neither listed nor counted).
-        The top-k comes from a faiss search; gold ranks from the gold vectors' scores and a count of
-        the candidates beating them, over chunks of :data:`NAME_CHUNK` candidates (:mod:`probekit.index_rank`).
+        One product over chunks of :data:`NAME_CHUNK` candidates gives the gold ranks (the gold vectors' scores
+        and a count of the candidates beating them) and the top-k (:meth:`_one_pass`, :mod:`probekit.index_rank`).
         """
         n_q = len(queries)
         if len(golds) != n_q:
@@ -220,14 +235,56 @@ class EntityIndex:
             g, ex = golds[start:stop], exclude[start:stop]
             counter = GoldCounter(q, g, ex, similarity=self.similarity, max_norm=self._max_norm,
                                   rows_of=self._rows_of, twins=self._twins)
-            counter.add(0, self.vectors, self._sq_norms, chunk=NAME_CHUNK)
+            search = self._one_pass(q, counter, search_width(k, ex, len(self)))
             ranks = counter.ranks()
-            tops = top_k_by_rule(lambda qq, kk: self._faiss_search(qq, kk), q, g, ex, ranks, k, n=len(self),
+            tops = top_k_by_rule(search, q, g, ex, ranks, k, n=len(self),
                                  tol=TIE_TOLERANCE * self._scale(q), gold_score=self._gold_score(q))
             out += [(ids, scores, r) for (ids, scores), r in zip(tops, ranks)]
             if progress:
                 progress(stop, n_q, "ranking")
         return out
+
+    def _one_pass(self, q: np.ndarray, counter: GoldCounter, kk: int):
+        """Score every candidate against the prepared query chunk ``q`` once, block by block: each block's scores
+        feed both the gold counts (``counter``) and the running top ``kk``. Returns the search for
+        :func:`top_k_by_rule`: its first call (all of ``q``, ``kk`` wide) answers from that pass; a widened one (a
+        tie group reaching past ``kk``, rare) asks faiss."""
+        top = RunningTop(len(q), kk)
+        rows = None if counter.idle or len(counter.rows) == len(q) else counter.rows
+        xb, sq = self.vectors, self._sq_norms
+        for c0 in range(0, len(self), NAME_CHUNK):
+            part = partial_scores(self.similarity, q, xb[c0:c0 + NAME_CHUNK], sq[c0:c0 + NAME_CHUNK])
+            top.add(c0, part)
+            if not counter.idle:
+                counter.count(c0, part if rows is None else part[rows])
+        scores, ids = top.result()
+        if self.similarity == "l2":  # partial scores lack the query's own -|q|^2
+            scores = scores - np.einsum("ij,ij->i", q, q)[:, None]
+        pending = [(scores, ids)]
+
+        def search(qq: np.ndarray, kk_: int) -> tuple[np.ndarray, np.ndarray]:
+            if pending and kk_ == kk and len(qq) == len(q):
+                return self._tie_twins(*pending.pop())
+            return self._tie_twins(*self._faiss_search(qq, kk_))
+        return search
+
+    def _tie_twins(self, scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Twins listed in one row get one score (their highest), so the tie rule lists them by id: a product can
+        score identical vectors a float32 ulp apart, and which spelling comes first must not depend on the kernel."""
+        if self._rep is None or not ids.size:
+            return scores, ids
+        n_q, kk = ids.shape
+        rep = self._rep[np.where(ids >= 0, ids, 0)].ravel()
+        rows = np.repeat(np.arange(n_q), kk)
+        order = np.lexsort((rep, rows))
+        r_s, rep_s = rows[order], rep[order]
+        starts = np.flatnonzero(np.r_[True, (r_s[1:] != r_s[:-1]) | (rep_s[1:] != rep_s[:-1])])
+        best = np.maximum.reduceat(scores.ravel()[order], starts)
+        tied = np.empty(n_q * kk, dtype=scores.dtype)
+        tied[order] = np.repeat(best, np.diff(np.r_[starts, len(order)]))
+        tied = np.where(ids.ravel() >= 0, tied, scores.ravel()).reshape(n_q, kk)
+        resort = np.argsort(-tied, axis=1, kind="stable")
+        return np.take_along_axis(tied, resort, 1), np.take_along_axis(ids, resort, 1)
 
     def _faiss_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         dist, ids = self.faiss.search(q, kk)

@@ -184,6 +184,61 @@ class GoldCounter:
         return self.out
 
 
+class RunningTop:
+    """The ``kk`` best partial scores of each query row over candidate blocks fed in id order, kept from the same
+    products :class:`GoldCounter` counts with, so one pass over the candidates yields both the gold ranks and the
+    top-k (a second full product, e.g. a faiss search, scored every candidate again).
+
+    Exact by value: a block's candidate enters only if it beats the row's current ``kk``-th best; among equal
+    scores at the ``kk``-th place any may stay, which :func:`top_k_by_rule` settles by widening the search."""
+
+    def __init__(self, n_rows: int, kk: int):
+        self.kk = kk
+        self.scores = np.zeros((n_rows, 0), dtype=np.float32)
+        self.ids = np.zeros((n_rows, 0), dtype=np.int64)
+
+    def add(self, lo: int, part: np.ndarray) -> None:
+        """Candidates ``lo ..`` with their partial scores ``part``: (n_rows, n_candidates)."""
+        n_rows, m = part.shape
+        if not m:
+            return
+        if not self.scores.shape[1]:  # the first block: its own best kk, no copy of the block
+            s, i = part, None
+        elif self.scores.shape[1] < self.kk:  # not full yet: every candidate of the block competes
+            s = np.concatenate([self.scores, part], axis=1)
+            i = np.concatenate([self.ids, np.broadcast_to(np.arange(lo, lo + m), (n_rows, m))], axis=1)
+        else:  # only what beats a row's kk-th best, padded to the widest row
+            rows, cols = np.nonzero(part > self.scores.min(axis=1)[:, None])
+            if not len(rows):
+                return
+            counts = np.bincount(rows, minlength=n_rows)
+            pos = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
+            width = int(counts.max())
+            pad_s = np.full((n_rows, width), -np.inf, dtype=part.dtype)
+            pad_i = np.full((n_rows, width), -1, dtype=np.int64)
+            pad_s[rows, pos] = part[rows, cols]
+            pad_i[rows, pos] = cols + lo
+            s, i = np.concatenate([self.scores, pad_s], axis=1), np.concatenate([self.ids, pad_i], axis=1)
+        if s.shape[1] > self.kk:
+            keep = np.argpartition(-s, self.kk - 1, axis=1)[:, :self.kk]
+            s, i = np.take_along_axis(s, keep, 1), (keep + lo if i is None else np.take_along_axis(i, keep, 1))
+        elif i is None:
+            i = np.broadcast_to(np.arange(lo, lo + m), (n_rows, m))
+        self.scores, self.ids = np.ascontiguousarray(s), np.ascontiguousarray(i)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids): (n_rows, kk) partial scores and ids, best first (as a :data:`Search` gives them)."""
+        order = np.argsort(-self.scores, axis=1, kind="stable")
+        return np.take_along_axis(self.scores, order, 1), np.take_along_axis(self.ids, order, 1)
+
+
+def search_width(k: int, exclude: Sequence[Sequence[int]], n: int) -> int:
+    """How many candidates :func:`top_k_by_rule` first asks its search for: k, room for the excluded, and a margin
+    for ties at the k-th place."""
+    extra = max((len(e) for e in exclude), default=0)
+    return min(n, k + extra + 8)
+
+
 def top_k_by_rule(search: Search, q: np.ndarray, golds: Sequence[Sequence[int | None]],
                   exclude: Sequence[Sequence[int]], ranks: Sequence[Sequence[int | None]], k: int, *, n: int,
                   tol: np.ndarray, gold_score: Callable[[int, int], float]) -> list[tuple[list[int], list[float]]]:
@@ -192,8 +247,7 @@ def top_k_by_rule(search: Search, q: np.ndarray, golds: Sequence[Sequence[int | 
     left out (a near-tie, or an approximate search's miss) is added with ``gold_score(query_row, gold_id)``.
     ``tol``: (n_queries,) the tie tolerance of each query's scores; ``n``: the number of candidates."""
     n_q = len(q)
-    extra = max((len(e) for e in exclude), default=0)
-    kk = min(n, k + extra + 8)
+    kk = search_width(k, exclude, n)
     todo = np.arange(n_q)
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     while len(todo):
@@ -231,4 +285,5 @@ def top_k_by_rule(search: Search, q: np.ndarray, golds: Sequence[Sequence[int | 
     return out
 
 
-__all__ = ["TIE_TOLERANCE", "GoldCounter", "partial_scores", "prepare", "score_scale", "to_float32", "top_k_by_rule"]
+__all__ = ["TIE_TOLERANCE", "GoldCounter", "RunningTop", "partial_scores", "prepare", "score_scale", "search_width",
+           "to_float32", "top_k_by_rule"]

@@ -26,6 +26,7 @@ from ..jobs import Cancelled, Job, Progress
 from ..types import Ranking
 from . import results as res
 from .frames import RESULT_COLUMNS, Run, rankings_frame, typed
+from .identity import CachedModel, ModelIdentity  # noqa: F401  # re-exported: the runner's callers find them here
 from .settings import check_run_args, get_probe, resolve_options, settings_key, settings_of
 
 STAGE_TIMINGS = {"ranking": "scoring"}
@@ -63,42 +64,6 @@ class _StageClock:
     def close(self) -> None:
         if self.stage is not None:  # building the rankings after the last report belongs to the last stage
             self.timings[self.stage] += time.perf_counter() - self.last
-
-
-class ModelIdentity:
-    """What a run's settings need from a model (source, revision, spec, layers, device), read from a local
-    model folder without importing transformers or loading weights: enough to find a stored run.
-
-    Only for local folders (the embedded default, checkpoints); ``None`` from :meth:`of` otherwise.
-    The revision is :func:`probekit.models.load`'s folder fingerprint, so keys are the same as a loaded model's.
-    """
-
-    def __init__(self, model_id, source, revision, spec, cfg, device):
-        self.id, self.source, self.revision, self.spec, self.device = model_id, source, revision, spec, device
-        self.num_layers = int(cfg["num_hidden_layers"])
-        self.hidden_size = int(cfg["hidden_size"])
-        self.label = spec.label or model_id
-
-    @classmethod
-    def of(cls, model_id: str, device: str | None = None) -> ModelIdentity | None:
-        import json
-        from pathlib import Path
-
-        from .. import models
-
-        try:
-            source, spec, _ = models.resolve_model(str(model_id).strip())
-            folder = Path(source)
-            if not (folder / "config.json").is_file():
-                return None
-            cfg = json.loads((folder / "config.json").read_text())
-            return cls(model_id, source, models.folder_fingerprint(folder), spec, cfg, models.pick_device(device))
-        except (OSError, ValueError, KeyError, ProbekitError):
-            return None  # anything unusual: the caller loads the model as usual
-
-    def describe(self) -> dict:
-        return {"model": self.id, "source": self.source, "revision": self.revision, "device": str(self.device),
-                "layers": self.num_layers, "hidden": self.hidden_size}
 
 
 def find_stored(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,

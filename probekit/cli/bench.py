@@ -48,7 +48,10 @@ def _cmd_bench(args) -> int:
         if model is not None:
             run = runner.find_stored(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k)
     if run is None or model is None:  # (a run is found only through a model identity)
-        model = models.load(args.model, device=args.device)
+        if probe.name == "retrieval":  # weights loaded only if a vector is missing from the embedding cache
+            model = runner.CachedModel.lazy(args.model, args.device)
+        else:
+            model = models.load(args.model, device=args.device)
         with progress_bar(args.quiet) as report:
             run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
                                        progress=report, save=args.save, reuse=not args.fresh, counting=args.counting)

@@ -3,8 +3,8 @@
 The query (``[Y]`` -> mask token) and every candidate name are encoded by the same encoder at
 layer L with cls or mean pooling; both come from the one embedding cache (:mod:`probekit.cache`), so a
 repeated run only redoes the search. Candidates are ranked by an exact faiss search
-(:meth:`probekit.index.EntityIndex.rank`: top-k from faiss, gold ranks by counting the candidates that
-beat each gold).
+(:meth:`probekit.index.EntityIndex.rank`: one pass of scores gives the top-k and the gold ranks, by counting
+the candidates that beat each gold).
 
 The candidates may be a built vocabulary (:class:`probekit.vocab.store.VocabularyCandidates`: UMLS strings, a
 site's terminology): its stored shards are then searched through the sharded index (:mod:`probekit.vocab.probing`),
