@@ -371,6 +371,33 @@ def test_probe_stops_a_cold_encoding(page, app_url):
     no_exception(page)
 
 
+def test_every_probe_shows_one_table_per_usable_probe(browser, app_url, tiny_mlm):
+    """At 1280×720 on a tiny MLM (an MLM head: every probe but the encoder-decoder one applies), the "Every probe"
+    toggle and Probe show one top-k table per usable probe, two to a row, where they disagree, and the probe that
+    could not run named; the relation's answers for all, so that the cold probes take seconds."""
+    from probekit.probes import probes_for
+
+    budget = Budget(BUDGET_S)
+    page = browser.new_context(viewport=SCREEN).new_page()
+    open_page(page, f"{app_url}/?model={tiny_mlm.id}&dataset=demo&relation=may_treat&vocab=relation&k=3", "Probe",
+              PROBE_RUN(page), timeout=budget.ms())
+    page.locator(key("pk_every")).get_by_text("Every probe").click()
+    wait_idle(page, page.locator(f"{key('pk_every')} input:checked"), timeout=budget.ms())
+    PROBE_RUN(page).first.click()
+    cells = {p: page.locator('[data-testid="stColumn"]').filter(has=page.get_by_text(f"{p} · gold rank"))
+             for p in probes_for(tiny_mlm)}
+    wait_idle(page, page.get_by_role("heading", name="Where they disagree"),
+              *[cell.locator(TABLE) for cell in cells.values()], timeout=budget.ms())
+    for p, cell in cells.items():
+        assert cell.count() == 1 and cell.locator(TABLE).first.is_visible(), p  # one cell, its table drawn
+        box = cell.bounding_box()
+        assert box is not None and box["width"] >= 0.3 * SCREEN["width"], (p, box)  # two per row: readable
+    assert page.get_by_text(re.compile(r"^Not run: probe 'generative' needs")).count() == 1
+    assert "every=true" in page.url
+    no_exception(page)
+    page.context.close()
+
+
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_benchmark_run_then_reopen_from_the_store(page, app_url):
     """Start a demo benchmark in the browser (background job, live progress), see its charts, then open the
