@@ -126,8 +126,9 @@ def draw_every(model, result, model_id: str) -> None:
                 if run.ranking.search:
                     st.caption(ui.md(run.ranking.search))
                 st.dataframe(_gold_rows(every_top(run.ranking)), hide_index=True, key=f"pk_every_top_{run.probe}",
-                             column_config={"gold": st.column_config.CheckboxColumn("gold"),
-                                            "score": st.column_config.NumberColumn(format="%.4f")})
+                             column_config={"rank": st.column_config.NumberColumn("rank", width="small"),
+                                            "gold": st.column_config.CheckboxColumn("gold", width="small"),
+                                            "score": st.column_config.NumberColumn(format="%.4f", width="small")})
                 if run.explanation is not None and run.explanation.views:
                     explain(run.explanation, key=f"pk_every_explain_{run.probe}",
                             heading=lambda title: st.markdown(f"**{ui.md(title)}**"))
@@ -142,7 +143,7 @@ def draw_every(model, result, model_id: str) -> None:
     if result.agreement.only_some:
         st.dataframe(disagreement_table(result), hide_index=True, key="pk_every_disagree",
                      column_config={"gold": st.column_config.CheckboxColumn("gold")})
-        st.caption("Answers in some probe's top-k and not in another's; the number is its rank there, empty where "
+        st.caption("Answers in some probe's top-k and not in another's; the number is its rank there, None where "
                    "that probe does not list it. Answers match by the hit rule (case, spaces and word pieces aside).")
     else:
         st.caption("Every probe lists the same answers in its top-k.")

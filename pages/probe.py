@@ -56,13 +56,12 @@ if bad := st.session_state.pop("pk_ignored", None):
 source = st.segmented_control("Query", [DATASET, TYPED], key="pk_source", persist_state="session") or DATASET
 left, right = st.columns([3, 2])
 with right:  # short, so the answer starts above the fold of a 1024x768 projector
-    pick, every_col = st.columns([3, 2], vertical_alignment="bottom")
-    probe = get_probe(pick.selectbox("Probe", names, key="pk_probe",
-                                     persist_state="session", help="mask_average needs a model with an MLM head"))
-    every = every_col.toggle("Every probe", key="pk_every", persist_state="session",
-                             help="Run every probe this model supports on the query and show them side by side. "
-                                  "Each ranks its own candidates unless you pick others; the options below apply "
-                                  "to the probe picked on the left, the others keep their defaults.")
+    probe = get_probe(st.selectbox("Probe", names, key="pk_probe",
+                                   persist_state="session", help="mask_average needs a model with an MLM head"))
+    every = st.toggle("Every probe", key="pk_every", persist_state="session",
+                      help="Run every probe this model supports on the query and show them side by side. "
+                           "Each ranks its own candidates unless you pick others; the options below apply to the "
+                           "probe picked above, the others keep their defaults.")
     with st.expander("Candidates, k and probe options", icon=":material/tune:") as box:
         vocab = ui.vocab_picker(probe, key="pk_vocab", has_relation=source != TYPED,
                                 help="heads+tails of the dataset (MedLAMA's reference), all tails, tails of this "
