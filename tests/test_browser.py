@@ -371,6 +371,7 @@ def test_probe_stops_a_cold_encoding(page, app_url):
     no_exception(page)
 
 
+@pytest.mark.heavy  # ~21 s of cold probes: its AppTest twin (tests/test_page_probe.py) stays in the default suite
 def test_every_probe_shows_one_table_per_usable_probe(browser, app_url, tiny_mlm):
     """At 1280×720 on a tiny MLM (an MLM head: every probe but the encoder-decoder one applies), the "Every probe"
     toggle and Probe show one top-k table per usable probe, two to a row, where they disagree, and the probe that
