@@ -4,6 +4,7 @@ dataset loading, printing and CLI progress."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import re
@@ -46,8 +47,12 @@ def _probe_option_table() -> dict:
     for probe in PROBES.values():
         for o in probe.options:
             if o.name in table:
-                table[o.name][1].append(probe.name)
-                table[o.name][2].add(repr(o.default))
+                first, owners, defaults = table[o.name]
+                owners.append(probe.name)
+                defaults.add(repr(o.default))
+                more = tuple(c for c in o.choices if c not in first.choices)
+                if first.choices and more:  # one flag for all: it takes every probe's values (e.g. each's presets)
+                    table[o.name] = (dataclasses.replace(first, choices=first.choices + more), owners, defaults)
             else:
                 table[o.name] = (o, [probe.name], {repr(o.default)})
     return table

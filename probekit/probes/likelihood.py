@@ -12,6 +12,11 @@ Options:
 - ``reduction``: ``sum`` (BEAR's default) or ``mean`` of the scored tokens' log-probs;
 - ``span``: ``statement`` (every token, BEAR's default) or ``answer`` (only the answer's tokens, in the context
   of the whole statement);
+- ``capitalize``: upper-case the filled-in statement's first character (lm-pub-quiz does; off by default, the
+  statement as the template and names spell it);
+- ``pll`` (masked LMs): ``original`` (each token masked alone; the default) or ``within_word_l2r`` (the rest
+  of its word masked too; lm-pub-quiz's default), see :mod:`~probekit.probes.likelihood_scoring`;
+- ``preset``: a named recipe whose values replace the options it names (:data:`PRESETS`); a run stores both;
 - the candidate space is the one the caller gives: with ``--vocab relation`` the relation's answer set (BEAR's
   multiple choice; the CLI's default for this probe, ``default_vocab``), or any vocabulary probekit offers;
 - ``first_stage`` / ``first_stage_model`` / ``top_n`` (retrieve-then-rerank): ``first_stage='retrieval'`` ranks
@@ -35,12 +40,13 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..errors import ProbekitError
+from ..errors import ProbekitError, UnknownNameError
 from ..ranking import ranking_from_scores
 from ..types import OBJECT, SUBJECT, CandidateSet, Query, Ranking
 from .base import Call, Option, Probe
 from .call import Explanation
 from .likelihood_scoring import (
+    PLLS,
     SPANS,
     causal_logprobs_many,
     context_limit,
@@ -52,21 +58,74 @@ from .likelihood_scoring import (
 from .retrieval import PROBE as RETRIEVAL
 
 REDUCTIONS = ("sum", "mean")
+PRESETS: dict[str, dict] = {
+    "lm-pub-quiz": {"reduction": "sum", "span": "statement", "capitalize": True, "pll": "within_word_l2r"},
+}
+"""Named recipes: the option values each one sets.
+
+``lm-pub-quiz``: the defaults of BEAR's reference package ``lm-pub-quiz`` (read in its 0.3.3 source,
+``lm_pub_quiz/evaluators/``), so its rankings and scores are reproduced:
+
+- reduction ``sum`` of the token log-probs: ``base.py:40`` ``default_reduction = "sum"`` (``mean`` is
+  ``sum(x) / len(x)``, ``pll_evaluators.py:336-337``);
+- the whole statement is scored, for causal and masked models alike: ``pll_evaluators.py:49``
+  ``conditional_score=False`` (with True, a causal LM scores from the answer's first token to the end,
+  ``pll_evaluators.py:451-457``, and a masked LM only the answer's tokens, ``pll_evaluators.py:375-386``; neither
+  is a probekit span);
+- special tokens are never scored: the scoring mask is not ``special_tokens_mask`` (``scoring_mixins.py:17``,
+  ``pll_evaluators.py:389``);
+- the statement's first character upper-cased: ``templating_util.py:12`` ``capitalize=True``, applied to the
+  whole filled-in text by ``text[0].upper() + text[1:]`` (``templating_util.py:25-29, 99-100``);
+- masked LMs' PLL ``within_word_l2r``: ``scoring_mixins.py:35`` ``pll_metric="within_word_l2r"``; each scored
+  token's copy also masks the later scored tokens of its word until the first of another word
+  (``scoring_mixins.py:155-175``, word ids from the fast tokenizer);
+- causal LMs start with BOS: ``pll_evaluators.py:50`` ``ensure_bos_token_added=True``: the tokenizer is asked to add
+  it, and if the first token is still not BOS the BOS text is put before every statement and it is marked special
+  (``pll_evaluators.py:409-441``); probekit always does the same (a BOS id the tokenizer does not add is put first,
+  never scored); the first token is only context (``scoring_mixins.py:256-257``, logits shifted by one);
+- templates are filled by one left-to-right pass replacing every ``[X]`` by the subject and every ``[Y]`` by the
+  answer (``templating_util.py:31-97``), as :func:`statement` does.
+"""
 FIRST_STAGE_MODEL = "default"
 FIRST_STAGES = {"retrieval": RETRIEVAL}
 """Probes that may pick the candidates likelihood re-ranks (ranked probes that need no LM head)."""
 
 
-def statement(query: Query, answer: str) -> tuple[str, tuple[int, int]]:
-    """The statement with ``answer`` in the object slot and the subject in its own, and the answer's character span.
+def statement(query: Query, answer: str, *, capitalize: bool = False) -> tuple[str, tuple[int, int]]:
+    """The statement with ``answer`` in the object slot and the subject in its own, and the answer's character span;
+    ``capitalize`` upper-cases its first character (lm-pub-quiz's default).
 
     >>> statement(Query("q", "Metformin", "may_treat", "[X] might treat [Y]."), "diabetes")
     ('Metformin might treat diabetes.', (22, 30))
+    >>> statement(Query("q", "x", "r", "[Y] is treated by [X]."), "diabetes", capitalize=True)
+    ('Diabetes is treated by x.', (0, 8))
     """
     before, _, after = query.template.partition(OBJECT)
     before = before.replace(SUBJECT, query.subject)
     after = after.replace(OBJECT, answer).replace(SUBJECT, query.subject)
-    return before + answer + after, (len(before), len(before) + len(answer))
+    text, a, b = before + answer + after, len(before), len(before) + len(answer)
+    if capitalize and text:
+        first = text[0].upper()  # may be longer than one character ("ß" -> "SS"): the span moves with it
+        shift = len(first) - 1
+        text = first + text[1:]
+        a, b = (a + shift if a else 0), b + shift
+    return text, (a, b)
+
+
+def apply_preset(options: dict) -> dict:
+    """``options`` with its ``preset``'s values written over them (a copy; unchanged without a preset).
+
+    >>> apply_preset({"preset": "lm-pub-quiz", "reduction": "mean", "batch_size": 8})["reduction"]
+    'sum'
+    >>> apply_preset({"reduction": "mean"})
+    {'reduction': 'mean'}
+    """
+    preset = options.get("preset")
+    if preset in (None, ""):
+        return dict(options)
+    if preset not in PRESETS:
+        raise UnknownNameError("preset", str(preset), list(PRESETS))
+    return {**options, **PRESETS[preset]}
 
 
 def _kind(model) -> str:
@@ -74,10 +133,12 @@ def _kind(model) -> str:
         model, "is_seq2seq", False) else "masked"
 
 
-def token_logprobs(model, query: Query, names, *, span: str, batch_size: int) -> list[np.ndarray]:
+def token_logprobs(model, query: Query, names, *, span: str, batch_size: int, capitalize: bool = False,
+                   pll: str = "original") -> list[np.ndarray]:
     """Per-token log-probs of each statement (NaN where not scored), refusing a statement longer than the model's
     context with its length."""
-    return token_logprobs_many(model, [(query, names)], span=span, batch_size=batch_size)[0]
+    return token_logprobs_many(model, [(query, names)], span=span, batch_size=batch_size, capitalize=capitalize,
+                               pll=pll)[0]
 
 
 def _served(model):
@@ -85,10 +146,10 @@ def _served(model):
     return getattr(model, "backend", None)
 
 
-def _encode_checked(model, cases, span: str) -> list[list]:
+def _encode_checked(model, cases, span: str, capitalize: bool) -> list[list]:
     """Every case's statements tokenised (one tokenizer call for all), refusing one longer than the context."""
     limit = model.context if _served(model) is not None else context_limit(model)
-    filled = [[statement(q, n) for n in names] for q, names in cases]
+    filled = [[statement(q, n, capitalize=capitalize) for n in names] for q, names in cases]
     flat = encode(model, [t for f in filled for t, _ in f], [s for f in filled for _, s in f], span)
     out, at = [], 0
     for (query, names), f in zip(cases, filled):
@@ -105,21 +166,24 @@ def _encode_checked(model, cases, span: str) -> list[list]:
     return out
 
 
-def token_logprobs_many(model, cases, *, span: str, batch_size: int,
+def token_logprobs_many(model, cases, *, span: str, batch_size: int, capitalize: bool = False,
+                        pll: str = "original",
                         progress: Callable[[int], None] | None = None) -> list[list[np.ndarray]]:
     """:func:`token_logprobs` for several ``(query, names)`` cases; a causal LM scores them together
     (several queries per forward pass), the other kinds query by query, a served model statement by statement
-    through its engine (``progress(statements done)`` as they come back)."""
-    encoded = _encode_checked(model, cases, span)
+    through its engine (``progress(statements done)`` as they come back). ``pll`` counts for masked LMs only."""
+    if pll not in PLLS:
+        raise UnknownNameError("pll", str(pll), list(PLLS))
+    encoded = _encode_checked(model, cases, span, capitalize)
     if _served(model) is not None:
-        return _served_logprobs(model, cases, encoded, progress=progress)
+        return _served_logprobs(model, cases, encoded, capitalize=capitalize, progress=progress)
     kind = _kind(model)
     try:
         with torch.inference_mode():
             if kind == "causal":
                 return causal_logprobs_many(model.causal, encoded, batch_size=batch_size)
             if kind == "masked":
-                return [mlm_logprobs(model.mlm, model.tokenizer, e, batch_size=batch_size) if e else []
+                return [mlm_logprobs(model.mlm, model.tokenizer, e, batch_size=batch_size, pll=pll) if e else []
                         for e in encoded]
             return [seq2seq_logprobs(model.seq2seq, model.tokenizer, q.text(model.mask_token), e,
                                      batch_size=batch_size) if e else [] for (q, _), e in zip(cases, encoded)]
@@ -130,10 +194,10 @@ def token_logprobs_many(model, cases, *, span: str, batch_size: int,
                             f"{model.device}: lower batch_size, or use first_stage with a smaller top_n") from None
 
 
-def _served_logprobs(model, cases, encoded, *, progress=None) -> list[list[np.ndarray]]:
+def _served_logprobs(model, cases, encoded, *, capitalize: bool, progress=None) -> list[list[np.ndarray]]:
     """Each statement's log-probs from the engine serving ``model``, on the tokens the tokenizer gave (the server
     must agree on their number), NaN where not scored."""
-    texts = [statement(q, n)[0] for q, names in cases for n in names]
+    texts = [statement(q, n, capitalize=capitalize)[0] for q, names in cases for n in names]
     flat = [e for enc in encoded for e in enc]
     values = model.token_logprobs(texts, [e.ids for e in flat], progress=progress)
     rows = [np.where(np.asarray(e.scored), np.asarray(v, dtype=np.float64), np.nan) for e, v in zip(flat, values)]
@@ -201,11 +265,17 @@ class LikelihoodProbe(Probe):
                 f"encoder-decoder); {model.id!r} has none: an encoder, it supports 'retrieval' (or rerank its "
                 "top candidates: first_stage='retrieval' with first_stage_model set to it, on an LM)")
 
+    def resolve(self, options: dict) -> dict:
+        """The options a run really uses: the preset's values written over them (stored runs record both)."""
+        return apply_preset(options)
+
     def _run(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
-             first_stage_model, top_n):
+             first_stage_model, top_n, capitalize=False, pll="original", preset=None):
         """For each query: its scores over all candidates (-inf where not scored) and each scored candidate's
         token log-probs. Queries go to the model in chunks of about ``CHUNK_BATCHES`` batches of statements (a
         causal LM fills its batches across the queries of a chunk)."""
+        o = apply_preset(dict(reduction=reduction, span=span, capitalize=capitalize, pll=pll, preset=preset))
+        reduction, span, capitalize, pll = o["reduction"], o["span"], o["capitalize"], o["pll"]
         if first_stage:
             kept = first_stage_ids(model, queries, candidates, call, first_stage=first_stage,
                                    first_stage_model=first_stage_model, top_n=top_n)
@@ -218,7 +288,8 @@ class LikelihoodProbe(Probe):
             cases = [(queries[j], [candidates.names[i] for i in kept[j]]) for j in chunk]
             report = _served_progress(call.progress, served, done, len(queries), len(chunk)) \
                 if served is not None and call.progress else None
-            per_query = token_logprobs_many(model, cases, span=span, batch_size=batch_size, progress=report)
+            per_query = token_logprobs_many(model, cases, span=span, batch_size=batch_size, capitalize=capitalize,
+                                            pll=pll, progress=report)
             for j, per_token in zip(chunk, per_query):
                 scores = np.full(len(candidates), -np.inf, dtype=np.float64)
                 for i, lp in zip(kept[j], per_token):
@@ -230,20 +301,23 @@ class LikelihoodProbe(Probe):
                 call.progress(done, len(queries), "scoring" + speed)
 
     def _rank(self, model, queries, candidates, call: Call, *, reduction, span, batch_size, first_stage,
-              first_stage_model, top_n) -> list[Ranking]:
+              first_stage_model, top_n, capitalize, pll, preset) -> list[Ranking]:
         run = self._run(model, queries, candidates, call, reduction=reduction, span=span, batch_size=batch_size,
-                        first_stage=first_stage, first_stage_model=first_stage_model, top_n=top_n)
+                        first_stage=first_stage, first_stage_model=first_stage_model, top_n=top_n,
+                        capitalize=capitalize, pll=pll, preset=preset)
         return [ranking_from_scores(q, candidates, scores, call.k, excluded=ex)
                 for (q, scores, _), ex in zip(run, call.excluded)]
 
     def _explain(self, model, query, candidates, call: Call, **opts) -> tuple[Ranking, Explanation | None]:
         (_, scores, per_token), = self._run(model, [query], candidates, call, **opts)
         ranking = ranking_from_scores(query, candidates, scores, call.k, excluded=call.excluded[0])
+        opts = apply_preset(opts)
         tok = model.tokenizer
         views: dict[str, list[dict]] = {}
         for cid, name in zip(ranking.ids, ranking.names):
             lp = per_token[cid]
-            ids = encode(model, [statement(query, name)[0]], [statement(query, name)[1]], opts["span"])[0].ids
+            text, where = statement(query, name, capitalize=opts["capitalize"])
+            ids = encode(model, [text], [where], opts["span"])[0].ids
             views[name] = [{"token": tok.convert_ids_to_tokens(t), "log-prob": None if np.isnan(v) else float(v),
                             "scored": not np.isnan(v)} for t, v in zip(ids, lp)]
         if not views:
@@ -253,7 +327,10 @@ class LikelihoodProbe(Probe):
             help="Each token's log-probability in the statement with this candidate filled in; the candidate's "
                  f"score is their {opts['reduction']} over the scored tokens.",
             caption=f"{_kind(model)} LM{' served by ' + model.backend.where if _served(model) else ''}, "
-                    f"span '{opts['span']}', reduction '{opts['reduction']}'")
+                    f"span '{opts['span']}', reduction '{opts['reduction']}'"
+                    + (f", pll '{opts['pll']}'" if _kind(model) == "masked" else "")
+                    + (", first letter capitalised" if opts["capitalize"] else "")
+                    + (f", preset '{opts['preset']}'" if opts["preset"] else ""))
 
 
 PROBE = LikelihoodProbe(
@@ -262,6 +339,13 @@ PROBE = LikelihoodProbe(
     options=(
         Option("reduction", "sum", REDUCTIONS, "sum (BEAR) or mean of the scored tokens' log-probabilities"),
         Option("span", "statement", SPANS, "score the whole statement (BEAR) or only the answer's tokens"),
+        Option("capitalize", False, (False, True), "upper-case the statement's first character (lm-pub-quiz "
+               "does); off = the statement as the template and names spell it"),
+        Option("pll", "original", PLLS, "masked LMs' pseudo-log-likelihood: original (each token masked alone) "
+               "or within_word_l2r (the rest of its word masked too; lm-pub-quiz's default)"),
+        Option("preset", None, (None, *PRESETS), "a reference's recipe; its values replace the options it names. "
+               "lm-pub-quiz: BEAR's package's defaults (sum over the whole statement, first letter capitalised, "
+               "within_word_l2r PLL)", type=str),
         Option("batch_size", 64, (), "statements (masked LMs: masked copies) per forward pass", advanced=True,
                minimum=1),
         Option("first_stage", None, (None, *FIRST_STAGES), "retrieve-then-rerank: this probe picks the top_n "

@@ -11,10 +11,13 @@ each kind of model gives each *scored* token a log-probability:
   pass (prefixes left-padded, with explicit positions; each continuation after its own query's cached prefix),
   so short queries do not cost two forward passes each. A model with sliding-window attention (Mistral) keeps
   only its window's keys in the cache, so a query with a statement longer than the window is scored whole.
-- masked LM (pseudo-log-likelihood, Salazar et al. 2020; the ``original`` PLL of BEAR's ``lm-pub-quiz``): token t
-  gets log P(w_t | W with w_t masked); special tokens are context. The masked copies of all statements are
-  stacked, length-sorted, and run through :func:`probekit.probes.mask_logits.logits_at_mask` (only each
-  copy's masked row goes through the MLM head, and for BERT-style encoders through the last layer).
+- masked LM (pseudo-log-likelihood, Salazar et al. 2020): with the ``original`` PLL token t gets
+  log P(w_t | W with w_t masked); with ``within_word_l2r`` (Kauf & Ivanova 2023, the default of BEAR's
+  ``lm-pub-quiz``) the scored tokens after t in the same word (the tokenizer's word ids) are masked too, so a word
+  split into pieces is read left to right and no piece is predicted from the pieces after it. Special tokens are
+  context. The masked copies of all statements are stacked, length-sorted, and run through
+  :func:`probekit.probes.mask_logits.logits_at_mask` (only each copy's target row goes through the MLM head, and
+  for BERT-style encoders through the last layer).
 - encoder-decoder: the encoder reads the query with the model's mask in the answer's place (once per query),
   the decoder is teacher-forced on the statement; token t of the statement gets log P(w_t | w_<t, encoder).
 
@@ -36,15 +39,19 @@ from ..errors import ProbekitError
 from .mask_logits import logits_at_mask, logits_path
 
 SPANS = ("statement", "answer")
+PLLS = ("original", "within_word_l2r")
+"""Masked LMs' pseudo-log-likelihoods (module docstring): which tokens each scored token's copy masks."""
 
 
 @dataclass(frozen=True)
 class Encoded:
-    """One tokenised statement: ``ids`` (with the special tokens the model reads) and ``scored``, True at the
-    positions whose token counts."""
+    """One tokenised statement: ``ids`` (with the special tokens the model reads), ``scored``, True at the
+    positions whose token counts, and ``words``, each position's word index from the tokenizer (None for special
+    tokens; empty where the tokenizer gives none): ``within_word_l2r`` needs them."""
 
     ids: tuple[int, ...]
     scored: tuple[bool, ...]
+    words: tuple[int | None, ...] = ()
 
 
 def context_limit(model) -> int:
@@ -77,16 +84,18 @@ def encode(model, texts: Sequence[str], spans: Sequence[tuple[int, int]], span: 
     enc = tok(list(texts), add_special_tokens=True, return_offsets_mapping=True, return_special_tokens_mask=True)
     bos = _bos_to_add(model)
     out = []
-    for ids, offsets, special, (a, b) in zip(enc["input_ids"], enc["offset_mapping"], enc["special_tokens_mask"],
-                                              spans):
+    for n, (ids, offsets, special, (a, b)) in enumerate(zip(enc["input_ids"], enc["offset_mapping"],
+                                                           enc["special_tokens_mask"], spans)):
         ids, offsets, special = list(ids), list(offsets), list(special)
+        words: list[int | None] = list(enc.word_ids(n)) if enc.is_fast else []
         if bos is not None and (not ids or ids[0] != bos):
             ids, offsets, special = [bos] + ids, [(0, 0)] + offsets, [1] + special
+            words = [None, *words] if words else []
         scored = [not s and (span == "statement" or (e > a and s0 < b and e > s0))
                   for (s0, e), s in zip(offsets, special)]
         if model.is_causal and scored:
             scored[0] = False  # nothing predicts the first token
-        out.append(Encoded(tuple(ids), tuple(scored)))
+        out.append(Encoded(tuple(ids), tuple(scored), tuple(words)))
     return out
 
 
@@ -269,34 +278,65 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
 
 
 # ---------------------------------------------------------------- masked LMs
+def masked_with(e: Encoded, pll: str) -> list[tuple[int, tuple[int, ...]]]:
+    """Each scored position of ``e`` with the other positions its copy masks: none for the ``original`` PLL; for
+    ``within_word_l2r`` the scored positions right after it that continue its word (lm-pub-quiz's rule: walk the
+    later scored tokens and stop at the first of another word).
+
+    >>> e = Encoded((101, 7, 8, 9, 102), (False, True, True, True, False), (None, 0, 0, 1, None))
+    >>> masked_with(e, "original"), masked_with(e, "within_word_l2r")
+    ([(1, ()), (2, ()), (3, ())], [(1, (2,)), (2, ()), (3, ())])
+    """
+    if pll not in PLLS:
+        raise ProbekitError(f"unknown pll {pll!r}; available: {', '.join(PLLS)}")
+    where = [p for p, s in enumerate(e.scored) if s]
+    if pll == "original":
+        return [(p, ()) for p in where]
+    if len(e.words) != len(e.ids):
+        raise ProbekitError("pll 'within_word_l2r' needs the tokenizer's word ids (a fast tokenizer); this model's "
+                            "tokenizer gives none: use pll 'original'")
+    out = []
+    for j, p in enumerate(where):
+        word, more = e.words[p], []
+        if word is not None:
+            for q in where[j + 1:]:
+                if e.words[q] != word:
+                    break
+                more.append(q)
+        out.append((p, tuple(more)))
+    return out
+
+
 @torch.inference_mode()
-def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int,
+def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int, pll: str = "original",
                  progress: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
-    """Per-token pseudo-log-likelihoods: one masked copy per scored token, copies of all statements stacked,
-    shortest first, ``batch_size`` copies per forward (module docstring)."""
+    """Per-token pseudo-log-likelihoods: one masked copy per scored token (masking what ``pll`` says,
+    :func:`masked_with`), copies of all statements stacked, shortest first, ``batch_size`` copies per forward
+    (module docstring)."""
     out = _nan_rows(encoded)
     mask_id = tokenizer.mask_token_id
     pad_id = tokenizer.pad_token_id or 0
-    copies = sorted(((i, pos) for i, e in enumerate(encoded) for pos, s in enumerate(e.scored) if s),
+    copies = sorted(((i, pos, more) for i, e in enumerate(encoded) for pos, more in masked_with(e, pll)),
                     key=lambda c: len(encoded[c[0]].ids))
     path = logits_path(mlm)
     dev = next(mlm.parameters()).device
     for start in range(0, len(copies), batch_size):
         chunk = copies[start:start + batch_size]
-        width = max(len(encoded[i].ids) for i, _ in chunk)
+        width = max(len(encoded[i].ids) for i, _, _ in chunk)
         batch = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # (copies, width)
         attn = torch.zeros((len(chunk), width), dtype=torch.long)
-        for r, (i, _) in enumerate(chunk):
+        for r, (i, _, more) in enumerate(chunk):
             ids = encoded[i].ids
             batch[r, :len(ids)] = torch.tensor(ids)
             attn[r, :len(ids)] = 1
+            batch[r, list(more)] = mask_id  # within_word_l2r: the rest of the word is hidden too
         rows = torch.arange(len(chunk))
-        pos = torch.tensor([p for _, p in chunk])
-        target = batch[rows, pos].clone()
+        pos = torch.tensor([p for _, p, _ in chunk])
+        target = torch.tensor([encoded[i].ids[p] for i, p, _ in chunk])
         batch[rows, pos] = mask_id
         batch, attn, rows, pos, target = (t.to(dev) for t in (batch, attn, rows, pos, target))
         lp = _target_logprobs(logits_at_mask(mlm, batch, attn, rows, pos, path), target).double().cpu().numpy()
-        for (i, p), v in zip(chunk, lp):
+        for (i, p, _), v in zip(chunk, lp):
             out[i][p] = v
         if progress:
             progress(min(start + batch_size, len(copies)), len(copies))
