@@ -399,3 +399,14 @@ def test_cli_save_with_a_locked_database_fails_fast(capsys, tiny_encoder_dir, tm
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_options_added_later_leave_stored_keys_alone(tiny_mlm, tiny_dataset):
+    """The rule of bench.settings.KEY_OMITTED_PROBE_DEFAULTS: an option added after runs were stored is left out of
+    the key at its default (the behaviour those runs had), so they are still found; a value that changes results
+    (here the lm-pub-quiz preset) changes the key."""
+    base = runs.settings_of(tiny_mlm, tiny_dataset, probe="likelihood", vocab="relation")
+    assert not {"capitalize", "pll", "preset"} & set(base["options"])
+    preset = runs.settings_of(tiny_mlm, tiny_dataset, probe="likelihood", vocab="relation",
+                              options={"preset": "lm-pub-quiz"})
+    assert runs.settings_key(preset) != runs.settings_key(base)
