@@ -4,8 +4,9 @@ The vectors live in ONE place: the faiss index (``IndexFlatIP``, or ``IndexFlatL
 is inner product on normalised vectors). :meth:`EntityIndex.rank` scores the candidates once, chunk by
 chunk: each chunk's scores give both the count of candidates beating each gold (whose own score comes from
 its vector alone) and a running top-k, so the full query x candidate matrix is never materialised and no
-second product (a faiss search) scores the candidates again; faiss searches only when a tie group at the
-k-th place reaches past the kept width. Raw vectors come from
+second product (a faiss search) scores every candidate again: faiss's flat kernel re-scores only the few kept
+per query (the listed scores stay faiss's), and searches only when a tie group at the k-th place reaches past
+the kept width. Raw vectors come from
 the one embedding cache (:mod:`probekit.cache`); built indexes are kept in a small in-process memo so
 warm queries skip encoding, disk and indexing.
 
@@ -159,11 +160,7 @@ class EntityIndex:
         # Identical vectors (an uncased model's case variants) tie exactly, whatever the float noise:
         # id -> the ids sharing its vector, for the ids that have twins.
         self._twins: dict[int, list[int]] = {}
-        self._rep: np.ndarray | None = None  # id -> the lowest id sharing its vector (None: no twins)
         for ids in twin_groups(row_hashes(xb), lambda ids: xb[ids]):
-            if self._rep is None:
-                self._rep = np.arange(n)
-            self._rep[ids] = ids[0]
             for i in ids:
                 self._twins[i] = ids
 
@@ -257,34 +254,31 @@ class EntityIndex:
             top.add(c0, part)
             if not counter.idle:
                 counter.count(c0, part if rows is None else part[rows])
-        scores, ids = top.result()
-        if self.similarity == "l2":  # partial scores lack the query's own -|q|^2
-            scores = scores - np.einsum("ij,ij->i", q, q)[:, None]
-        pending = [(scores, ids)]
+        pending = [top.result()]  # ids found by the pass; their scores are re-computed by faiss's kernel
 
         def search(qq: np.ndarray, kk_: int) -> tuple[np.ndarray, np.ndarray]:
             if pending and kk_ == kk and len(qq) == len(q):
-                return self._tie_twins(*pending.pop())
-            return self._tie_twins(*self._faiss_search(qq, kk_))
+                return self._exact(qq, pending.pop())
+            return self._exact(qq, self._faiss_search(qq, kk_))
         return search
 
-    def _tie_twins(self, scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Twins listed in one row get one score (their highest), so the tie rule lists them by id: a product can
-        score identical vectors a float32 ulp apart, and which spelling comes first must not depend on the kernel."""
-        if self._rep is None or not ids.size:
-            return scores, ids
-        n_q, kk = ids.shape
-        rep = self._rep[np.where(ids >= 0, ids, 0)].ravel()
-        rows = np.repeat(np.arange(n_q), kk)
-        order = np.lexsort((rep, rows))
-        r_s, rep_s = rows[order], rep[order]
-        starts = np.flatnonzero(np.r_[True, (r_s[1:] != r_s[:-1]) | (rep_s[1:] != rep_s[:-1])])
-        best = np.maximum.reduceat(scores.ravel()[order], starts)
-        tied = np.empty(n_q * kk, dtype=scores.dtype)
-        tied[order] = np.repeat(best, np.diff(np.r_[starts, len(order)]))
-        tied = np.where(ids.ravel() >= 0, tied, scores.ravel()).reshape(n_q, kk)
-        resort = np.argsort(-tied, axis=1, kind="stable")
-        return np.take_along_axis(tied, resort, 1), np.take_along_axis(ids, resort, 1)
+    def _exact(self, q: np.ndarray, found: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The found candidates re-scored by faiss's flat kernel, one query at a time, and listed best first, lower ids
+        first among equal scores. Its per-pair results depend on neither the other candidates nor the other queries,
+        so the listed scores are the ones a faiss search reports (and :mod:`probekit.vocab.scan`'s), and identical
+        vectors score alike: which spelling of a name comes first does not depend on the kernel that found it."""
+        _, ids = found
+        out = np.full(ids.shape, -np.inf, dtype=np.float32)
+        metric = faiss.METRIC_L2 if self.similarity == "l2" else faiss.METRIC_INNER_PRODUCT
+        xb = self.vectors
+        for i in range(len(q)):
+            pos = np.flatnonzero(ids[i] >= 0)
+            if len(pos):
+                dist, loc = faiss.knn(q[i:i + 1], xb[ids[i, pos]], len(pos), metric)
+                out[i, pos[loc[0]]] = -dist[0] if self.similarity == "l2" else dist[0]
+        key = np.where(ids >= 0, ids, np.iinfo(np.int64).max)
+        order = np.lexsort((key, -out), axis=1)
+        return np.take_along_axis(out, order, 1), np.take_along_axis(ids, order, 1)
 
     def _faiss_search(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         dist, ids = self.faiss.search(q, kk)

@@ -184,6 +184,10 @@ class GoldCounter:
         return self.out
 
 
+TOP_GROUP = 64
+"""Candidates per column group whose maxima bound a block's top (:meth:`RunningTop.add`)."""
+
+
 class RunningTop:
     """The ``kk`` best partial scores of each query row over candidate blocks fed in id order, kept from the same
     products :class:`GoldCounter` counts with, so one pass over the candidates yields both the gold ranks and the
@@ -198,17 +202,31 @@ class RunningTop:
         self.ids = np.zeros((n_rows, 0), dtype=np.int64)
 
     def add(self, lo: int, part: np.ndarray) -> None:
-        """Candidates ``lo ..`` with their partial scores ``part``: (n_rows, n_candidates)."""
+        """Candidates ``lo ..`` with their partial scores ``part``: (n_rows, n_candidates).
+
+        Only the candidates that can still be among the best are gathered: those above the row's kept ``kk``-th
+        score and at least the block's bound, the ``kk``-th largest of the maxima of disjoint column groups (``kk``
+        candidates of the block score at least that, so nothing below it can make the top ``kk``). A max and a
+        comparison over the block replace a partition of all of it."""
         n_rows, m = part.shape
         if not m:
             return
-        if not self.scores.shape[1]:  # the first block: its own best kk, no copy of the block
-            s, i = part, None
-        elif self.scores.shape[1] < self.kk:  # not full yet: every candidate of the block competes
+        kk = self.kk
+        if m < kk and self.scores.shape[1] < kk:  # a short block while not full: every candidate competes
             s = np.concatenate([self.scores, part], axis=1)
             i = np.concatenate([self.ids, np.broadcast_to(np.arange(lo, lo + m), (n_rows, m))], axis=1)
-        else:  # only what beats a row's kk-th best, padded to the widest row
-            rows, cols = np.nonzero(part > self.scores.min(axis=1)[:, None])
+        else:
+            mask = None
+            if m >= kk:
+                groups = max(kk, min(m // TOP_GROUP, 1024))
+                g = m // groups
+                maxima = part[:, :g * groups].reshape(n_rows, groups, g).max(axis=2)  # (n_rows, groups)
+                bound = np.partition(maxima, groups - kk, axis=1)[:, groups - kk]  # the kk-th largest group max
+                mask = part >= bound[:, None]
+            if self.scores.shape[1] >= kk:
+                above = part > self.scores.min(axis=1)[:, None]
+                mask = above if mask is None else (mask & above)
+            rows, cols = np.nonzero(mask)
             if not len(rows):
                 return
             counts = np.bincount(rows, minlength=n_rows)
@@ -219,11 +237,9 @@ class RunningTop:
             pad_s[rows, pos] = part[rows, cols]
             pad_i[rows, pos] = cols + lo
             s, i = np.concatenate([self.scores, pad_s], axis=1), np.concatenate([self.ids, pad_i], axis=1)
-        if s.shape[1] > self.kk:
-            keep = np.argpartition(-s, self.kk - 1, axis=1)[:, :self.kk]
-            s, i = np.take_along_axis(s, keep, 1), (keep + lo if i is None else np.take_along_axis(i, keep, 1))
-        elif i is None:
-            i = np.broadcast_to(np.arange(lo, lo + m), (n_rows, m))
+        if s.shape[1] > kk:
+            keep = np.argpartition(-s, kk - 1, axis=1)[:, :kk]
+            s, i = np.take_along_axis(s, keep, 1), np.take_along_axis(i, keep, 1)
         self.scores, self.ids = np.ascontiguousarray(s), np.ascontiguousarray(i)
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
