@@ -216,7 +216,7 @@ class RunningTop:
             s = np.concatenate([self.scores, part], axis=1)
             i = np.concatenate([self.ids, np.broadcast_to(np.arange(lo, lo + m), (n_rows, m))], axis=1)
         else:
-            mask = None
+            mask = np.ones((1, 1), dtype=bool)  # (broadcasts) nothing ruled out yet
             if m >= kk:
                 groups = max(kk, min(m // TOP_GROUP, 1024))
                 g = m // groups
@@ -224,8 +224,7 @@ class RunningTop:
                 bound = np.partition(maxima, groups - kk, axis=1)[:, groups - kk]  # the kk-th largest group max
                 mask = part >= bound[:, None]
             if self.scores.shape[1] >= kk:
-                above = part > self.scores.min(axis=1)[:, None]
-                mask = above if mask is None else (mask & above)
+                mask = mask & (part > self.scores.min(axis=1)[:, None])
             rows, cols = np.nonzero(mask)
             if not len(rows):
                 return

@@ -22,8 +22,9 @@ KEY_EXCLUDED_OPTIONS = ("batch_size",)
 KEY_OMITTED_DEFAULTS = {"exclude_subject": False, "reading": "probekit", "match": "string"}
 """Options added after runs were stored: left out of the key at these values (the behaviour runs stored
 before they existed had), so those runs keep their keys and are still found."""
-KEY_OMITTED_PROBE_DEFAULTS = {"mask_predict": {"preset": None},
-                              "likelihood": {"preset": None, "capitalize": False, "pll": "original"}}
+KEY_OMITTED_PROBE_DEFAULTS: dict[str, dict[str, object]] = {"mask_predict": {"preset": None},
+                                                              "likelihood": {"preset": None, "capitalize": False,
+                                                                             "pll": "original"}}
 """The same, for an option name another probe had from the start (retrieval's ``preset`` stays in its keys)."""
 
 
