@@ -157,7 +157,6 @@ def test_a_model_with_a_head_is_loaded_as_before(tiny_mlm_dir):
     assert isinstance(model, models.LoadedModel) and model.has_mlm
 
 
-@pytest.mark.heavy  # two CLI runs, one loading the model: seconds, over the default suite's budget
 def test_warm_cli_bench_prints_the_same_without_loading(tiny_encoder_dir, tmp_path, capsys, monkeypatch):
     from probekit import cli, index
 
