@@ -118,8 +118,9 @@ def draw_every(model, result, model_id: str) -> None:
     runs = list(result.runs)
     width = per_row(len(runs))
     for start in range(0, len(runs), width):
-        for col, run in zip(st.columns(width, border=True), runs[start:start + width]):
-            with col:
+        # a border per probe, not per column: a row with fewer probes than columns draws no empty box
+        for col, run in zip(st.columns(width), runs[start:start + width]):
+            with col.container(border=True):
                 gold = run.gold_rank
                 st.markdown(f"**{ui.md(run.probe)}** · gold rank {gold if gold is not None else '—'}")
                 st.caption(f"{ui.md(run.vocab)} · {run.n_candidates:,} candidates · {run.seconds:.2f} s")
