@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 import re
 
+from probekit.tours.figures import LABEL_CHARS, chart_text, short_label, shorten_categories  # noqa: F401  # one rule for the app's and the presenter's charts
+
 # ---------------------------------------------------------------- data shown as text, never as markup
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 WORD_JOINER = "\u2060"
@@ -47,40 +49,9 @@ def message(text) -> str:
     return md(text) if _MARKUP.search(str(text)) else str(text)
 
 
-def chart_text(text) -> str:
-    """``text`` for plotly labels and hovers: plotly renders a subset of HTML, so tags are escaped."""
-    return html.escape(str(text), quote=False)
-
-
 FONT_PX = 13
 """Chart text size: legible on a projector at 1280×720 (grey 10-px labels are not)."""
 
-
-LABEL_CHARS = 32
-"""Longest category label drawn on an axis: MedLAMA names run past 60 characters, and automargin gives such a
-label most of a 1024-px chart (or plotly cuts it); longer ones are shortened with "…", the full name on hover."""
-
-
-def short_label(text: str, limit: int = LABEL_CHARS) -> str:
-    """``text`` (already :func:`chart_text`) cut to ``limit`` characters with "…", never inside an ``&…;`` escape."""
-    if len(text) <= limit:
-        return text
-    return re.sub(r"&[#\w]*$", "", text[:limit - 1]).rstrip() + "…"
-
-
-def _shorten_categories(fig) -> None:
-    """Give each axis whose categories (strings) run past :data:`LABEL_CHARS` shortened tick labels; the traces keep
-    the full names, so hovers show them whole."""
-    for letter in ("x", "y"):
-        cats: list[str] = []
-        for trace in fig.data:
-            values = getattr(trace, letter, None)
-            if values is None or getattr(trace, "orientation", None) == ("v" if letter == "y" else "h"):
-                continue
-            cats += [v for v in values if isinstance(v, str) and v not in cats]
-        if any(len(c) > LABEL_CHARS for c in cats):
-            fig.update_layout({f"{letter}axis": dict(tickmode="array", tickvals=cats,
-                                                     ticktext=[short_label(c) for c in cats])})
 
 
 def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | None = None):
@@ -88,7 +59,7 @@ def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | 
     title), axis labels never cut (automargin; category names past :data:`LABEL_CHARS` shortened, whole on hover).
     ``percent_axis`` (``"x"`` or ``"y"``) is an accuracy axis in percent: it starts at zero, so a few points'
     difference does not look like a cliff."""
-    _shorten_categories(fig)
+    shorten_categories(fig)
     fig.update_layout(height=height, font=dict(size=FONT_PX), hoverlabel=dict(font_size=FONT_PX),
                       margin=dict(l=10, r=10, t=48 if legend else 16, b=10), showlegend=legend,
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,

@@ -47,13 +47,16 @@ def chart_text(text) -> str:
     return html.escape(str(text), quote=False)
 
 
-def _short(text: str) -> str:
-    if len(text) <= LABEL_CHARS:
+def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` (already :func:`chart_text`) cut to ``limit`` characters with "…", never inside an ``&…;`` escape."""
+    if len(text) <= limit:
         return text
-    return re.sub(r"&[#\w]*$", "", text[:LABEL_CHARS - 1]).rstrip() + "…"  # never inside an &…; escape
+    return re.sub(r"&[#\w]*$", "", text[:limit - 1]).rstrip() + "…"
 
 
-def _shorten_categories(fig) -> None:
+def shorten_categories(fig) -> None:
+    """Give each axis whose categories (strings) run past :data:`LABEL_CHARS` shortened tick labels; the traces keep
+    the full names, so hovers show them whole (the app's charts and the presenter's share this rule)."""
     for letter in ("x", "y"):
         cats: list[str] = []
         for trace in fig.data:
@@ -63,13 +66,13 @@ def _shorten_categories(fig) -> None:
             cats += [v for v in values if isinstance(v, str) and v not in cats]
         if any(len(c) > LABEL_CHARS for c in cats):
             fig.update_layout({f"{letter}axis": dict(tickmode="array", tickvals=cats,
-                                                     ticktext=[_short(c) for c in cats])})
+                                                     ticktext=[short_label(c) for c in cats])})
 
 
 def projector(fig, *, height: int, legend: bool = True):
     """``fig`` laid out for a projector at 1024×768: type at :data:`FONT_PX`, the legend in a row above the plot,
     axis labels never cut (long category names shortened, whole on hover)."""
-    _shorten_categories(fig)
+    shorten_categories(fig)
     fig.update_layout(height=height, font=dict(size=FONT_PX), hoverlabel=dict(font_size=FONT_PX),
                       margin=dict(l=10, r=10, t=48 if legend else 16, b=10), showlegend=legend,
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
