@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from pages._press_route import press_endpoint
+from probekit.annotations.keyboard import settle_press
 from probekit.annotations.presses import Press, new_presses, pressing
-from probekit.annotations.rating import settle_press
 
 READY = "Keyboard on"  # the listener's status once it listens (the browser tests wait for it before typing)
 

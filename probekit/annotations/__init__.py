@@ -4,7 +4,7 @@ agreement and expert-adjusted accuracy.
 - :mod:`.sessions`: create a session (from rankings, a fresh probe, a stored run), sample, list;
 - :mod:`.access`: annotators and their personal links (tokens);
 - :mod:`.organiser`: the organiser's credential (token, generated once links exist; the sign-in cookie);
-- :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress, the keyboard rules);
+- :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress); :mod:`.keyboard`: its keys;
 - :mod:`.presses`: key presses from a browser, each handled exactly once however often it is re-sent;
 - :mod:`.queue`: sessions from where judgement is needed (selection rules over stored runs or a session);
 - :mod:`.review`: a reviewer's verdicts on disputed answers (blind ratings, one more row each);
@@ -26,6 +26,7 @@ from .access import (  # noqa: F401
     revoke_tokens,
     verify_token,
 )
+from .keyboard import KEY_HELP, Action, key_action, key_name, perform, press  # noqa: F401
 from .organiser import (  # noqa: F401
     check_organiser_cookie,
     check_organiser_token,
@@ -36,14 +37,8 @@ from .organiser import (  # noqa: F401
 from .presses import take_presses, take_timed_presses  # noqa: F401
 from .queue import SELECTIONS, describe, from_selection, get_rule, select  # noqa: F401
 from .rating import (  # noqa: F401
-    KEY_HELP,
-    Action,
-    key_action,
-    key_name,
     my_ratings,
     next_query,
-    perform,
-    press,
     progress,
     query_view,
     rate,
