@@ -11,63 +11,32 @@ one-point gap can be noise. :func:`ranking_stability` resamples the prompts and 
 - for each pair of models, the share of resamples in which their order on the template-free kind is the order on
   the template-based kind: "holds" when it is at least ``1 - alpha``, "flips" when at most ``alpha`` (the other
   order holds), else "uncertain".
+
+The resampling and the verdicts are :func:`probekit.metrics.stability.ranking_stability`'s (any table of models ×
+conditions: a grid's cells use it too); here each kind is a condition and the template-based kind the reference.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 
-from ..errors import ProbekitError, positive_int
+from ..errors import ProbekitError
+from ..metrics import stability
 from ..metrics.registry import get_metric
 
-_CELLS = 4_000_000  # resampled scores held at once
 
-
-def _matrix(frames: Mapping[str, pd.DataFrame], metric: str) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(models, scores (models, queries), relations (queries,)) over the queries every model of a kind holds."""
+def _long(frames: Mapping[str, pd.DataFrame], condition: str, metric: str) -> pd.DataFrame:
+    """One row per (model, prompt) of one kind: the prompt's item score from its best gold rank (query counting)."""
     m = get_metric(metric)
-    models = list(frames)
-    ids = set.intersection(*(set(f["query_id"]) for f in frames.values()))
-    if not ids:
-        raise ProbekitError("the runs of one kind share no query: they must be runs of one dataset")
-    order = sorted(ids)
-    rel = frames[models[0]].drop_duplicates("query_id").set_index("query_id").loc[order, "relation"].to_numpy()
-    scores = np.vstack([
-        m.score(pd.to_numeric(f.drop_duplicates("query_id").set_index("query_id").loc[order, "best_gold_rank"],
-                              errors="coerce").astype(float).to_numpy()) for f in frames.values()])
-    return models, scores, rel
-
-
-def _resampled(scores: np.ndarray, relations: np.ndarray, *, average: str, n_boot: int,
-               rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, models) each model's ``average`` score over prompts resampled within each relation."""
-    groups = [np.flatnonzero(relations == r) for r in pd.unique(relations)]
-    per_rel = []  # one (n_boot, models) mean per relation
-    for idx in groups:
-        out = []
-        step = max(1, _CELLS // max(1, len(idx) * scores.shape[0]))
-        for start in range(0, n_boot, step):
-            size = min(step, n_boot - start)
-            draw = idx[rng.integers(0, len(idx), size=(size, len(idx)))]  # (size, n_r) prompt indices
-            out.append(scores[:, draw].mean(axis=2).T)  # (models, size, n_r) -> (size, models)
-        per_rel.append(np.vstack(out))
-    stacked = np.stack(per_rel)  # (relations, n_boot, models)
-    if average == "macro":
-        return stacked.mean(axis=0)
-    sizes = np.array([len(g) for g in groups], dtype=float)[:, None, None]
-    return (stacked * sizes).sum(axis=0) / sizes.sum()
-
-
-def _kendall(x: np.ndarray, y: np.ndarray) -> float:
-    from scipy import stats
-
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(stats.kendalltau(x, y).statistic)
+    parts = []
+    for model, f in frames.items():
+        f = f.drop_duplicates("query_id")
+        ranks = pd.to_numeric(f["best_gold_rank"], errors="coerce").astype(float).to_numpy()
+        parts.append(pd.DataFrame({"model": model, "condition": condition, "query_id": f["query_id"].to_numpy(),
+                                   "relation": f["relation"].to_numpy(), "score": m.score(ranks)}))
+    return pd.concat(parts, ignore_index=True)
 
 
 def ranking_stability(kind_a: Mapping[str, pd.DataFrame], kind_b: Mapping[str, pd.DataFrame], *,
@@ -79,45 +48,21 @@ def ranking_stability(kind_a: Mapping[str, pd.DataFrame], kind_b: Mapping[str, p
     Returns ``tau`` (Kendall's tau-b between the two kinds' full-data scores), ``lo``/``hi`` (its percentile
     interval at level ``1 - alpha`` over the resamples where tau is defined), ``n_boot``, ``seed``, and ``pairs``:
     one row per pair of models with their order on each kind and ``holds`` (share of resamples keeping the
-    ``names[0]`` order on ``names[1]``) and a ``verdict``."""
-    if average not in ("macro", "micro"):
-        raise ProbekitError(f"unknown average {average!r}; available: macro, micro")
-    n_boot = positive_int("n_boot", n_boot)
-    if not 0 < alpha < 0.5:
-        raise ProbekitError(f"alpha must be between 0 and 0.5, got {alpha}")
+    ``names[0]`` order on ``names[1]``), ``in resamples`` (that count, in words) and a ``verdict``."""
     common = [m for m in kind_a if m in kind_b]
     if len(common) < 2:
         raise ProbekitError(f"a ranking needs at least two models with runs on both the {names[0]} and the "
                             f"{names[1]} dataset")
-    rng = np.random.default_rng(seed)
-    full, boots = [], []
-    for frames in (kind_a, kind_b):
-        models, scores, rel = _matrix({m: frames[m] for m in common}, metric)
-        means = pd.DataFrame(scores.T).groupby(rel, sort=False).mean()  # (relations, models)
-        full.append(means.mean().to_numpy() if average == "macro" else scores.mean(axis=1))
-        boots.append(_resampled(scores, rel, average=average, n_boot=n_boot, rng=rng))  # (n_boot, models)
-    taus = np.array([_kendall(a, b) for a, b in zip(boots[0], boots[1])])
-    defined = taus[~np.isnan(taus)]
-    lo, hi = (np.quantile(defined, [alpha / 2, 1 - alpha / 2]) if len(defined) else (np.nan, np.nan))
-    rows = []
-    for i, j in itertools.combinations(range(len(common)), 2):
-        sign_a = np.sign(boots[0][:, i] - boots[0][:, j])  # (n_boot,)
-        sign_b = np.sign(boots[1][:, i] - boots[1][:, j])
-        base = np.sign(full[0][i] - full[0][j])
-        holds = float(np.mean(sign_b == base)) if base != 0 else float("nan")
-        verdict = ("tied on " + names[0] if base == 0 else "holds" if holds >= 1 - alpha
-                   else "flips" if holds <= alpha else "uncertain")
-        rows.append({"model a": common[i], "model b": common[j],
-                     f"{names[0]} order": _order(full[0][i], full[0][j]),
-                     f"{names[1]} order": _order(full[1][i], full[1][j]),
-                     f"{names[0]} order kept": float(np.mean(sign_a == base)) if base != 0 else float("nan"),
-                     "holds": holds, "verdict": verdict})
-    return {"metric": get_metric(metric).name, "average": average, "models": common,
-            "tau": _kendall(np.asarray(full[0]), np.asarray(full[1])), "lo": float(lo), "hi": float(hi),
-            "n_boot": n_boot, "defined": int(len(defined)), "seed": seed, "alpha": alpha,
-            "pairs": pd.DataFrame(rows, columns=["model a", "model b", f"{names[0]} order", f"{names[1]} order",
-                                                 f"{names[0]} order kept", "holds", "verdict"])}
-
-
-def _order(x: float, y: float) -> str:
-    return "a > b" if x > y else "a < b" if x < y else "a = b"
+    table = pd.concat([_long({m: kind_a[m] for m in common}, names[0], metric),
+                       _long({m: kind_b[m] for m in common}, names[1], metric)], ignore_index=True)
+    held = stability.ranking_stability(table, reference=names[0], conditions=list(names), average=average,
+                                       n_boot=n_boot, seed=seed, alpha=alpha)
+    pairs = held["pairs"].rename(columns={f"order in {names[0]}": f"{names[0]} order",
+                                          f"order in {names[1]}": f"{names[1]} order",
+                                          f"kept in {names[0]}": f"{names[0]} order kept"})
+    pairs["verdict"] = pairs["verdict"].replace({"tied": f"tied on {names[0]}"})
+    columns = ["model a", "model b", f"{names[0]} order", f"{names[1]} order", f"{names[0]} order kept", "holds",
+               "in resamples", "verdict"]
+    return {"metric": get_metric(metric).name, "average": average, "models": held["models"], "tau": held["tau"],
+            "lo": held["lo"], "hi": held["hi"], "n_boot": held["n_boot"], "defined": held["defined"],
+            "seed": seed, "alpha": alpha, "pairs": pairs.reindex(columns=columns)}
