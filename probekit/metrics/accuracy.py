@@ -153,13 +153,15 @@ def item_scores(gold_ranks, *, metric: str | Metric, counting: str = DEFAULT_COU
     """
     m, counting = get_metric(metric), check_counting(counting)
     rows = _rows(gold_ranks)
-    if counting == "query":
-        best = np.array([np.nanmin(g) if g and not np.all(np.isnan(g)) else np.nan for g in rows], dtype=float)
-        return np.ones(len(rows), dtype=int), m.score(best)
     sizes = np.array([len(g) for g in rows], dtype=int)
-    flat = np.array([r for g in rows for r in g], dtype=float)
+    flat = np.array([r for g in rows for r in g], dtype=float)  # (n_golds,) every query's golds in turn
+    owner = np.repeat(np.arange(len(rows)), sizes)  # (n_golds,) the query each gold belongs to
+    if counting == "query":  # the best rank per query in one pass (a per-query nanmin took ~1 s per 19,000 queries)
+        best = np.full(len(rows), np.inf)  # (n_queries,)
+        np.minimum.at(best, owner, np.where(np.isnan(flat), np.inf, flat))
+        best[np.isinf(best)] = np.nan  # no gold ranked: the item scores 0
+        return np.ones(len(rows), dtype=int), m.score(best)
     scored = m.score(flat) if len(flat) else np.zeros(0)
-    owner = np.repeat(np.arange(len(rows)), sizes)
     return sizes, np.bincount(owner, weights=scored, minlength=len(rows)).astype(float)
 
 
