@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import numbers
 import os
+import re
 import sys
 
 
@@ -31,6 +33,83 @@ class ModelLoadError(ProbekitError):
 
 class DataFormatError(ProbekitError):
     """A data file is malformed; the message names the file, line and column."""
+
+
+class DiskFullError(ProbekitError):
+    """A write failed for want of disk space. Nothing half-written is kept: DuckDB rolls the transaction back and
+    the atomic writer removes its temporary file, so what was stored before is intact and the same command (or key
+    press) succeeds once space is freed. ``path``: what could not be written; ``free_bytes``: the space left there
+    (None when it cannot be read)."""
+
+    def __init__(self, path: str, free_bytes: int | None):
+        self.path, self.free_bytes = path, free_bytes
+        super().__init__(f"disk full: could not write {path} ({self.free}); free space and rerun — what was stored "
+                         "before is kept")
+
+    @property
+    def free(self) -> str:
+        """The space left, for a message: ``"0.0 MB free"``."""
+        return "free space unknown" if self.free_bytes is None else f"{self.free_bytes / 2**20:.1f} MB free"
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_NO_SPACE_TEXT = ("no space left on device", "disk quota exceeded")
+_QUOTED_FILE = re.compile(r'file "([^"]+)"')  # DuckDB: Could not write file "/x/p.duckdb.wal": No space left …
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """Bytes an unprivileged user may still write on the file system holding ``path`` (its nearest existing
+    folder); None when none can be read."""
+    where = os.path.abspath(os.fspath(path))
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        st = os.statvfs(where)
+    except (OSError, AttributeError):  # no statvfs (Windows) or an unreadable folder
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _no_space(error: BaseException) -> BaseException | None:
+    """``error`` or the error behind it (its cause or context) that says the disk is full, else None."""
+    seen: set[int] = set()
+    todo: BaseException | None = error
+    while todo is not None and id(todo) not in seen:
+        seen.add(id(todo))
+        if isinstance(todo, OSError) and todo.errno in _NO_SPACE:
+            return todo
+        if any(text in str(todo).lower() for text in _NO_SPACE_TEXT):  # DuckDB's errors, pyarrow's
+            return todo
+        todo = todo.__cause__ or todo.__context__
+    return None
+
+
+def disk_full(error: BaseException, *, path: str | os.PathLike | None = None,
+              places: tuple | list = ()) -> DiskFullError | None:
+    """``error`` as a :class:`DiskFullError` when it (or the error behind it) is a full disk: an ``OSError`` with
+    ``ENOSPC``/``EDQUOT`` or an error whose text says so (DuckDB reports a full disk as a transaction, I/O or
+    fatal error with the system's text); else None. The path named is the error's own file, else ``path``, else
+    the fullest of ``places`` (the folders the command writes to).
+
+    >>> import errno
+    >>> e = disk_full(OSError(errno.ENOSPC, "No space left on device"), path="/")
+    >>> e.path, str(e).startswith("disk full: could not write / (")
+    ('/', True)
+    >>> disk_full(ValueError("no"), path="/") is None
+    True
+    """
+    if isinstance(error, DiskFullError):
+        return error
+    full = _no_space(error)
+    if full is None:
+        return None
+    quoted = _QUOTED_FILE.search(str(full))
+    where = getattr(full, "filename", None) or (quoted.group(1) if quoted else None) or path
+    if where is None and places:
+        free = {p: free_bytes(p) for p in places}
+        where = min(places, key=lambda p: float("inf") if free[p] is None else free[p])
+    where = os.fspath(where) if where is not None else "a file"
+    return DiskFullError(where, free_bytes(where) if where != "a file" else None)
 
 
 def command() -> str:
