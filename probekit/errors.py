@@ -107,7 +107,7 @@ def disk_full(error: BaseException, *, path: str | os.PathLike | None = None,
     where = getattr(full, "filename", None) or (quoted.group(1) if quoted else None) or path
     if where is None and places:
         free = {p: free_bytes(p) for p in places}
-        where = min(places, key=lambda p: float("inf") if free[p] is None else free[p])
+        where = min(places, key=lambda p: float("inf") if (b := free[p]) is None else float(b))
     where = os.fspath(where) if where is not None else "a file"
     return DiskFullError(where, free_bytes(where) if where != "a file" else None)
 
