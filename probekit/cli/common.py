@@ -19,6 +19,7 @@ from ..datasets.formats import dataset_help, set_names
 from ..errors import ProbekitError
 from ..jobs import Progress
 from .main import COMMANDS, build_parser
+from .parsing import ActionParser
 
 VOCABS = ("heads+tails", "tails", "relation")
 
@@ -166,31 +167,6 @@ def print_listing(frame, fmt: str, *, empty: str, line=None) -> None:
     else:
         for record in frame.to_dict(orient="records"):
             print(line(record))
-
-
-class ActionParser(argparse.ArgumentParser):
-    """The parser of one action of a command (``runs list``, ``corpus index``...): it takes only its own flags.
-
-    A flag it does not know (a sibling action's, a typo) is refused here, by the action itself, instead of being
-    left to the top-level parser; abbreviated flags are not expanded (``--n`` is not ``--name``). The refusal is one
-    usage line and one error line, exit 2."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def parse_known_args(self, args=None, namespace=None):
-        namespace, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)} (see {self.prog} --help)")
-        return namespace, extras
-
-    def error(self, message: str):
-        usage = " ".join(self.format_usage().split())
-        if len(usage) > 100:  # one line, whatever the number of flags: the positionals and "[options]"
-            positionals = [a.metavar or a.dest for a in self._actions if not a.option_strings]
-            usage = " ".join(["usage:", self.prog, "[options]", *map(str, positionals)])
-        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
 
 
 def add_actions(p: argparse.ArgumentParser) -> argparse._SubParsersAction:

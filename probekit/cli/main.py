@@ -16,6 +16,7 @@ import warnings
 from .. import config
 from ..errors import ProbekitError, positive_int
 from ..types import MAX_K
+from .parsing import CommandParser
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("probekit.cli.probe", "rank candidate entities for one query"),
@@ -44,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported (the others are listed by name and help)."""
     parser = argparse.ArgumentParser(prog="probekit", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
     registered: set[str] = set()
     if command in COMMANDS:
         module = importlib.import_module(COMMANDS[command][0])
