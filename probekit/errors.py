@@ -15,13 +15,27 @@ class ProbekitError(Exception):
 
 
 class UnknownNameError(ProbekitError, KeyError):
-    """Raised by registries: names what was asked, close matches and what exists."""
+    """Raised by registries: names what was asked, close matches and what exists.
 
-    def __init__(self, kind: str, name: str, available: list[str]):
+    When nothing exists (no vocabulary built yet, no stored tour) the message says so instead of ending on an
+    empty list, and gives ``empty_hint`` (how to make one) when the caller knows it:
+
+    >>> str(UnknownNameError("vocabulary", "snomed", []))
+    "unknown vocabulary 'snomed'; there is no vocabulary yet"
+    >>> str(UnknownNameError("tour", "talk", [], empty_hint="import one with `probekit tour import FILE`"))
+    "unknown tour 'talk'; there is no tour yet: import one with `probekit tour import FILE`"
+    """
+
+    def __init__(self, kind: str, name: str, available: list[str], *, empty_hint: str = ""):
+        available = list(available)
         close = difflib.get_close_matches(name, available, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}" if close else ""
         self.kind, self.name, self.available = kind, name, available
-        super().__init__(f"unknown {kind} {name!r}{hint}; available: {', '.join(available)}")
+        if available:
+            known = f"; available: {', '.join(available)}"
+        else:
+            known = f"; there is no {kind} yet" + (f": {empty_hint}" if empty_hint else "")
+        super().__init__(f"unknown {kind} {name!r}{hint}{known}")
 
     def __str__(self) -> str:  # KeyError would quote the message otherwise
         return self.args[0]

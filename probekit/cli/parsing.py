@@ -20,7 +20,7 @@ class CommandParser(argparse.ArgumentParser):
     exit 2."""
 
     def parse_known_args(self, args=None, namespace=None):
-        if args is not None and not self._subcommands():
+        if args is not None:
             unknown = self._unknown_flags(list(args))
             if unknown:
                 self.error(f"unrecognized arguments: {' '.join(unknown)} (see {self.prog} --help)")
@@ -29,18 +29,20 @@ class CommandParser(argparse.ArgumentParser):
             self.error(f"unrecognized arguments: {' '.join(extras)} (see {self.prog} --help)")
         return namespace, extras
 
-    def _subcommands(self) -> bool:
-        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+    def _subcommands(self) -> set[str]:
+        """The names of this parser's own sub-commands (none for a leaf)."""
+        return {name for a in self._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
 
     def _unknown_flags(self, args: list[str]) -> list[str]:
         """The tokens of ``args`` that are flags and none of this parser's (before ``--``; abbreviations count
-        as known where the parser expands them). Looked at before parsing, so an unknown flag is named even when
-        a required argument is missing too."""
+        as known where the parser expands them; what follows a sub-command is the sub-command's to judge). Looked
+        at before parsing, so an unknown flag is named even when a required argument is missing too."""
         known = self._option_string_actions
         long_flags = [s for s in known if s.startswith("--")]
+        subcommands = self._subcommands()
         out = []
         for arg in args:
-            if arg == "--":
+            if arg == "--" or arg in subcommands:
                 break
             if len(arg) < 2 or arg[0] not in self.prefix_chars or " " in arg or _NEGATIVE_NUMBER.match(arg):
                 continue
