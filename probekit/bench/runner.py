@@ -114,15 +114,22 @@ class _Record:
 
     @classmethod
     def open(cls, key: str, *, save: bool, reuse: bool, report: Callable, model, dataset: Dataset, probe, opts: dict,
-             vocab: str, k: int, settings: dict, label: str | None, counting: str) -> _Record:
+             vocab: str, k: int, settings: dict, label: str | None, counting: str,
+             notice: Callable[[str], None] | None = None) -> _Record:
         """Resume the newest unfinished run with these settings (when reusing), else insert a new ``running`` one;
-        then claim it for this thread."""
+        then claim it for this thread. A resume is said in one line (progress, and ``notice``): which run, how many
+        relations it holds, when it started."""
         resumed = _resumable(key) if (save and reuse) else None
         if resumed:
             run_id, status = resumed
             done = {r for (r,) in res.store().fetch("SELECT DISTINCT relation FROM run_results WHERE run_id = ?",
                                                     [run_id])}
-            report(0, 1, f"resuming {status} run {run_id} ({len(done)}/{len(dataset.relations)} relations stored)")
+            started = res.get_run(run_id)["created_at"]
+            line = (f"resuming {status} run {run_id}: {len(done)} of {len(dataset.relations)} relations stored "
+                    f"(started {started:%Y-%m-%d %H:%M} UTC)")
+            report(0, 1, line)
+            if notice is not None:
+                notice(line)
         elif save:
             run_id, done = res.new_run_id(), set()
             res.insert_run(run_id, model=model, dataset=dataset, probe=probe, opts=opts, vocab=vocab, k=k,
@@ -198,7 +205,8 @@ def _probe_relations(record: _Record, probe, model, dataset: Dataset, opts: dict
 def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict | None = None,
                   vocab: str = "heads+tails", k: int = 10, progress: Progress | None = None,
                   should_cancel: Callable[[], bool] | None = None, reuse: bool = True, save: bool = True,
-                  label: str | None = None, share_layers: Sequence[int] = (), counting: str = "query") -> Run:
+                  label: str | None = None, share_layers: Sequence[int] = (), counting: str = "query",
+                  notice: Callable[[str], None] | None = None) -> Run:
     """Probe every query of ``dataset`` with ``probe.rank``, relation by relation, and (by default) store the run.
 
     With ``reuse`` a finished run with the same settings is loaded instead, and an unfinished one
@@ -208,6 +216,8 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
     ``reuse=False`` always computes a new run (cached embeddings are still used). ``share_layers`` goes to
     ``probe.rank`` (layers an encoding pass also caches for a grid's sibling cells). ``counting`` is recorded
     with a new stored run: the acc@k convention its summary reports (a stored run found again keeps its own).
+    ``notice`` gets the one line a user should see even without progress (``resuming interrupted run …: 3 of 8
+    relations stored (started …)``): a rerun says what it takes over.
 
     The steps: check everything (:func:`check_benchmark`); find a finished run; open the record (resume or
     insert, :class:`_Record`); rank and save relation by relation (:func:`_probe_relations`); finish the record.
@@ -230,7 +240,8 @@ def run_benchmark(model, dataset: Dataset, *, probe="retrieval", options: dict |
             report(1, 1, "found in the store")
             return res.load_run(found)
     record = _Record.open(key, save=save, reuse=reuse, report=report, model=model, dataset=dataset, probe=probe,
-                          opts=opts, vocab=vocab, k=k, settings=settings, label=label, counting=counting)
+                          opts=opts, vocab=vocab, k=k, settings=settings, label=label, counting=counting,
+                          notice=notice)
     try:
         collected, frames, timings = _probe_relations(record, probe, model, dataset, opts, vocab=vocab, k=k,
                                                       share_layers=share_layers, report=report,

@@ -54,7 +54,8 @@ def _cmd_bench(args) -> int:
             model = models.load(args.model, device=args.device)
         with progress_bar(args.quiet) as report:
             run = runner.run_benchmark(model, ds, probe=probe, options=opts, vocab=args.vocab, k=args.k,
-                                       progress=report, save=args.save, reuse=not args.fresh, counting=args.counting)
+                                       progress=report, save=args.save, reuse=not args.fresh, counting=args.counting,
+                                       notice=lambda line: print(line, file=sys.stderr))  # with --quiet too
     names = metrics.metric_names(depth=args.k)  # every registered metric a top-k of k answers can show
     summary = metrics.summary(run.rankings(), metrics=names, counting=args.counting)
     ci = run_intervals(run.rankings(), metrics=names, counting=args.counting)  # how sure each score is

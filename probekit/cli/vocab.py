@@ -11,8 +11,10 @@ A killed build resumes where it stopped (finished shards are kept). Probe with i
 
 from __future__ import annotations
 
+import sys
+
 from probekit.errors import ProbekitError
-from probekit.vocab.sources import open_source
+from probekit.vocab.sources import MAX_NAME_LINE_CHARS, open_source
 
 from .common import add_actions, add_model_args, print_json, print_listing, progress_bar
 
@@ -61,7 +63,8 @@ def _cmd_build(args) -> int:
                     dtype=args.dtype, shard_size=args.shard_size, index=args.index,
                     index_params=_params(args.index_param), similarity=args.similarity, batch_size=args.batch_size,
                     fast=args.fast, backend=args.backend, workers=args.workers,
-                    threads_per_worker=args.threads_per_worker, progress=report)
+                    threads_per_worker=args.threads_per_worker, progress=report,
+                    notice=lambda line: print(line, file=sys.stderr))  # with --quiet too
     if args.format == "json":
         print_json(out)
     else:
@@ -124,7 +127,8 @@ def register(sub) -> None:
     a = actions.add_parser("build", help="read, encode (resumable shards) and index a vocabulary")
     a.add_argument("name", help="the vocabulary's name (letters, digits, _ . -)")
     a.add_argument("--source", required=True, choices=["umls", "names"], help="umls (MRCONSO.RRF) or names")
-    a.add_argument("--file", required=True, help="MRCONSO.RRF, or a names file (.txt one a line, .csv with header)")
+    a.add_argument("--file", required=True, help="MRCONSO.RRF, or a names file (.txt one a line, .csv with header; "
+                   f"a line of at most {MAX_NAME_LINE_CHARS:,} characters)")
     g = a.add_argument_group("UMLS filters (--source umls)")
     g.add_argument("--lat", default=None, help="languages kept, comma-separated (default ENG)")
     g.add_argument("--sab", default=None, help="source vocabularies kept (e.g. SNOMEDCT_US,MSH; default all)")

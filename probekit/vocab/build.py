@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 
 from .. import atomic, config
 from ..errors import ProbekitError, UnknownNameError
@@ -31,11 +32,13 @@ def build(name: str, source: Source, *, model_id: str = config.DEFAULT_MODEL, mo
           pooling: str | None = None, dtype: str = "float32", shard_size: int = shards.SHARD_SIZE,
           index: str = "exact", index_params: dict | None = None, similarity: str = "cosine",
           batch_size: int = 128, fast: bool = False, backend: str = "local", workers: int = 2,
-          threads_per_worker: int = 1, progress: Progress | None = None) -> dict:
+          threads_per_worker: int = 1, progress: Progress | None = None,
+          notice: Callable[[str], None] | None = None) -> dict:
     """Read, encode and index ``source`` as vocabulary ``name``; returns this build's measurements.
 
     ``model`` is a loaded model (local backend); without it ``model_id`` is loaded here (``local``) or in each Ray
-    worker (``ray``). A rerun after a kill reuses every finished shard."""
+    worker (``ray``). A rerun after a kill reuses every finished shard, and says so through ``notice``
+    (``resuming: 4 of 9 shards done``)."""
     check_name(name)
     if backend not in ("local", "ray"):
         raise UnknownNameError("backend", backend, ["local", "ray"])
@@ -48,7 +51,7 @@ def build(name: str, source: Source, *, model_id: str = config.DEFAULT_MODEL, mo
 
         vectors, _ = encode_on_ray(model_id, rows, workers=workers, threads_per_worker=threads_per_worker,
                                        layer=layer, pooling=pooling, dtype=dtype, batch_size=batch_size, fast=fast,
-                                       progress=progress)
+                                       progress=progress, notice=notice)
         model_desc = model_id
     else:
         if model is None:
@@ -56,7 +59,7 @@ def build(name: str, source: Source, *, model_id: str = config.DEFAULT_MODEL, mo
 
             model = models.load(model_id)
         vectors = shards.encode(model, rows, layer=layer, pooling=pooling, dtype=dtype, batch_size=batch_size,
-                                fast=fast, progress=progress)
+                                fast=fast, progress=progress, notice=notice)
         model_desc = model.id
     t_encode = time.perf_counter() - t1
     t2 = time.perf_counter()

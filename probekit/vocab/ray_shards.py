@@ -7,11 +7,12 @@ where :func:`probekit.vocab.shards.encode` puts them, so either resumes the othe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..errors import positive_int
 from ..jobs import Progress
 from ..ray_session import ray_address, start_ray, stop_ray
-from .shards import Rate, Rows, Vectors, encode_shard, vector_key, vectors_for
+from .shards import Rate, Rows, Vectors, encode_shard, resume_note, vector_key, vectors_for
 
 
 def _shard_actor(ray):
@@ -44,14 +45,15 @@ def _shard_actor(ray):
 def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_worker: int = 1,
                   layer: int | None = None, pooling: str | None = None, dtype: str = "float32",
                   batch_size: int = 128, fast: bool = False, device: str | None = None,
-                  address: str | None = None, progress: Progress | None = None) -> tuple[Vectors, dict]:
+                  address: str | None = None, progress: Progress | None = None,
+                  notice: Callable[[str], None] | None = None) -> tuple[Vectors, dict]:
     """Encode the missing shards of ``rows`` across ``workers`` Ray actors: each actor loads the model once; the
     driver hands each missing shard to exactly one idle actor, so no shard is encoded twice.
 
     Returns the vectors and what happened: ``assigned`` (shard ids in the order handed out), ``start_s`` (Ray and
     the actors' model loads), ``encode_s`` (first shard handed out to last one back), ``worker_s`` (the actors'
     own seconds inside :func:`~probekit.vocab.shards.encode_shard`, summed: what is left of ``encode_s`` x workers
-    is Ray's share)."""
+    is Ray's share). ``notice`` gets :func:`~probekit.vocab.shards.resume_note`'s line when shards were done."""
     workers = positive_int("workers", workers)
     address = ray_address(address)
     ray = start_ray(address=address, workers=workers)
@@ -67,6 +69,9 @@ def encode_on_ray(model_id: str, rows: Rows, *, workers: int = 2, threads_per_wo
         start_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         todo = vectors.missing()
+        note = resume_note(vectors, todo)
+        if note and notice is not None:
+            notice(note)
         assigned: list[int] = []
         before = rows.n_rows - sum(vectors.shard_rows(i) for i in todo)
         done, rate = before, Rate(rows.n_rows)

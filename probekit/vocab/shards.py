@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,16 +220,28 @@ class Rate:
         return f"{rate:,.0f} names/s, ETA {int(left // 60)}m{int(left % 60):02d}s"
 
 
+def resume_note(vectors: Vectors, missing: list[int]) -> str | None:
+    """The line a rerun shows when it finds finished shards (``resuming: 4 of 9 shards done``), else None."""
+    n = vectors.rows.n_shards
+    if len(missing) in (0, n):
+        return f"all {n} shards already encoded" if n and not missing else None
+    return f"resuming: {n - len(missing)} of {n} shards done"
+
+
 def encode(model, rows: Rows, *, layer: int | None = None, pooling: str | None = None, dtype: str = "float32",
            batch_size: int = 128, fast: bool = False, progress: Progress | None = None,
-           should_cancel=lambda: False) -> Vectors:
-    """Encode every shard of ``rows`` not encoded yet with ``model`` (in this process); returns the vectors."""
+           should_cancel=lambda: False, notice: Callable[[str], None] | None = None) -> Vectors:
+    """Encode every shard of ``rows`` not encoded yet with ``model`` (in this process); returns the vectors.
+    ``notice`` gets :func:`resume_note`'s line when shards were found done (said even without progress)."""
     layer = model.num_layers if layer in (None, -1) else int(layer)
     pooling = pooling or model.spec.pooling
     key = vector_key(model, fingerprint=rows.fingerprint, layer=layer, pooling=pooling, dtype=dtype,
                      shard_size=rows.shard_size, fast=fast)
     vectors = vectors_for(rows, key, dtype)
     missing = vectors.missing()
+    note = resume_note(vectors, missing)
+    if note and notice is not None:
+        notice(note)
     before = rows.n_rows - sum(vectors.shard_rows(i) for i in missing)
     done, rate = before, Rate(rows.n_rows)
     for i in missing:
