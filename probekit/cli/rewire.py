@@ -47,7 +47,8 @@ def _cmd_rewire(args) -> int:
             if bar is not None:
                 bar(step, total, f"training · loss {loss:.4f}")
 
-        info = train(settings, device=args.device, progress=report)
+        info = train(settings, device=args.device, progress=report,
+                     notice=lambda line: print(line, file=sys.stderr))  # with --quiet too
     if args.format == "json":
         print_json(info)
     else:

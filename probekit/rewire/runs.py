@@ -1,6 +1,10 @@
 """Rewiring run folders: ``cache/rewired/<run_id>/`` with ``run.json`` (settings, status, timings), ``log.jsonl``
 (one line per step) and a checkpoint folder per saved step; reading, listing and deleting them, and telling a run
 whose process is gone (``interrupted``) from one still training. :mod:`.train` writes them.
+
+While a run trains, its folder also holds :data:`TRAINER_FILE` (the optimizer and random state at the newest
+checkpoint) and a lock its process holds: a killed run keeps both files, the kernel drops the lock, and the same
+command run again finds it (:func:`interrupted_runs`), locks it and resumes it from that checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from ..errors import ProbekitError, UnknownNameError
 from ..store import owner
 
 RUN_FILE, LOG_FILE = "run.json", "log.jsonl"
+TRAINER_FILE, LOCK_FILE = "trainer.pt", ".lock"
+"""The optimizer and random state at the newest checkpoint (kept while a run trains, removed when it ends: a killed
+run keeps it, and a rerun resumes from it); the lock a training process holds on its run folder."""
 STALE_AFTER_S = 120
 """A run still marked ``running`` whose files have not changed for this long was interrupted."""
 
@@ -105,6 +112,48 @@ def load_log(run_id: str) -> pd.DataFrame:
             with contextlib.suppress(ValueError):
                 rows.append(json.loads(line))
     return pd.DataFrame(rows, columns=["step", "loss", "seconds"]) if not rows else pd.DataFrame(rows)
+
+
+def lock_run(folder: Path):
+    """The run folder's lock, held by this process until the returned file is closed (the kernel lets it go when
+    the process dies), or None when another process holds it: two reruns never take over one run."""
+    import fcntl
+
+    fh = open(folder / LOCK_FILE, "a+b")  # noqa: SIM115 - held for the whole training, closed by the caller
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def interrupted_runs(settings: dict, *, device: str) -> list[dict]:
+    """Runs trained with exactly ``settings`` on ``device`` whose process died mid-training leaving a trainer state
+    (:data:`TRAINER_FILE`), newest first: what a rerun of the same command resumes."""
+    out = []
+    for f in runs_dir().glob(f"*/{TRAINER_FILE}"):
+        try:
+            info = run_info(f.parent.name)
+        except (OSError, ValueError, KeyError, TypeError, ProbekitError):
+            continue
+        if info["status"] == "interrupted" and info.get("settings") == settings and info.get("device") == device:
+            out.append(info)
+    return sorted(out, key=lambda i: str(i.get("started_at")), reverse=True)
+
+
+def keep_log_until(folder: Path, step: int) -> float:
+    """Drop the log lines after ``step`` (steps a resumed run trains again); returns the seconds logged at it."""
+    path = folder / LOG_FILE
+    kept, seconds = [], 0.0
+    for line in path.read_text().splitlines() if path.exists() else []:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            row = json.loads(line)
+            if int(row["step"]) <= step:
+                kept.append(line + "\n")
+                seconds = float(row.get("seconds") or 0.0)
+    atomic.write_text(path, "".join(kept))
+    return seconds
 
 
 def list_runs() -> pd.DataFrame:

@@ -38,7 +38,19 @@ from ..errors import ProbekitError, positive_int
 from ..jobs import Job, Progress
 from ..store import owner
 from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
-from .runs import _LIVE, LOG_FILE, RUN_FILE, _now, _write_json, run_info, runs_dir
+from .runs import (
+    _LIVE,
+    LOG_FILE,
+    RUN_FILE,
+    TRAINER_FILE,
+    _now,
+    _write_json,
+    interrupted_runs,
+    keep_log_until,
+    lock_run,
+    run_info,
+    runs_dir,
+)
 
 CPU_BATCH_SIZE = 32
 """Default batch on CPU: 192 pairs (the paper's) take ~6x longer per step on two cores."""
@@ -183,11 +195,16 @@ def _save_checkpoint(model, folder: Path, meta: dict) -> Path:
 
 
 def train(settings: RewireSettings, *, device: str | None = None, progress: StepReport | None = None,
-          should_cancel: Callable[[], bool] | None = None, run_id: str | None = None) -> dict:
+          should_cancel: Callable[[], bool] | None = None, run_id: str | None = None,
+          notice: Callable[[str], None] | None = None) -> dict:
     """Rewire ``settings.model`` on ``settings.corpus``; returns the final :func:`run_info`.
 
     The model is loaded afresh (the app's cached copy is never trained). Stopping via
     ``should_cancel`` keeps the checkpoints written so far and saves one at the current step.
+    Without ``run_id``, an interrupted run (its process killed) with the same settings on the same device is
+    taken over and resumes from its newest checkpoint, with the optimizer and random state saved there, so it
+    ends as an uninterrupted run would (on CPU, bit for bit); ``notice`` gets the line that says so
+    (``resuming interrupted run … from step 40 of 500``). With ``run_id`` (a page's job) a new run always starts.
     """
     from .. import models
 
@@ -195,18 +212,62 @@ def train(settings: RewireSettings, *, device: str | None = None, progress: Step
     corpus_path = resolve_corpus(settings.corpus)
     sentences = read_sentences(corpus_path, limit=settings.max_sentences)
     model = models.load(settings.model, device=device)
+    lock, resume = None, None
+    for found in interrupted_runs(settings.to_dict(), device=str(model.device)) if run_id is None else []:
+        lock = lock_run(runs_dir() / found["run_id"])
+        if lock is not None:
+            run_id, resume = found["run_id"], found
+            break
     run_id = run_id or f"rw-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     folder = runs_dir() / run_id
-    folder.mkdir(parents=True, exist_ok=False)
+    if resume is None:
+        folder.mkdir(parents=True, exist_ok=False)
+        lock = lock_run(folder)
     _LIVE[run_id] = True
     try:
-        return _train(model, settings, corpus_path, sentences, folder, run_id, progress, should_cancel)
+        return _train(model, settings, corpus_path, sentences, folder, run_id, progress, should_cancel,
+                      resume=resume, notice=notice)
     finally:
         _LIVE.pop(run_id, None)
+        if lock is not None:
+            lock.close()
         models.release(model)
 
 
-def _train(model, settings, corpus_path, sentences, folder, run_id, progress, should_cancel) -> dict:
+def _save_trainer(folder: Path, step: int, opt, scaler) -> None:
+    """What resuming at ``step`` needs beside the checkpoint's weights: the optimizer's moments and every random
+    state training draws from (dropout; the batch order is replayed from the seed)."""
+    state = {"step": step, "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state(),
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+             "scaler": scaler.state_dict() if scaler is not None else None}
+    atomic.write(folder / TRAINER_FILE, lambda fh: torch.save(state, fh))
+
+
+def _restore(model, opt, scaler, folder: Path) -> int:
+    """Load the newest trainer state and its checkpoint's weights into ``model`` and ``opt``; returns its step."""
+    from safetensors.torch import load_file
+
+    state = torch.load(folder / TRAINER_FILE, map_location="cpu", weights_only=False)
+    step = int(state["step"])
+    weights: dict = {}
+    for part in sorted((folder / f"step-{step:06d}").glob("*.safetensors")):
+        weights.update(load_file(part, device=str(model.device)))
+    missing, unexpected = model.encoder.load_state_dict(weights, strict=False)
+    trained = {name for name, _ in model.encoder.named_parameters()}
+    if not weights or unexpected or trained & set(missing):
+        raise ProbekitError(f"checkpoint step-{step:06d} of run {folder.name} does not hold the model's weights; "
+                            "delete the run (`rewire --list` shows it) to train again from step 0")
+    opt.load_state_dict(state["optimizer"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["torch_rng"])
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    return step
+
+
+def _train(model, settings, corpus_path, sentences, folder, run_id, progress, should_cancel, *,
+           resume: dict | None = None, notice: Callable[[str], None] | None = None) -> dict:
     layer = model.num_layers if settings.layer is None else int(settings.layer)
     if not 1 <= layer <= model.num_layers:
         raise ProbekitError(f"layer {layer} out of range: {model.id} has layers 1..{model.num_layers}")
@@ -227,6 +288,8 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
             "layer": layer,
             "device": str(model.device), "amp": on_cuda, "probekit_version": __version__, "started_at": _now(),
             "steps_done": 0, **owner.owner()}
+    if resume is not None:  # the run keeps its identity and start; this process now owns it
+        info.update({k: resume[k] for k in ("label", "started_at") if k in resume}, resumed_at=_now())
     _write_json(folder / RUN_FILE, info)
 
     # Seeds: spans (above), batch order and dropout all follow settings.seed; CPU math is deterministic.
@@ -247,9 +310,19 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
                 "pooling": settings.pooling, "layer": layer, "corpus": corpus, "seed": settings.seed,
                 "span_rule": SPAN_RULE, "settings": settings.to_dict()}
         _save_checkpoint(model, folder / f"step-{step:06d}", meta)
+        _save_trainer(folder, step, opt, scaler)
 
     t0, step, loss_value, status = time.perf_counter(), 0, float("nan"), "done"
     batches = _batches(pairs, batch, rng)
+    if resume is not None:
+        step = _restore(model, opt, scaler, folder)
+        for _ in range(step):  # the batch order is the seed's: draw the batches the killed run trained on
+            next(batches)
+        t0 -= keep_log_until(folder, step)
+        info.update(steps_done=step)
+        if notice is not None:
+            notice(f"resuming interrupted run {run_id} from step {step} of {settings.steps} "
+                   f"(started {info['started_at']} UTC)")
     try:
         with open(folder / LOG_FILE, "a") as log:
             while step < settings.steps:
@@ -288,7 +361,9 @@ def _train(model, settings, corpus_path, sentences, folder, run_id, progress, sh
     except BaseException as e:
         info.update(status="failed", error=str(e)[:300], steps_done=step, finished_at=_now())
         _write_json(folder / RUN_FILE, info)
+        (folder / TRAINER_FILE).unlink(missing_ok=True)  # only a killed run resumes
         raise
+    (folder / TRAINER_FILE).unlink(missing_ok=True)  # ended: its optimizer state (twice the weights) is not needed
     seconds = time.perf_counter() - t0
     info.update(status=status, steps_done=step, last_loss=loss_value, finished_at=_now(), seconds=round(seconds, 2),
                 steps_per_s=round(step / seconds, 4) if step else None)
