@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -74,10 +75,13 @@ def _finish(argv: list[str]) -> str:
 
 
 @pytest.mark.heavy
-def test_rewire_killed_mid_training(tiny_encoder_dir, tmp_path):
+def test_rewire_killed_mid_training_resumes_from_its_checkpoint(tiny_encoder_dir, tmp_path):
     """A killed rewiring run is listed interrupted at once (its process is gone), every checkpoint it left reads
-    complete (a half-written one stays in a hidden folder that no listing shows), and a rerun trains the same steps
-    again: the killed run's loss curve is a prefix of the rerun's, each step logged once."""
+    complete (a half-written one stays in a hidden folder that no listing shows), and the same command again takes
+    that run over from its newest checkpoint, saying so: one run, each step logged once, and (CPU training is
+    deterministic under the seed) the loss curve and the final weights equal an uninterrupted run's."""
+    from safetensors.torch import load_file
+
     from probekit import rewire
 
     words = ["aspirin", "fever", "metformin", "diabetes", "lowers", "treats", "patient", "insulin", "pain", "dose"]
@@ -85,30 +89,45 @@ def test_rewire_killed_mid_training(tiny_encoder_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(4, 12)))
                                 for _ in range(64)) + "\n")
-    argv = _cli("rewire", "--model", str(tiny_encoder_dir), "--corpus", str(corpus), "--steps", "400",
-                "--checkpoint-every", "1", "--batch-size", "4", "--device", "cpu", "--format", "json", "--quiet")
+    argv = _cli("rewire", "--model", str(tiny_encoder_dir), "--corpus", str(corpus), "--steps", "40",
+                "--checkpoint-every", "3", "--batch-size", "4", "--device", "cpu", "--format", "json", "--quiet")
+    whole = tmp_path / "uninterrupted-cache"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_CACHE_DIR": str(whole)}
+    ref = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr
+    ref_info = json.loads(ref.stdout)
+    ref_log = [json.loads(line) for line in (whole / "rewired" / ref_info["run_id"] / "log.jsonl").open()]
+
     proc = _popen(argv)
-    _kill_when(proc, lambda: any(rewire.runs_dir().glob("*/step-000002")), seed=1)
+    # killed once a trainer state is saved (step 3), 0-0.1 s on: mid-step, mid-checkpoint, or just after one
+    _kill_when(proc, lambda: any(rewire.runs_dir().glob("*/trainer.pt")), seed=1)
     assert proc.returncode == -signal.SIGKILL
     [killed] = [p.name for p in rewire.runs_dir().iterdir()]
     info = rewire.run_info(killed)
     assert info["status"] == "interrupted" and info["damaged"] == []
     steps = [c["step"] for c in info["checkpoints"]]
-    assert steps and steps == list(range(1, len(steps) + 1))  # only whole checkpoints, in order
-    listed = rewire.list_runs().set_index("run_id").status
-    assert listed[killed] == "interrupted"
+    assert steps and steps == list(range(3, 3 * len(steps) + 1, 3))  # only whole checkpoints, in order
+    assert steps[-1] < 40, "the run finished before the kill: give it more steps"
+    assert rewire.list_runs().set_index("run_id").status[killed] == "interrupted"
     killed_log = rewire.load_log(killed)
     assert killed_log.step.is_unique and list(killed_log.step) == list(range(1, len(killed_log) + 1))
+    state = __import__("torch").load(rewire.runs_dir() / killed / "trainer.pt", weights_only=False)
 
-    rerun_argv = [a if a != "400" else str(len(killed_log) + 2) for a in argv]
-    again = json.loads(_finish(rerun_argv))
-    assert again["status"] == "done" and again["run_id"] != killed
-    assert [c["step"] for c in again["checkpoints"]] == list(range(1, len(killed_log) + 3))
-    log = rewire.load_log(again["run_id"])
-    assert log.step.is_unique and len(log) == len(killed_log) + 2
-    # CPU training is deterministic under the seed: the killed run trained exactly the rerun's first steps
-    assert list(log.loss[: len(killed_log)]) == list(killed_log.loss)
-    assert rewire.run_info(killed)["status"] == "interrupted"
+    done = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith(f"resuming interrupted run {killed} from step {state['step']} of 40 (started ")
+               for line in done.stderr.splitlines()), done.stderr
+    again = json.loads(done.stdout)
+    assert again["status"] == "done" and again["run_id"] == killed  # taken over, not a second run
+    assert [p.name for p in rewire.runs_dir().iterdir()] == [killed]
+    assert not (rewire.runs_dir() / killed / "trainer.pt").exists()  # a finished run drops its optimizer state
+    assert [c["step"] for c in again["checkpoints"]] == [c["step"] for c in ref_info["checkpoints"]]
+    log = [json.loads(line) for line in (rewire.runs_dir() / killed / "log.jsonl").open()]
+    assert [(r["step"], r["loss"]) for r in log] == [(r["step"], r["loss"]) for r in ref_log]
+    ours, theirs = (load_file(next(Path(c["path"]).glob("*.safetensors")))
+                    for c in (again["checkpoints"][-1], ref_info["checkpoints"][-1]))
+    assert ours.keys() == theirs.keys() and all(ours[k].equal(theirs[k]) for k in ours)  # bit for bit
 
 
 def _kill_holding_store(proc: subprocess.Popen, sql: str, *, budget: float = 240.0) -> None:
@@ -278,3 +297,121 @@ def test_diskne_run_killed_between_fine_tuned_cells(tiny_encoder_dir):
     s = store.get_store()
     assert s.fetch("SELECT count(*), count(DISTINCT (target, seed)) FROM diskne_cells")[0] == (n_cells, n_cells)
     assert s.fetch("SELECT count(*) FROM diskne_runs") == [(1,)]
+
+
+def _syllable_facts(path, *, relations: int, per_relation: int):
+    """Made-up (subject, relation, object) rows: names the tokenizer splits into pieces, none repeated."""
+    rng = random.Random(0)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "so", "pe", "da"]
+    rows = ["subject,relation,object"]
+    for r in range(relations):
+        for _ in range(per_relation):
+            subject, obj = ("".join(rng.choice(syllables) for _ in range(4)) for _ in range(2))
+            rows.append(f"{subject},rel_{r:02d},{obj}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _bench_rows(db) -> dict:
+    """Each stored relation's results (query id, gold ranks, top ids, top scores), read from the store at ``db``."""
+    from probekit import store
+
+    s = store.get_store(db)
+    rows = s.fetch("SELECT relation, query_id, gold_ranks, top_ids, top_scores FROM run_results ORDER BY 1, 2")
+    s.close()
+    out: dict = {}
+    for rel, qid, ranks, ids, scores in rows:
+        out.setdefault(rel, []).append((qid, json.loads(ranks), json.loads(ids), json.loads(scores)))
+    return out
+
+
+@pytest.mark.heavy
+def test_bench_killed_after_several_relations_resumes_the_same_run(tiny_encoder_dir, tmp_path):
+    """`bench --save` stores each relation as it finishes: killed after three, the rerun says which run it takes over
+    and how much of it is stored, computes only the rest into that same run (one run, each query once), and the
+    results equal an uninterrupted run's."""
+    from probekit import config
+    from probekit.bench import results
+    from probekit.index_rank import TIE_TOLERANCE
+
+    facts = _syllable_facts(tmp_path / "facts.csv", relations=12, per_relation=20)
+    argv = _cli("bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(facts),
+                "--save", "--quiet", "--format", "json")
+    whole = tmp_path / "uninterrupted.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_DB": str(whole),
+           "PROBEKIT_CACHE_DIR": str(tmp_path / "uninterrupted-cache")}
+    ref = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr
+    expected = _bench_rows(whole)
+    assert len(expected) == 12
+
+    proc = _popen(argv, PROBEKIT_DB_IDLE_CLOSE_S="0")  # gives the file up after each write: the check gets a turn
+    _kill_holding_store(proc, "SELECT count(DISTINCT relation) >= 3 FROM run_results")
+    assert proc.returncode == -signal.SIGKILL
+    stored = _bench_rows(config.db_path())
+    assert 3 <= len(stored) < 12, "the kill came after the last relation: give the run more relations"
+    [(killed, created)] = results.store().fetch("SELECT run_id, created_at FROM runs")
+    results.store().release_file()
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert (f"resuming interrupted run {killed}: {len(stored)} of 12 relations stored "
+            f"(started {created:%Y-%m-%d %H:%M} UTC)") in done.stderr.splitlines()
+    assert json.loads(done.stdout)["run_id"] == killed
+    s = results.store()
+    assert s.fetch("SELECT run_id, status FROM runs") == [(killed, "done")]  # resumed, not a second run
+    n_queries = sum(len(rows) for rows in expected.values())
+    assert s.fetch("SELECT count(*), count(DISTINCT query_id) FROM run_results") == [(n_queries, n_queries)]
+    s.release_file()
+    got = _bench_rows(config.db_path())
+    assert {rel: len(rows) for rel, rows in got.items()} == {rel: len(rows) for rel, rows in expected.items()}
+    for rel, rows in expected.items():
+        for (qid, ranks, ids, scores), (qid2, ranks2, ids2, scores2) in zip(rows, got[rel]):
+            assert (qid2, ranks2, ids2) == (qid, ranks, ids), rel
+            # the ranking's tie rule: scores closer than TIE_TOLERANCE of their scale (cosine: 1) are equal
+            assert all(abs(a - b) <= TIE_TOLERANCE * max(1.0, abs(a)) for a, b in zip(scores, scores2)), rel
+
+
+def _vector_files(cache_dir) -> dict:
+    """Every vocabulary vector shard under ``cache_dir``, by its path below the vectors folder: its bytes."""
+    return {str(p.relative_to(cache_dir)): p.read_bytes() for p in sorted(cache_dir.glob("vocab/*/vectors/*/*.npy"))}
+
+
+@pytest.mark.heavy
+def test_vocab_build_killed_after_two_shards_resumes_them(tiny_encoder_dir, tmp_path):
+    """`vocab build` publishes each shard (vectors, then a receipt) as it is encoded: killed after two or more, the
+    rerun says how many it found done, encodes the rest, and every shard is bit-identical to an uninterrupted
+    build's (same process setup, same batches)."""
+    from probekit import config
+
+    rng = random.Random(0)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "so", "pe", "da"]
+    names = tmp_path / "names.txt"
+    names.write_text("\n".join(" ".join("".join(rng.choice(syllables) for _ in range(3)) for _ in range(3))
+                               for _ in range(3000)) + "\n")
+    argv = _cli("vocab", "build", "made-up", "--source", "names", "--file", str(names), "--model",
+                str(tiny_encoder_dir), "--device", "cpu", "--shard-size", "50", "--batch-size", "25", "--quiet",
+                "--format", "json")
+    whole = tmp_path / "uninterrupted-cache"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEKIT_CACHE_DIR": str(whole),
+           "PROBEKIT_VOCAB_DIR": str(tmp_path / "uninterrupted-vocab")}
+    ref = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr
+    expected = _vector_files(whole)
+    assert len(expected) == 60
+
+    cache = config.cache_dir()
+    receipts = lambda: list(cache.glob("vocab/*/vectors/*/shard-*.done.json"))  # noqa: E731
+    proc = _popen(argv)
+    _kill_when(proc, lambda: len(receipts()) >= 2, seed=2)
+    assert proc.returncode == -signal.SIGKILL
+    kept = len(receipts())  # a receipt is written after its shard is in place: each one names a whole shard
+    assert 2 <= kept < 60, "the build finished before the kill: give it more shards"
+
+    done = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming: {kept} of 60 shards done" in done.stderr.splitlines()
+    assert json.loads(done.stdout)["shards"] == 60
+    assert _vector_files(cache) == expected  # bit-identical, none missing, none extra
