@@ -12,6 +12,8 @@ from probekit import grid, models
 from probekit.bench import runs
 from probekit.datasets import available_datasets
 from probekit.datasets.base import available_vocabs
+from probekit.errors import ProbekitError
+from probekit.grid import scores
 from probekit.metrics.accuracy import COUNTINGS
 from probekit.metrics.registry import metric_names
 from probekit.probes import PROBES
@@ -91,32 +93,58 @@ if st.session_state.get("gr_follow") in names:  # the grid just started (not yet
 if st.session_state.get("gr_sel") not in names:
     st.session_state.gr_sel = listed.grid_id[0]
 sel = st.selectbox("Grid", list(names), key="gr_sel", persist_state="session", format_func=names.get)
-cells = grid.cells_frame(sel)
+st.session_state.setdefault("gr_metric", "acc@10")
+metric = st.segmented_control("Metric", metric_names(), key="gr_metric", persist_state="session",
+                              help="charted, given its interval and ranked below") or "acc@10"
+cells = scores.cell_intervals(sel, metric=metric)  # every cell, with the metric's interval beside its scores
 counts = cells.status.value_counts().to_dict()
 st.markdown(" · ".join(f"**{counts.get(s, 0)}** {s}" for s in ("done", "failed", "pending")))
-shown = cells.drop(columns=["settings", "cell_key", "position"]).copy()
-scores = [f"macro {name}" for name in metric_names()]  # every registered metric, in %
-for c in scores:
+numbers = [f"macro {name}" for name in metric_names()]  # every registered metric, in %
+bounds = [f"{a} {metric} {b}" for a in ("macro", "micro") for b in ("lo", "hi")]
+shown = cells.drop(columns=["settings", "cell_key", "position", *bounds]).copy()
+for c in numbers:
     shown[c] = shown[c] * 100
 st.dataframe(shown, hide_index=True, key="gr_cells",
-             column_config={**{c: st.column_config.NumberColumn(format="%.2f %%") for c in scores},
+             column_config={**{c: st.column_config.NumberColumn(format="%.2f %%") for c in numbers},
                             "seconds": st.column_config.NumberColumn(format="%.1f")})
-done = shown.dropna(subset=["macro acc@1"])
+counted = "; ".join(f"{k}: {v}" for k, v in COUNTINGS.items())
+st.caption(f"Each cell is a stored benchmark run: open it on the Benchmark or Compare page. Its numbers are counted "
+           f"as its run was stored (column counting: {counted}). {cells.attrs['note']}.")
+done = cells.dropna(subset=[f"macro {metric}"])
 if not done.empty:
-    st.session_state.setdefault("gr_metric", "acc@10")
-    metric = st.segmented_control("Chart", metric_names(), key="gr_metric", persist_state="session") or "acc@10"
     # each bar named by what sets its cell apart (two cells read "default · demo · retrieval (exc…" when the whole
     # label was cut); names are data, not markup
     apart = grid.distinguishing_labels([grid.Cell.from_settings(json.loads(s) if isinstance(s, str) else s)
-                                        for s in cells.loc[done.index, "settings"]])
-    bars = done.assign(label=[ui.chart_text(s) for s in apart])
-    fig = px.bar(bars, x=f"macro {metric}", y="label", orientation="h",
-                 labels={"label": "", f"macro {metric}": f"macro {metric} (%)"})
+                                        for s in done["settings"]])
+    value = done[f"macro {metric}"] * 100
+    bars = done.assign(label=[ui.chart_text(s) for s in apart], value=value,
+                       above=done[f"macro {metric} hi"] * 100 - value, below=value - done[f"macro {metric} lo"] * 100)
+    fig = px.bar(bars, x="value", y="label", orientation="h", error_x="above", error_x_minus="below",
+                 labels={"label": "", "value": f"macro {metric} (%), 95 % interval"})
     st.plotly_chart(ui.legible(fig, height=max(260, 34 * len(done) + 80), legend=False, percent_axis="x"),
                     key="gr_chart")
-    st.caption("Each cell is a stored benchmark run: open it on the Benchmark or Compare page. Its numbers are "
-               "counted as its run was stored (column counting: "
-               + "; ".join(f"{k}: {v}" for k, v in COUNTINGS.items()) + ").")
+
+    st.subheader("Does the model ranking hold across the grid?")
+    held = None
+    try:
+        held = scores.grid_stability(sel, metric=metric)
+    except ProbekitError as e:  # one model, or one condition: nothing to compare, said as a note
+        st.caption(ui.md(str(e)) + ".")
+    if held is not None:
+        fmt = lambda v: "undefined" if v != v else f"{v:.3f}"  # noqa: E731 - NaN check
+        between = (f"the grid's {len(held['conditions'])} conditions" if len(held["taus"]) == 1 else
+                   f"the grid's conditions (mean over {len(held['taus'])} pairs of conditions)")
+        st.markdown(ui.md(
+            f"Kendall's τ-b of the models' {held['average']} {metric} between {between} {fmt(held['tau'])}, "
+            f"{100 * (1 - held['alpha']):g} % interval [{fmt(held['lo'])}, {fmt(held['hi'])}] over "
+            f"{held['defined']:,} of {held['n_boot']:,} query resamples; {held['counting']}."
+            if len(held["models"]) > 2 else
+            f"Two models: the pair's verdict below is the whole ranking (Kendall's τ-b needs three); "
+            f"{held['average']} {metric}, {held['counting']}."))
+        pairs = held["pairs"][["model a", "model b", "reference order", "verdict", "in resamples", "flips in"]]
+        st.dataframe(pairs, hide_index=True, key="gr_pairs")
+        st.caption(ui.md(f"Conditions: {', '.join(map(str, held['conditions']))}. The reference order is the "
+                         f"models' mean score over the conditions; {held['rule']}"))
 ui.download("Cells (CSV)", lambda: runs.frame_bytes(shown, "csv"),
-            memo=("grid", sel, tuple(sorted(counts.items())), len(done)), file_name=f"grid_{sel}.csv",
+            memo=("grid", sel, metric, tuple(sorted(counts.items())), len(done)), file_name=f"grid_{sel}.csv",
             mime="text/csv", key="gr_csv")

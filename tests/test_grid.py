@@ -211,6 +211,11 @@ def test_cli_grid_run_list_show(tiny_encoder_dir, facts, tmp_path, capsys):
     assert main(["grid", "show", gid, "--format", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert len(shown["cells"]) == 4 and {c["status"] for c in shown["cells"]} == {"done"}
+    assert shown["ranking"] == {"note": "the grid's stored cells have fewer than two models: no ranking to compare"}
+    assert main(["grid", "show", gid, "--resamples", "50"]) == 0  # the counting rule and an interval per cell
+    out = capsys.readouterr().out
+    assert "counting: query (a query is a hit when any gold" in out and out.count("acc@10 [") == 4
+    assert main(["grid", "show", gid, "--resamples", "0"]) == 2 and "--resamples" in capsys.readouterr().err
     assert main(["grid", "list"]) == 0 and gid in capsys.readouterr().out
     assert main(["grid", "show", "grid-nope"]) == 2 and "unknown grid" in capsys.readouterr().err
 
@@ -287,3 +292,44 @@ def test_relation_groups_are_an_axis_and_keep_the_sets_vocabulary(tiny_encoder_d
     assert len(sizes) == 1  # every group ranked among the same set's names
     with pytest.raises(ProbekitError, match="either relations"):
         spec_for("m", facts, relations=["may_treat"], relation_groups=[["may_treat"]])
+
+
+def test_cells_have_intervals_and_the_model_ranking_is_checked_across_conditions(tiny_encoder_dir, tiny_mlm_dir,
+                                                                                facts, capsys):
+    """Two models x two layers: each cell's score lies in its interval (Wilson for micro acc@k, a bootstrap for
+    macro: probekit.metrics.intervals), and the ranking of the two models is read per layer (the conditions) by
+    probekit.metrics.stability, from the same per-query hits the cells' stored scores count."""
+    from probekit.cli import main
+    from probekit.grid import scores
+    from probekit.metrics.stability import condition_scores
+
+    spec = GridSpec.from_dict({"name": "two", "models": [str(tiny_encoder_dir), str(tiny_mlm_dir)],
+                               "datasets": [facts], "probes": ["retrieval"], "layers": [1, 2], "k": 5})
+    result = run_grid(spec)
+    cells = scores.cell_intervals(result.grid_id, metric="acc@5", n_boot=200)
+    assert (cells.status == "done").all() and "Wilson" in cells.attrs["note"] and "bootstrap" in cells.attrs["note"]
+    for avg in ("macro", "micro"):
+        assert (cells[f"{avg} acc@5 lo"] <= cells[f"{avg} acc@5 hi"]).all()
+    assert ((cells["macro acc@5 lo"] <= cells["macro acc@5"]) & (cells["macro acc@5"] <= cells["macro acc@5 hi"])).all()
+    assert cells["macro acc@5 [lo, hi]"].str.fullmatch(r"\[\d+\.\d, \d+\.\d\]").all()
+
+    table = scores.grid_table(result.grid_id, metric="acc@5")
+    assert set(table.condition) == {"layer=1", "layer=2"}
+    stored = condition_scores(table)  # the same numbers the cells show, from the per-query hits
+    for r in cells.itertuples():
+        cond = f"layer={json.loads(r.settings)['options']['layer']}"
+        model = json.loads(r.settings)["model"]
+        assert stored.loc[cond, model] == pytest.approx(cells.loc[r.Index, "macro acc@5"])
+    held = scores.grid_stability(result.grid_id, metric="acc@5", n_boot=100)
+    assert held["conditions"] == ["layer=1", "layer=2"] and len(held["pairs"]) == 1
+    assert held["pairs"]["verdict"].iloc[0] in ("holds", "flips", "uncertain", "tied") and "query" in held["counting"]
+
+    assert main(["grid", "show", result.grid_id, "--metric", "acc@5", "--resamples", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "counting: query" in out and "acc@5 [" in out and "Wilson score" in out
+    assert "Does the model ranking hold across the grid's conditions? macro acc@5" in out and "resamples" in out
+    assert main(["grid", "show", result.grid_id, "--format", "json", "--resamples", "100"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["ranking"]["conditions"] == ["layer=1", "layer=2"] and "macro acc@10 [lo, hi]" in \
+        shown["cells"][0]
+

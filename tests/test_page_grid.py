@@ -41,6 +41,9 @@ def test_grid_page_runs_and_resumes(tiny_encoder_dir):
     assert job.result.ran == 2 and len(runs.list_runs()) == 2
     cells = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert list(cells.status) == ["done", "done"]
+    assert cells["macro acc@10 [lo, hi]"].str.fullmatch(r"\[\d+\.\d, \d+\.\d\]").all()  # beside every score
+    assert any("95 % intervals" in c.value and "Wilson score" in c.value for c in at.caption)
+    assert any("fewer than two models" in c.value for c in at.caption)  # one model: no ranking to hold
     assert len(at.get("plotly_chart")) == 1
     at.button(key="gr_run").click().run()
     assert _finish(at).result.skipped == 2 and len(runs.list_runs()) == 2
@@ -67,7 +70,7 @@ def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir
     assert _finish(at).status == "done"
     first = at.selectbox(key="gr_sel").value
     two = YAML.format(model=f"{json.dumps(str(odd))}, {tiny_encoder_dir}").replace("page-test", "odd")
-    at.text_area(key="gr_yaml").set_value(two.replace("[cls, mean]", "[cls]")).run()  # the models differ
+    at.text_area(key="gr_yaml").set_value(two).run()  # two models x two poolings
     jobs._WORK.acquire()  # the job waits: nothing of the new grid is stored at the page's rerun
     try:
         at.button(key="gr_run").click().run()
@@ -76,8 +79,13 @@ def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir
     assert _finish(at).status == "done" and errors(at) == []
     assert at.selectbox(key="gr_sel").value not in (first, None)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    labels = spec["data"][0]["y"]  # each bar named by what sets its cell apart: here the model
-    assert sorted(labels) == sorted([ui.chart_text(str(odd)), ui.chart_text(str(tiny_encoder_dir))]), labels
+    labels = spec["data"][0]["y"]  # each bar named by what sets its cell apart: model and pooling
+    assert sorted(labels) == sorted(f"{ui.chart_text(str(m))} · pooling={p}" for m in (odd, tiny_encoder_dir)
+                                    for p in ("cls", "mean")), labels
+    assert spec["data"][0]["error_x"]["array"] and spec["data"][0]["error_x"]["arrayminus"]  # 95 % interval bars
+    pairs = next(d.value for d in at.dataframe if "verdict" in d.value.columns)  # two models ranked per pooling
+    assert len(pairs) == 1 and pairs["verdict"].iloc[0] in ("holds", "flips", "uncertain", "tied")
+    assert any("pooling=cls, pooling=mean" in c.value and "Kendall" in c.value for c in at.caption)
     assert any("&lt;i&gt;m" in y for y in labels) and not any("<i>" in y for y in labels)
     lay = spec["layout"]
     assert lay["font"]["size"] >= 12 and lay["yaxis"]["automargin"] and lay["xaxis"]["rangemode"] == "tozero"

@@ -29,11 +29,13 @@ _CELLS = 4_000_000  # resampled values held at once
 
 
 def _z(confidence: float) -> float:
+    """The normal quantile of a two-sided ``confidence`` (the standard library's, Wichura's AS241: scipy's
+    ``norm.ppf`` to ~1e-15, without importing scipy.stats, seconds on a busy machine, on a page's first score)."""
     if not 0 < confidence < 1:
         raise ProbekitError(f"confidence must be between 0 and 1, got {confidence}")
-    from scipy import stats
+    from statistics import NormalDist
 
-    return float(stats.norm.ppf(0.5 + confidence / 2))
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
 def wilson(hits: float, n: float, *, confidence: float = 0.95) -> tuple[float, float]:
@@ -135,3 +137,102 @@ def interval_lines(summary_intervals: dict, names: Sequence[str]) -> list[str]:
         out.append(f"{level} interval, {average}: " + "  ".join(cells))
     out.append(f"({METHOD}; {summary_intervals['n_boot']:,} resamples, seed {summary_intervals['seed']})")
     return out
+
+
+# ---------------------------------------------------------------- what the pages and the CLI show beside a score
+def method_of(metric: str, average: str) -> str:
+    """``"Wilson"`` for a binary metric's micro average (a share of items), else ``"bootstrap"`` (as
+    :func:`intervals` computes them).
+
+    >>> method_of("acc@10", "micro"), method_of("acc@10", "macro"), method_of("MRR", "micro")
+    ('Wilson', 'bootstrap', 'bootstrap')
+    """
+    if average not in ("macro", "micro"):
+        raise ProbekitError(f"unknown average {average!r}; available: macro, micro")
+    return "Wilson" if average == "micro" and _binary(get_metric(metric).name) else "bootstrap"
+
+
+def interval_note(metric: str, averages: Sequence[str] = ("macro", "micro"), *, confidence: float = 0.95,
+                  n_boot: int = 1000, seed: int = 0) -> str:
+    """The one line under a table with ``[lo, hi]`` columns: the level and, per average, how the interval is made.
+
+    >>> print(interval_note("acc@1", ["micro"]))
+    [lo, hi]: 95 % intervals, in %; micro acc@1: Wilson score (Wilson 1927)
+    """
+    _z(confidence)
+    how = {"Wilson": "Wilson score (Wilson 1927)",
+           "bootstrap": f"bootstrap over queries within relations ({n_boot:,} resamples, seed {seed})"}
+    name = get_metric(metric).name
+    return f"[lo, hi]: {100 * confidence:g} % intervals, in %; " + "; ".join(
+        f"{a} {name}: {how[method_of(name, a)]}" for a in averages)
+
+
+def bracket(lo: float, hi: float, *, digits: int = 1) -> str:
+    """An interval of fractions as the tables write it, in percent: ``[12.3, 45.6]``; ``–`` when undefined.
+
+    >>> bracket(0.1234, 0.5), bracket(float("nan"), float("nan"))
+    ('[12.3, 50.0]', '–')
+    """
+    if lo != lo or hi != hi:
+        return "–"
+    return f"[{100 * lo:.{digits}f}, {100 * hi:.{digits}f}]"
+
+
+def frame_intervals(frame: pd.DataFrame, *, metric: str, counting: str = DEFAULT_COUNTING, depth: int | None = None,
+                    confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> dict[str, tuple[float, float]]:
+    """``{"macro": (lo, hi), "micro": (lo, hi)}`` of ``metric`` over a results frame (columns ``relation``,
+    ``best_gold_rank``; ``gold_ranks`` for ``triple`` counting), as :func:`intervals` makes them."""
+    if not isinstance(frame, pd.DataFrame) or "relation" not in frame.columns:
+        raise ProbekitError("a results frame needs a 'relation' column")
+    if "gold_ranks" in frame.columns:
+        ranks = [list(g) if isinstance(g, (list, tuple, np.ndarray)) else [] for g in frame["gold_ranks"]]
+    elif counting == "query" and "best_gold_rank" in frame.columns:
+        ranks = [[r] for r in pd.to_numeric(frame["best_gold_rank"], errors="coerce").astype(float).to_numpy()]
+    else:
+        raise ProbekitError(f"a results frame needs a 'gold_ranks' column for {counting} counting")
+    got = intervals(ranks, frame["relation"].to_numpy(), metrics=[metric], counting=counting, depth=depth,
+                    confidence=confidence, n_boot=n_boot, seed=seed)
+    name = get_metric(metric).name
+    return {a: (got[a][name][0], got[a][name][1]) for a in ("macro", "micro")}
+
+
+def _query_ranks(row, metric) -> list[list[float]] | None:
+    """The per-query best ranks of one (group, relation) row of a rank table: its ``ranks`` list, or, for a table
+    stored before ranks were kept, its ``hits@k`` count when ``metric`` is that acc@k (hits rank 1, the rest no
+    rank: the same acc@k, the same interval); None when neither says."""
+    ranks = getattr(row, "ranks", None)
+    if isinstance(ranks, (list, tuple, np.ndarray)):
+        return [[np.nan if r is None else float(r)] for r in ranks]
+    m = get_metric(metric)
+    hit = getattr(row, f"hits_{m.depth}", None) if m.name == f"acc@{m.depth}" else None
+    if hit is None or hit != hit:
+        return None
+    return [[1.0]] * int(hit) + [[np.nan]] * (int(row.n) - int(hit))
+
+
+def rank_table_intervals(table: pd.DataFrame, *, by: str, metric: str, subset: str | None = None,
+                         confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per value of ``by`` (a layer…): the macro and micro interval of ``metric`` from a table with one row per
+    (``by``, ``relation``): ``n`` queries and ``ranks``, each query's best gold rank (query counting), or a
+    ``hits@k`` count for acc@k; ``subset`` keeps the rows of that ``subset`` column. Columns: ``by``, ``macro lo``,
+    ``macro hi``, ``micro lo``, ``micro hi``, ``macro [lo, hi]``, ``micro [lo, hi]`` (text, in %); NaN/"–" where the
+    table cannot say."""
+    if not isinstance(table, pd.DataFrame) or not {by, "relation", "n"} <= set(table.columns):
+        raise ProbekitError(f"a rank table needs the columns {by}, relation, n and ranks")
+    part = table if subset is None else table[table["subset"] == subset]
+    rows = []
+    for value, g in part.groupby(by, sort=True):
+        got_ranks = [_query_ranks(r, metric) for r in g.rename(columns=lambda c: c.replace("@", "_")).itertuples()]
+        per = [p for p in got_ranks if p is not None]
+        row: dict = {by: value}
+        got: dict[str, tuple[float, float]] = {a: (np.nan, np.nan) for a in ("macro", "micro")}
+        if per and len(per) == len(got_ranks):
+            ranks = [q for p in per for q in p]
+            rels = [rel for p, rel in zip(per, g["relation"]) for _ in p]
+            iv = intervals(ranks, rels, metrics=[metric], confidence=confidence, n_boot=n_boot, seed=seed)
+            got = {a: (iv[a][get_metric(metric).name][0], iv[a][get_metric(metric).name][1]) for a in got}
+        for a, (lo, hi) in got.items():
+            row.update({f"{a} lo": lo, f"{a} hi": hi, f"{a} [lo, hi]": bracket(lo, hi)})
+        rows.append(row)
+    columns = [by, "macro lo", "macro hi", "micro lo", "micro hi", "macro [lo, hi]", "micro [lo, hi]"]
+    return pd.DataFrame(rows, columns=columns)
