@@ -90,3 +90,79 @@ def test_broken_checkpoint_metadata_is_one_clear_line(tmp_path, tiny_encoder_dir
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and "probekit_checkpoint.json is unreadable" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def _refused_in_one_line(capsys, argv: list[str]) -> str:
+    from probekit.cli import main
+
+    code = main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_names_line_past_the_limit_is_refused_by_both_readers(tmp_path, capsys, tiny_encoder_dir):
+    """A names file whose line is longer than any name (a text on one line, a binary) was accepted with rc 0, as a
+    vocabulary source and as a corpus index's entity list; both refuse it with the file, line and limit."""
+    from probekit.vocab.sources import MAX_NAME_LINE_CHARS as limit
+
+    names = tmp_path / "names.txt"
+    names.write_text("aspirin\n" + "x" * (limit + 1) + "\nfever\n", encoding="utf-8")
+    line = _refused_in_one_line(capsys, ["vocab", "build", "v", "--source", "names", "--file", str(names), "--model",
+                                         str(tiny_encoder_dir), "--quiet"])
+    assert line == (f"error: {names}, line 2: a name of {limit + 1:,} characters (limit {limit:,}); "
+                    "is this a names file?")
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    (docs / "n1.txt").write_text("Aspirin lowers fever.")
+    line = _refused_in_one_line(capsys, ["corpus", "index", "--corpus", str(docs), "--entities", str(names)])
+    assert line == (f"error: names.txt, line 2: a name of {limit + 1:,} characters (limit {limit:,}); "
+                    "is this a names file?")
+    names.write_text("name,type\naspirin,drug\n" + "y" * limit + ",drug\n", encoding="utf-8")
+    names = names.rename(tmp_path / "names.csv")
+    line = _refused_in_one_line(capsys, ["corpus", "index", "--corpus", str(docs), "--entities", str(names)])
+    assert line.startswith(f"error: names.csv, line 3: a row of {limit + 5:,} characters (limit {limit:,})")
+
+
+@pytest.mark.parametrize("char", ["x", "é", "\U0001f600"])
+def test_the_limit_counts_characters_not_bytes(tmp_path, char):
+    """A line of exactly the limit is a name, in any script; one character more is refused, and the message counts
+    characters whether the line was cut while reading (far past the limit) or decoded whole."""
+    from probekit.corpus import from_file
+    from probekit.vocab.sources import MAX_NAME_LINE_CHARS as limit
+    from probekit.vocab.sources import open_source
+
+    path = tmp_path / "names.txt"
+    path.write_text("aspirin\n" + char * limit + "\n", encoding="utf-8")
+    assert [e.name for e in open_source("names", path).rows()] == ["aspirin", char * limit]
+    assert from_file(path).keys == ["aspirin"]  # read, then dropped as a corpus entity (past the index's own limit)
+    for n in (limit + 1, 3 * limit):
+        path.write_text("aspirin\n" + char * n, encoding="utf-8")  # the last line, without a newline
+        with pytest.raises(DataFormatError, match=rf"line 2: a name of {n:,} characters \(limit {limit:,}\)"):
+            list(open_source("names", path).rows())
+        with pytest.raises(DataFormatError, match=rf"line 2: a name of {n:,} characters \(limit {limit:,}\)"):
+            from_file(path)
+
+
+def test_a_32_mib_line_is_refused_without_being_read_whole(tmp_path):
+    """The reader holds a few kilobytes of the line and counts the rest in 1 MiB blocks: the refusal of a 32 MiB
+    line allocates a fraction of the line (Python's own allocation tracer; reading the line whole would take it
+    all)."""
+    import tracemalloc
+
+    from probekit.vocab.sources import open_source
+
+    path = tmp_path / "one-line.txt"
+    with open(path, "wb") as fh:
+        block = b"a" * (1 << 20)
+        for _ in range(32):
+            fh.write(block)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataFormatError, match=r"line 1: a name of 33,554,432 characters"):
+            list(open_source("names", path).rows())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * (1 << 20), peak

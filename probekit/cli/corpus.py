@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from probekit.errors import ProbekitError, command
+from probekit.vocab.sources import MAX_NAME_LINE_CHARS
 
 from .common import add_actions, print_json, print_listing, progress_bar
 
@@ -196,7 +197,8 @@ def _finding_args(a, *, named: bool = True) -> None:
     g.add_argument("--dataset", default="medlama", help="heads and tails of: demo | medlama | biolama | triples")
     g.add_argument("--set", dest="which", default="full", choices=["full", "hard"], help="MedLAMA set")
     g.add_argument("--data-dir", default=None, help="dataset folder or file")
-    g.add_argument("--entities", default=None, help="a file of names instead (one a line, or CSV name[,type])")
+    g.add_argument("--entities", default=None, help="a file of names instead (one a line, or CSV name[,type]; a line "
+                   f"of at most {MAX_NAME_LINE_CHARS:,} characters)")
 
 
 def register(sub) -> None:
@@ -244,7 +246,8 @@ def register(sub) -> None:
     a = actions.add_parser("template-free", help="template-free prompts from the index's sentences (LIPID steps)")
     _finding_args(a)
     g = a.add_argument_group("template-free")
-    g.add_argument("--names", default=None, help="only these entities (a names file)")
+    g.add_argument("--names", default=None, help="only these entities (a names file: one a line, or CSV name[,type]; "
+                   f"a line of at most {MAX_NAME_LINE_CHARS:,} characters)")
     g.add_argument("--role", default=None, help="tail = only the dataset's objects")
     g.add_argument("--keyword-reading", default=DEFAULT_READING, choices=sorted(KEYWORD_READINGS),
                    help="LIPID's keyword list as the paper writes it, substrings (default), or as whole words")

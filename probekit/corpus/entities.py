@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..datasets import load_dataset
 from ..errors import DataFormatError, ProbekitError
+from ..vocab.sources import name_lines
 from .match import has_word_char, name_key
 
 MAX_NAME_CHARS = 300
@@ -100,32 +101,30 @@ def from_file(path: str | Path) -> EntitySet:
     """An uploaded list: a text file with one name a line, or a CSV whose ``name`` column (first if none) holds them.
 
     An optional ``type`` (or ``relation``) column gives each name a role, so type lookups work on uploaded lists.
+    The file is streamed line by line; a line longer than :data:`probekit.vocab.sources.MAX_NAME_LINE_CHARS` (the
+    vocabularies' names files have the same limit) or not UTF-8 is one error naming the line.
     """
     import csv
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path.name}: not UTF-8 at byte offset {e.start}") from None
-    except OSError as e:
-        raise ProbekitError(f"cannot read {path}: {e.strerror or e}") from None
     ents = EntitySet(f"file:{path.name}")
     if path.suffix.lower() == ".csv":
-        rows = list(csv.reader(text.splitlines()))
-        if not rows:
+        rows = csv.reader(text for _, text in name_lines(path, where=path.name, what="a row"))
+        header = [h.strip().lower() for h in next(rows, [])]
+        if not header:
             raise ProbekitError(f"{path.name}: no entity names")
-        header = [h.strip().lower() for h in rows[0]]
         ni = header.index("name") if "name" in header else 0
         ti = next((header.index(c) for c in ("type", "relation") if c in header), None)
-        for line_no, row in enumerate(rows[1:], start=2):
+        for row in rows:
+            if not row:
+                continue  # a blank line
             if len(row) <= ni:
-                raise DataFormatError(f"{path.name}, line {line_no}: no name in column {ni + 1}")
+                raise DataFormatError(f"{path.name}, line {rows.line_num}: no name in column {ni + 1}")
             eid = ents.add(row[ni])
             if eid is not None and ti is not None and ti < len(row) and row[ti].strip():
                 ents.roles.add((eid, row[ti].strip(), "type"))
     else:
-        for line in text.splitlines():
+        for _, line in name_lines(path, where=path.name):
             ents.add(line)
     if not len(ents):
         raise ProbekitError(f"{path.name}: no entity names")
