@@ -53,3 +53,16 @@ def subject_note(loaded: dict, *, other: str = "tick *Exclude subject* above and
         st.caption(f"Subject kept among the candidates (as the papers do) in: {ui.md(', '.join(kept))}. An untuned "
                    f"encoder often ranks a query's own subject first, so acc@1 can read 0; {other} for the other "
                    "figure" + (f" (left out in: {ui.md(', '.join(left))})." if left else "."))
+
+
+def accuracy_columns(table, *, first: str, metrics) -> tuple[list[str], dict]:
+    """The accuracy table's columns for the screen, and their widths: run and average, then metric by metric (the
+    metric picked below first, its subsets side by side), the query counts last; each number column as wide as its
+    header. In the stored order (subset by subset) acc@10 hid behind a sideways scroll at 1280 px."""
+    order = [first, *[m for m in metrics if m != first]]
+    numbers = [c for m in order for c in table.columns if c.split(" ", 1)[-1] == m]
+    lead = [c for c in ("run", "average") if c in table.columns]
+    rest = [c for c in table.columns if c not in lead and c not in numbers and c != "counting"]
+    config = {"run": st.column_config.TextColumn(width="medium"),
+              **{c: st.column_config.NumberColumn(width=16 + 8 * len(c)) for c in numbers}}
+    return [*lead, *numbers, *rest], config

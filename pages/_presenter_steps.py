@@ -13,8 +13,11 @@ from probekit.tours import slides
 
 
 def _table(frame: pd.DataFrame) -> None:
-    """An HTML table (its cells as text: st.table escapes them), without the index."""
-    st.table(frame.reset_index(drop=True).style.hide(axis="index"))
+    """An HTML table (its cells as text: st.table escapes them), without the index; a long text cell cut to
+    :data:`~probekit.tours.figures.LABEL_CHARS` ("…"): a run's whole name wrapped to five lines in its narrow column
+    and pushed the Benchmark drill-down's last rows below a 768 px projector (the text under the table names it)."""
+    cut = frame.reset_index(drop=True).map(lambda v: ui.short_label(v) if isinstance(v, str) else v)
+    st.table(cut.style.hide(axis="index"))
 
 
 def _block(b, i: int) -> None:

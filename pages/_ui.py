@@ -10,7 +10,7 @@ charts), ``_access`` (who sees what), ``_job_panel``, ``_kept`` (results and dow
 from __future__ import annotations
 
 from pages._access import EXPERT_KEY, ORGANISER_KEY, access, expert, remember_sign_in  # noqa: F401
-from pages._display import FONT_PX, chart_text, html_text, legible, md, message  # noqa: F401
+from pages._display import FONT_PX, chart_text, html_text, legible, md, message, short_label  # noqa: F401
 from pages._guard import guard, log, progress, stopped  # noqa: F401
 from pages._job_panel import job_panel  # noqa: F401
 from pages._kept import download, forget, keep, kept  # noqa: F401

@@ -112,16 +112,19 @@ with main:
                f"{ui.md(view['subject'])}"
                + ("" if meta["blind"] else f" · gold: {'; '.join(map(ui.md, view['golds'])) or '–'}"))
     for a in view["answers"]:
-        row = st.container(horizontal=True, vertical_alignment="center", key=f"an_row_{a['position']}")
+        # the answer on its line, its buttons in a row of their own: beside a long answer they wrapped ("5" and
+        # "skip" on the next line at 1024 px), and a rater's hand follows one column of buttons
+        row = st.container(gap=None, key=f"an_row_{a['position']}")
         mark = "▶" if focus is a else ("✓" if a["status"] == "rate" else ("–" if a["status"] == "skip" else "·"))
         info = "" if meta["blind"] else (f"  ·  rank {a['rank']}  ·  {a['model_score']:.3f}"
                                          + ("  ·  **gold**" if a["gold"] else ""))
         row.markdown(f"{mark} &nbsp; **{ui.md(a['answer'])}**{info}", width="stretch")
+        buttons = row.container(horizontal=True, wrap=False, gap="small", key=f"an_buttons_{a['position']}")
         for s in range(1, 6):
-            row.button(str(s), key=f"an_b_{a['position']}_{s}", help=ann.RUBRIC[s], on_click=act,
+            buttons.button(str(s), key=f"an_b_{a['position']}_{s}", help=ann.RUBRIC[s], on_click=act,
                        kwargs={"action": ann.Action("rate", a["item_id"], s)},
                        type="primary" if a["score"] == s else "secondary")
-        row.button("skip", key=f"an_s_{a['position']}", on_click=act,
+        buttons.button("skip", key=f"an_s_{a['position']}", on_click=act,
                    kwargs={"action": ann.Action("skip", a["item_id"])},
                    type="primary" if a["status"] == "skip" else "tertiary")
     if view["complete"]:

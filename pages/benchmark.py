@@ -104,7 +104,9 @@ depths = {label: run.meta.get("answers_per_query") for label, run in loaded.item
 table = rm.full_hard_table(frames, hard_set=hard_set, counting=counting, depths=depths)
 pct = [c for c in table.columns if c.split(" ", 1)[-1] in METRICS]
 table = views.percent(table, pct)
-st.dataframe(views.styled(table, numbers=pct), hide_index=True, key="bm_table")
+columns, widths = _bench.accuracy_columns(table, first=st.session_state.get("bm_show_metric") or "acc@10",
+                                          metrics=metric_names())
+st.dataframe(views.styled(table[columns], numbers=pct), hide_index=True, key="bm_table", column_config=widths)
 present = views.subsets_of(run.hard_set for run in loaded.values())
 st.caption(f"Every run here by one rule: {counting_label(counting)}. Macro = mean over relations, micro = over "
            "the items counted; MRR = mean reciprocal rank of the gold (0 when it is not ranked). \u2013 = not defined "

@@ -54,87 +54,93 @@ with st.expander("What O_t, O_cor, O_incor, UCM and the variants mean"):
 single, dataset = st.tabs(["Single triple", "Dataset (UCM)"])
 
 with single:
-    left, right = st.columns([2, 1])
-    rel = left.selectbox("Relation", ds.relations, key="ctx_rel", persist_state="session")
-    qs = ds.queries_for(rel)
-    by_id = {q.id: q for q in qs}
-    if st.session_state.get("ctx_qid") not in by_id:
-        st.session_state.ctx_qid = max(qs, key=lambda q: len(q.golds)).id
-    left.selectbox("Query (S, R)", list(by_id), key="ctx_qid",
-                   persist_state="session", format_func=lambda i: f"{by_id[i].subject}  ({i})")
-    query = by_id[st.session_state.ctx_qid]
-    target = right.selectbox("Target O_t", query.golds, key="ctx_target", persist_state="session")
-    variant = right.selectbox("Variant", ctx.VARIANTS, key="ctx_variant",
-                              persist_state="session", help=ctx.VARIANT_HELP["real"])
-    right.caption(ctx.VARIANT_HELP[variant])
-    perms = right.number_input("Permutations", 1, 10, 3, key="ctx_perms",
-                               persist_state="session", disabled=variant != "knowledge-random")
-    seed = right.number_input("Seed", 0, 10**6, 0, key="ctx_seed", persist_state="session")
-    st.caption(f"Prompt: **{ui.md(query.text(model.mask_token))}** — golds: {ui.md(', '.join(query.golds))}")
+    # the result first, the triple and document folded above it once there is one (a 1024×768 screen too)
+    result_box = st.container(key="ctx_result")
+    first = "ctx_result" not in st.session_state and not st.session_state.get("ctx_autorun")
+    with st.expander("Triple, variant and document", expanded=first, icon=":material/tune:"):
+        left, right = st.columns([2, 1])
+        rel = left.selectbox("Relation", ds.relations, key="ctx_rel", persist_state="session")
+        qs = ds.queries_for(rel)
+        by_id = {q.id: q for q in qs}
+        if st.session_state.get("ctx_qid") not in by_id:
+            st.session_state.ctx_qid = max(qs, key=lambda q: len(q.golds)).id
+        left.selectbox("Query (S, R)", list(by_id), key="ctx_qid",
+                       persist_state="session", format_func=lambda i: f"{by_id[i].subject}  ({i})")
+        query = by_id[st.session_state.ctx_qid]
+        target = right.selectbox("Target O_t", query.golds, key="ctx_target", persist_state="session")
+        variant = right.selectbox("Variant", ctx.VARIANTS, key="ctx_variant",
+                                  persist_state="session", help=ctx.VARIANT_HELP["real"])
+        right.caption(ctx.VARIANT_HELP[variant])
+        perms = right.number_input("Permutations", 1, 10, 3, key="ctx_perms",
+                                   persist_state="session", disabled=variant != "knowledge-random")
+        seed = right.number_input("Seed", 0, 10**6, 0, key="ctx_seed", persist_state="session")
+        st.caption(f"Prompt: **{ui.md(query.text(model.mask_token))}** — golds: {ui.md(', '.join(query.golds))}")
 
-    source = st.segmented_control("Document", SOURCES, key="ctx_src", persist_state="session", default="Paste")
-    document, corpus = "", None
-    if source == "Upload":
-        up = st.file_uploader("Text file", type=["txt", "md"], key="ctx_upload")
-        document = up.getvalue().decode("utf-8", errors="replace") if up else ""
-    elif source == "Search a corpus":
-        files = {p.name: p for p in ctx.corpus_files()}
-        corpus = st.selectbox("Corpus", list(files) or ["(no corpus found)"], key="ctx_corpus", persist_state="session")
-        if st.button("Find sentences with S and O_t", key="ctx_search") and corpus in files:
-            with ui.guard("Search"):
-                st.session_state.ctx_hits = ctx.search_sentences(query.subject, target, files=[files[corpus]])
-        hits = st.session_state.get("ctx_hits", [])
-        if hits:
-            chosen = st.multiselect("Sentences to use", hits, default=hits[:3], key="ctx_chosen",
-                                    persist_state="session")
-            document = " ".join(chosen)
-        elif "ctx_hits" in st.session_state:
-            st.info("No sentence in this corpus mentions both the subject and the target.")
-    else:
-        document = st.text_area("Document (e.g. a clinical note mentioning S and O_t)", key="ctx_doc",
-                                persist_state="session", height=150)
+        source = st.segmented_control("Document", SOURCES, key="ctx_src", persist_state="session", default="Paste")
+        document, corpus = "", None
+        if source == "Upload":
+            up = st.file_uploader("Text file", type=["txt", "md"], key="ctx_upload")
+            document = up.getvalue().decode("utf-8", errors="replace") if up else ""
+        elif source == "Search a corpus":
+            files = {p.name: p for p in ctx.corpus_files()}
+            corpus = st.selectbox("Corpus", list(files) or ["(no corpus found)"], key="ctx_corpus",
+                                  persist_state="session")
+            if st.button("Find sentences with S and O_t", key="ctx_search") and corpus in files:
+                with ui.guard("Search"):
+                    st.session_state.ctx_hits = ctx.search_sentences(query.subject, target, files=[files[corpus]])
+            hits = st.session_state.get("ctx_hits", [])
+            if hits:
+                chosen = st.multiselect("Sentences to use", hits, default=hits[:3], key="ctx_chosen",
+                                        persist_state="session")
+                document = " ".join(chosen)
+            elif "ctx_hits" in st.session_state:
+                st.info("No sentence in this corpus mentions both the subject and the target.")
+        else:
+            document = st.text_area("Document (e.g. a clinical note mentioning S and O_t)", key="ctx_doc",
+                                    persist_state="session", height=150)
 
-    pool = ds.candidates("relation", rel).names
-    seg = None
-    if document.strip():
-        with ui.guard("Segmentation"):
-            seg = ctx.segment_document(document, target, ctx.unique_names([*pool, *query.golds]))
-            if variant == "negative-target":
-                seg = ctx.negative_target(seg, query.golds)
-            pieces = ctx.document_pieces(seg, [*query.golds, target])
-            marked = "".join(
-                ui.html_text(p["text"]) if p["role"] is None else
-                f"<mark style='background:{ROLE_COLOURS[p['role']]}22;border-bottom:2px solid "
-                f"{ROLE_COLOURS[p['role']]}'>{ui.html_text(p['text'])}<sup><b>S{p['segment']}</b></sup></mark>"
-                for p in pieces)
-            # no blank line may end the HTML block: Markdown after it would render (an image named in the note)
-            marked = marked.replace("\r", "").replace("\n", "<br>")
-            st.markdown(f"<div style='line-height:1.9'>{marked}</div>", unsafe_allow_html=True)
-            st.caption(f"{len(seg)} segments; blue = O_t, green = O_cor, red = O_incor; S-numbers give the order "
-                       f"in which segments are added (left first, then alternating).")
+        pool = ds.candidates("relation", rel).names
+        seg = None
+        if document.strip():
+            with ui.guard("Segmentation"):
+                seg = ctx.segment_document(document, target, ctx.unique_names([*pool, *query.golds]))
+                if variant == "negative-target":
+                    seg = ctx.negative_target(seg, query.golds)
+                pieces = ctx.document_pieces(seg, [*query.golds, target])
+                marked = "".join(
+                    ui.html_text(p["text"]) if p["role"] is None else
+                    f"<mark style='background:{ROLE_COLOURS[p['role']]}22;border-bottom:2px solid "
+                    f"{ROLE_COLOURS[p['role']]}'>{ui.html_text(p['text'])}<sup><b>S{p['segment']}</b></sup></mark>"
+                    for p in pieces)
+                # no blank line may end the HTML block: Markdown after it would render (an image named in the note)
+                marked = marked.replace("\r", "").replace("\n", "<br>")
+                st.markdown(f"<div style='line-height:1.9'>{marked}</div>", unsafe_allow_html=True)
+                st.caption(f"{len(seg)} segments; blue = O_t, green = O_cor, red = O_incor; S-numbers give the order "
+                           f"in which segments are added (left first, then alternating).")
 
-    # the result on screen is the one computed from exactly these settings and this document
-    doc_hash = documents.document_hash(document) if document.strip() else None
-    inputs = {"model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device(),
-              "probe": probe, "query": query.id, "target": target, "variant": variant, "doc": doc_hash,
-              "perms": int(perms) if variant == "knowledge-random" else None, "seed": int(seed)}
-    autorun = st.session_state.pop("ctx_autorun", False) and seg is not None
-    if st.button("Run", type="primary", key="ctx_run", disabled=seg is None) or autorun:
-        ui.forget("ctx_result")
-        with ui.guard("Context run"), (bar := st.empty()).container():
-            result = ctx.run_context(
-                model, query, target=target, pool=pool, document=document, variant=variant, probe=probe,
-                seed=int(seed), permutations=int(perms), progress=ui.progress("Ranking the pool"))
-            documents.save_document(document)  # the share link names it by its hash
-            ui.keep("ctx_result", inputs, result)
-        bar.empty()
-    result = ui.kept("ctx_result", inputs)
-    view = views.ContextView(relation=rel, query=query.id, target=target, variant=variant, probe=probe,
-                             permutations=int(perms), seed=int(seed), doc=doc_hash if result else None,
-                             corpus=ctx.short_name(corpus) if corpus else None)
-    if result is not None:
-        shown.draw(result)
-    ui.share_link(views.context_params(view), show=result is not None)
+        # the result on screen is the one computed from exactly these settings and this document
+        doc_hash = documents.document_hash(document) if document.strip() else None
+        inputs = {"model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device(),
+                  "probe": probe, "query": query.id, "target": target, "variant": variant, "doc": doc_hash,
+                  "perms": int(perms) if variant == "knowledge-random" else None, "seed": int(seed)}
+        autorun = st.session_state.pop("ctx_autorun", False) and seg is not None
+        if st.button("Run", type="primary", key="ctx_run", disabled=seg is None) or autorun:
+            ui.forget("ctx_result")
+            with ui.guard("Context run"), (bar := st.empty()).container():
+                result = ctx.run_context(
+                    model, query, target=target, pool=pool, document=document, variant=variant, probe=probe,
+                    seed=int(seed), permutations=int(perms), progress=ui.progress("Ranking the pool"))
+                documents.save_document(document)  # the share link names it by its hash
+                ui.keep("ctx_result", inputs, result)
+            bar.empty()
+    with result_box:  # above the settings
+        result = ui.kept("ctx_result", inputs)
+        view = views.ContextView(relation=rel, query=query.id, target=target, variant=variant, probe=probe,
+                                 permutations=int(perms), seed=int(seed), doc=doc_hash if result else None,
+                                 corpus=ctx.short_name(corpus) if corpus else None)
+        if result is not None:
+            shown.draw(result)
+        ui.share_link(views.context_params(view), show=result is not None)
 
 with dataset:
     dataset_mode.draw(model, ds, probe)

@@ -92,27 +92,34 @@ st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta[
            + {True: " · the query's own subject left out", False: " · the query's own subject kept",
               None: ""}[meta["exclude_subject"]]
            + (f" · queries chosen by {ui.md(ann.describe(meta['selection']))}" if meta["selection"] else ""))
-st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
-experts_panel(sid, LINKS)
 
-c1, c2 = st.columns(2)
+# ---- the ratings first (MedLAMA Table 5), the session's progress and links folded below once ratings exist: Table 5
+# sat under ~600 px of links and settings at 1024×768
+result_box = st.container(key="rs_result")
+head = result_box.empty()  # the heading, once there are ratings to read
+c1, c2, c3 = result_box.columns(3)
 threshold = c1.segmented_control("Expert hit: score ≥", [5, 4], default=5, key="rs_threshold") or 5
 consensus = c2.segmented_control("Consensus over annotators", list(agreement.CONSENSUS), default="median",
                                  key="rs_consensus", help="median = lower median: with two raters both must agree")
 result = None
-with ui.guard("Computing the statistics"):
+with result_box, ui.guard("Computing the statistics"):
     result = ann.stats(sid, threshold=threshold, consensus=consensus or "median")
+rated = result is not None and bool(result["n_ratings"])
+with st.expander("Progress, experts and their links", expanded=not rated, icon=":material/group:"):
+    st.dataframe(ann.overview(sid), hide_index=True, key="rs_overview")
+    experts_panel(sid, LINKS)
 if result is None:
     st.stop()
-if not result["n_ratings"]:
-    st.info("No ratings yet. Send each expert their link; results appear here as the experts rate.")
+if not rated:
+    result_box.info("No ratings yet. Send each expert their link; results appear here as the experts rate.")
     st.stop()
 
-st.subheader("Expert score × gold hit (MedLAMA Table 5)")
-whose = st.selectbox("Ratings of", ["consensus", *result["table5_by_annotator"]], key="rs_whose")
-st.dataframe(result["table5"] if whose == "consensus" else result["table5_by_annotator"][whose], hide_index=True,
-             key="rs_table5")
-st.caption(agreement.MEDLAMA_NOTE)
+head.subheader("Expert score × gold hit (MedLAMA Table 5)")
+with result_box:
+    whose = c3.selectbox("Ratings of", ["consensus", *result["table5_by_annotator"]], key="rs_whose")
+    st.dataframe(result["table5"] if whose == "consensus" else result["table5_by_annotator"][whose],
+                 hide_index=True, key="rs_table5")
+    st.caption(agreement.MEDLAMA_NOTE)
 s = result["shares"]
 m1, m2, m3 = st.columns(3)
 m1.metric(f"Rated top-{s['k']} answers", s["rated"], help=f"{s['unrated']} not rated yet")

@@ -17,6 +17,18 @@ from probekit.metrics.accuracy import counting_label
 from probekit.metrics.registry import metric_names
 from probekit.templates import compare, stored
 
+# a model's name beside the slope chart's points is cut to this many characters ("…"), so the labels and the plot
+# share a 1024 px screen; the hover has the whole name
+SLOPE_NAME_CHARS = 22
+
+
+def slope_margin(fig) -> int:
+    """Pixels either side of the slope chart for its longest point label (plotly's 12 px type: ~7 px a character;
+    the labels were cut at the figure's edge, "3.9)" and "(22." left of a name)."""
+    longest = max((len(t) for trace in fig.data for t in (trace.text or ())), default=0)
+    return 24 + 7 * longest
+
+
 ui.title("Templates vs free text")
 listed = None
 with ui.guard("Stored runs"):
@@ -33,7 +45,10 @@ selected = st.multiselect("Runs: one per model and kind (template-based / templa
 if not selected:
     st.info("Pick the runs to compare: each model's run on a template-based dataset and on a template-free one.")
     st.stop()
-c1, c2, c3 = st.columns(3)
+# the runs' table first, the settings folded under it: the table sat under ~250 px of settings at 1024×768
+result_box = st.container(key="tpl_result")
+settings = st.expander("Ranking metric, perplexity and prediction frequency", icon=":material/tune:")
+c1, c2, c3 = settings.columns(3)
 metric = c1.segmented_control("Rank models by", metric_names(), default="acc@1", key="tpl_metric",
                               persist_state="session") or "acc@1"
 aggregates = list(stored.PERPLEXITY_AGGREGATES)
@@ -50,18 +65,23 @@ with ui.guard("Comparing runs"):
                                perplexity_aggregate=aggregate or "prompt-mean")
 if cmp is None:
     st.stop()
-_bench.subject_note({names[r]: runs.load_run(r) for r in selected},
-                    other="store runs with *Exclude subject* ticked (Benchmark page, or `bench --exclude-subject`)")
 acc = cmp.metric
 # models by their picker names (a rewired checkpoint is "MiniLM-L6 rewired on pubmed_0, step 150", not its folder)
 named = dict(models.available_models())
 cmp = dataclasses.replace(cmp, runs=cmp.runs.assign(model=cmp.runs.model.map(lambda m: named.get(m, m))),
                           rankings=None if cmp.rankings is None else cmp.rankings.assign(
                               model=cmp.rankings.model.map(lambda m: named.get(m, m))))
-st.dataframe(cmp.runs.drop(columns=["label"]), hide_index=True, key="tpl_runs", column_config={
-    c: st.column_config.NumberColumn(format="%.4f") for c in (*metric_names(), "top object share", f"top-{top_n} share",
-                                                              "distinct share", "mean perplexity",
-                                                              "corpus perplexity")})
+shown_runs = cmp.runs.drop(columns=["label"])
+first = ["model", "kind", *metric_names()]  # the metrics beside the model: acc@10 hid behind a scroll at 1280 px
+result_box.dataframe(shown_runs[first + [c for c in shown_runs.columns if c not in first]], hide_index=True,
+                     key="tpl_runs", column_config={
+                         "model": st.column_config.TextColumn(width="medium"),
+                         **{c: st.column_config.NumberColumn(format="%.4f", width="small") for c in (
+                             *metric_names(), "top object share", f"top-{top_n} share", "distinct share",
+                             "mean perplexity", "corpus perplexity")}})
+with result_box:
+    _bench.subject_note({names[r]: runs.load_run(r) for r in selected},
+                        other="store runs with *Exclude subject* ticked (Benchmark page, or `bench --exclude-subject`)")
 
 # ---- rankings
 st.subheader("Model rankings")
@@ -71,12 +91,14 @@ else:
     fig = go.Figure()
     tb, tf = compare.KINDS
     for r in cmp.rankings.to_dict(orient="records"):
+        name = ui.short_label(ui.chart_text(r["model"]), SLOPE_NAME_CHARS)  # whole in the hover
         fig.add_trace(go.Scatter(x=[tb, tf], y=[r[f"{tb} rank"], r[f"{tf} rank"]], mode="lines+markers+text",
-                                 name=r["model"], textposition=["middle left", "middle right"],
-                                 text=[f"{ui.chart_text(r['model'])} ({100 * r[f'{tb} score']:.1f})",
-                                       f"({100 * r[f'{tf} score']:.1f}) {ui.chart_text(r['model'])}"]))
+                                 name=ui.chart_text(r["model"]), textposition=["middle left", "middle right"],
+                                 text=[f"{name} ({100 * r[f'{tb} score']:.1f})",
+                                       f"({100 * r[f'{tf} score']:.1f}) {name}"]))
     fig.update_yaxes(autorange="reversed", title="rank (1 = best)", dtick=1)
-    fig.update_layout(height=120 + 45 * len(cmp.rankings), showlegend=False, margin=dict(l=220, r=220, t=20, b=0))
+    fig.update_layout(height=120 + 45 * len(cmp.rankings), showlegend=False,
+                      margin=dict(l=slope_margin(fig), r=slope_margin(fig), t=20, b=0))
     st.plotly_chart(fig, key="tpl_slope")
     c = cmp.correlation
     fmt = lambda v: "undefined" if v != v else f"{v:.3f}"  # noqa: E731 - NaN check

@@ -14,6 +14,8 @@ from pages._display import WORD_JOINER
 from probekit import annotations as ann
 from probekit.errors import ProbekitError
 
+EXPERTS_PANEL = "Progress, experts and their links"
+
 
 def create_session(model_dir, *, blind=True, n=2, k=3) -> str:
     at = open_app("results", model=str(model_dir))
@@ -81,6 +83,11 @@ def test_whole_session_rate_undo_resume_results(tiny_encoder_dir):
     assert "gold" not in page.lower().replace("gold (correct)", "") and "rank " not in page  # blind
     # keyboard buttons rate the marked answer (the first not yet rated), then the mark moves on
     assert at.markdown[0].value.startswith("▶")
+    # each answer on its line, its buttons in a row of their own that never wraps: beside a long answer "5" and
+    # "skip" wrapped onto the next line at 1024 px
+    buttons = at.main.get_by_key("an_row_0").get_by_key("an_buttons_0")
+    assert [b.key for b in buttons.button] == [f"an_b_0_{s}" for s in range(1, 6)] + ["an_s_0"]
+    assert not buttons.markdown and not buttons.proto.flex_container.wrap
     at.button(key="an_k5").click().run()
     at.button(key="an_k3").click().run()
     assert pressed(at, 0) == 5 and pressed(at, 1) == 3 and at.markdown[2].value.startswith("▶")
@@ -119,6 +126,12 @@ def test_whole_session_rate_undo_resume_results(tiny_encoder_dir):
     # the organiser's results
     res = open_app("results", query_params={"session": sid})
     assert errors(res) == []
+    # Table 5 first; the progress and the experts' links fold under it once there are ratings (it sat at y=1,008)
+    [panel] = [e for e in res.expander if e.label == EXPERTS_PANEL]
+    assert not panel.proto.expanded
+    order = list(res.main)
+    assert next(i for i, e in enumerate(order) if getattr(e, "type", None) == "subheader" and "Table 5" in e.value) \
+        < order.index(panel)
     frames = [d.value for d in res.dataframe]
     table5 = next(f for f in frames if "gold" in f.columns and "total" in f.columns)
     assert list(table5.answers) == ["top-1"] * 3 + ["top-3"] * 3
@@ -334,6 +347,7 @@ def test_results_page_creates_and_revokes_links():
 
     sid = ann.from_rankings(rankings(2, k=2), name="links", k=2)
     res = open_app("results", query_params={"session": sid})
+    assert next(e for e in res.expander if e.label == EXPERTS_PANEL).proto.expanded  # no ratings yet: links first
     res.text_input(key="rs_expert").set_value("Dr Ana Ruiz").run()
     res.button(key="rs_link").click().run()
     assert errors(res) == []

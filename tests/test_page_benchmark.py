@@ -76,6 +76,11 @@ def test_stored_results_come_first_and_the_settings_fold(tiny_encoder_dir):
     assert errors(at) == []
     [settings] = [e for e in at.expander if e.label == "New run: settings and Start"]
     assert not settings.proto.expanded and len(_frame(at, "full acc@1")) == 2
+    # the picked metric (acc@10) right after the run, its subsets side by side, so it is on screen at 1280 px (it
+    # hid behind a sideways scroll, the table's columns subset by subset); the counting is the caption's
+    shown = _frame(at, "full acc@1")
+    assert list(shown.columns[:4]) == ["run", "average", "full acc@10", "hard-in-full acc@10"]
+    assert "counting" not in shown.columns
 
 
 def test_open_query_on_probe_page(tiny_encoder_dir):

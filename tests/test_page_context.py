@@ -9,6 +9,7 @@ from probekit.context import documents
 NOTE = ("Mr B has hypertension and heart failure; he was started on lisinopril. Asthma was ruled out, "
         "and his gout is quiet.")
 STATE = {"ctx_rel": "may_treat", "ctx_qid": "may_treat:0003"}
+SETTINGS = "Triple, variant and document"
 
 
 def _frame(at, column):
@@ -26,9 +27,20 @@ def _run_single(at):
     return at
 
 
+def _settings(at):
+    """The single-triple settings' expander."""
+    return next(e for e in at.expander if e.label == SETTINGS)
+
+
+def _first(at, match) -> int:
+    """Where the first element ``match`` accepts comes in the page's order (top to bottom)."""
+    return next(i for i, e in enumerate(at.main) if match(e))
+
+
 def test_single_triple_curve_and_rc_table(tiny_encoder_dir):
     at = open_app("context", model=str(tiny_encoder_dir), state=STATE)
     assert errors(at) == []
+    assert _settings(at).proto.expanded  # nothing to show yet: the settings are the page
     at.text_area(key="ctx_doc").set_value(NOTE).run()
     assert errors(at) == []
     assert any("<mark" in m.value and "S1" in m.value for m in at.markdown)  # highlighted, numbered segments
@@ -43,6 +55,12 @@ def test_single_triple_curve_and_rc_table(tiny_encoder_dir):
     assert u["n"] == 1  # one step adds an O_cor: UCM reads as a sentence with the shares
     assert any(f"Over 1 step that added a correct object (O_cor): Understand {100 * u['U']:.0f} %" in m.value
                for m in at.markdown)
+    # the result comes first and the settings fold under it, so the curve is on the first screen at 1024×768 (it
+    # sat at y≈1,681 under the settings and the note)
+    at.run()
+    assert not _settings(at).proto.expanded
+    assert _first(at, lambda e: getattr(e, "type", None) == "plotly_chart") < _first(
+        at, lambda e: getattr(e, "label", None) == SETTINGS)
 
 
 def test_variants_and_mask_average(tiny_mlm_dir):

@@ -1,6 +1,8 @@
 """AppTest of the Templates vs free text page: stored runs of two models on a template and a template-free dataset
 -> runs table, slope chart and rankings, perplexity scatter and Pearson table, prediction-frequency chart, flags."""
 
+import json
+
 import pytest
 from apptest_utils import errors, open_app
 from conftest import save_tiny_bert, shared_paths, use_store
@@ -59,6 +61,18 @@ def test_compare_two_models_on_both_kinds(tiny_mlm_dir, stored_runs):
     table = _frame(at, "kind")
     assert sorted(table.run_id) == sorted(stored_runs)
     assert list(table["acc@1"]) == list(expected.runs["acc@1"])
+    # the runs' metrics beside the model (acc@10 hid behind a sideways scroll at 1280 px), the table before the
+    # folded settings (it sat under them, below a 1024×768 screen's fold)
+    assert list(table.columns[:6]) == ["model", "kind", "acc@1", "acc@5", "acc@10", "MRR"]
+    [settings] = [e for e in at.expander if e.label.startswith("Ranking metric")]
+    order = list(at.main)
+    assert not settings.proto.expanded and order.index(at.main.get_by_key("tpl_result")) < order.index(settings)
+    # the slope chart's labels fit beside it: names cut to a few words (the folders here are long), and a margin
+    # as wide as the longest label at plotly's ~7 px a character (they were cut at the edge: "3.9)", "(22.")
+    slope = json.loads(at.get("plotly_chart")[0].proto.spec)
+    labels = [t for trace in slope["data"] for t in trace["text"]]
+    assert max(map(len, labels)) <= 32 and all("…" in t for t in labels)
+    assert min(slope["layout"]["margin"]["l"], slope["layout"]["margin"]["r"]) >= 7 * max(map(len, labels))
     assert len(_frame(at, "rank change")) == 2
     assert list(_frame(at, "pearson_r").kind) == ["template-based", "template-free"]
     assert len(at.get("plotly_chart")) == 3  # slope chart, perplexity scatter, frequency bars
