@@ -67,7 +67,8 @@ with right:  # short, so the answer starts above the fold of a 1024x768 projecto
                                 help="heads+tails of the dataset (MedLAMA's reference), all tails, tails of this "
                                      "relation, or a vocabulary built with `probekit vocab build`; each probe opens "
                                      "on its own (likelihood: the relation's answers)")
-        k = st.slider("k", 1, views.MAX_K, 10, key="pk_k", persist_state="session")
+        st.session_state.setdefault("pk_k", 10)  # a link's k is in the state already: one default, no warning
+        k = st.slider("k", 1, views.MAX_K, key="pk_k", persist_state="session")
         opts = ui.probe_option_widgets(probe, key="pk_opt", defaults=ONE_QUERY_DEFAULTS, container=box,
                                        nested=True)
         if opts.get("exclude_subject"):

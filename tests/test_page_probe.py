@@ -97,13 +97,28 @@ def test_unknown_model_is_a_message(tmp_path):
     assert any("does not exist" in e.value or "could not load" in e.value for e in at.error)
 
 
-def test_shared_url_opens_query_and_runs(tiny_mlm_dir):
-    first = open_app(model=str(tiny_mlm_dir))
-    qid = first.session_state["pk_qid"]
-    at = open_app(model=str(tiny_mlm_dir), query_params={"dataset": "demo", "query": qid})
+def test_shared_url_opens_query_and_runs(tiny_mlm_dir, monkeypatch):
+    """A link's values go into the widgets' state; no widget then also gets a default of its own (Streamlit logs
+    "created with a default value but also had its value set via the Session State API" once per server)."""
+    import logging
+
+    import streamlit.elements.lib.policies as policies
+
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    logging.getLogger(policies.__name__).addHandler(handler)
+    try:
+        first = open_app(model=str(tiny_mlm_dir))
+        qid = first.session_state["pk_qid"]
+        at = open_app(model=str(tiny_mlm_dir), query_params={"dataset": "demo", "query": qid, "k": "7"})
+    finally:
+        logging.getLogger(policies.__name__).removeHandler(handler)
     assert errors(at) == []
     assert at.session_state["pk_qid"] == qid
-    assert len(_top(at)) == 10
+    assert len(_top(at)) == 7
+    assert not [m for m in logged if "Session State" in m]
 
 
 def test_share_link_holds_the_whole_view_and_reopens_it(tiny_mlm_dir):
