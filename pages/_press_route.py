@@ -10,7 +10,9 @@ the page goes away); it is stored at once, and the next rerun only draws it.
 The body is the listener's state plus the desk's id, ``{"desk": id, "client": window, "queue": [[n, key, ms],
 …]}``. The desk id is a random secret that only its own browser session was given (in the listener's data), so
 the id alone says whose presses these are; an unknown id is answered 404 and changes nothing. The reply is the
-acknowledgement, ``{"acked": last number handled from that window}``.
+acknowledgement, ``{"acked": last number handled from that window, "problem": why a press could not be stored
+(a full disk) or null}``: the presses after ``acked`` stay with the browser, which shows the problem and sends
+them again.
 
 Where the server has no such route (``pages/_routes.py``: AppTest), presses travel as component state alone.
 """
@@ -58,8 +60,16 @@ async def _receive(request):
     if desk is None:
         return JSONResponse({"error": "unknown desk"}, status_code=404)
     try:
-        acked = await run_in_threadpool(desk.take, state)  # database writes: off the server's event loop
+        acked, problem = await run_in_threadpool(_take, desk, state)  # database writes: off the event loop
     except Exception:  # noqa: BLE001 - one line in the log; the browser sends the press again
         log.exception("a key press from the press endpoint failed")
         return JSONResponse({"error": "failed"}, status_code=500)
-    return JSONResponse({"acked": acked})
+    if problem:
+        log.warning("key presses not stored: %s", problem)
+    return JSONResponse({"acked": acked, "problem": problem})
+
+
+def _take(desk, state) -> tuple[int, str | None]:
+    """The desk's acknowledgement for ``state`` and its problem, read together (another request may change it)."""
+    with desk.lock:
+        return desk.take(state), desk.problem

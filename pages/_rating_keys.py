@@ -24,6 +24,11 @@ Every press is handled exactly once, in the order typed:
   (:mod:`probekit.annotations.presses`), and the first press a desk sees from a window reads that window's
   stored last number once. A reload is a new window (new id, numbering from 1, an empty queue), so a press is
   never re-sent under another id;
+- a press the server could not store (a full disk: :data:`probekit.annotations.keyboard.NOT_STORED`) is not
+  handled, and neither is any press typed after it (they apply in order): the acknowledgement stays below it, the
+  reply names the problem, and the listener shows "not saved — disk full …" in place of "sending N keys…" and
+  sends the presses again every 2 s (not backing off) until the server stores them, each once; the page shows the
+  problem too (:attr:`Desk.problem`);
 - one keydown listener per window, attached once and never removed: each rerun only points it at the newest
   ``setStateValue`` and element (Streamlit calls the component's function again whenever its ``data`` changes,
   and a listener removed by one call and added by the next would let a press fall between them); it ignores
@@ -45,14 +50,16 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from pages._press_route import press_endpoint
-from probekit.annotations.keyboard import settle_press
+from probekit.annotations.keyboard import NOT_STORED, settle_press
 from probekit.annotations.presses import Press, new_presses, pressing
+from probekit.errors import DiskFullError
 
 READY = "Keyboard on"  # the listener's status once it listens (the browser tests wait for it before typing)
 
 KEYS_HTML = '<div class="pk-keys">Keyboard starting…</div>'
 KEYS_CSS = """
 .pk-keys { font-family: var(--st-font); font-size: 0.8rem; color: var(--st-text-color); opacity: 0.6; }
+.pk-keys.pk-problem { color: #d62728; opacity: 1; font-weight: 600; }
 """
 KEYS_JS = f"const READY = {json.dumps(READY)};\n" + """
 // browser key -> the name sent; a page may pass its own map in the component's data.names
@@ -68,7 +75,10 @@ function show(box) {
   const status = box.host && box.host.querySelector && box.host.querySelector(".pk-keys");
   if (!status) return;
   const n = box.queue.length;
-  status.textContent = READY + (n ? ` · sending ${n} key${n > 1 ? "s" : ""}…` : "");
+  const keys = `${n} key${n > 1 ? "s" : ""}`;
+  const problem = n && box.problem;  // the server could not store them (a full disk): they are kept and re-sent
+  status.textContent = READY + (!n ? "" : problem ? ` · ${keys} ${problem}` : ` · sending ${keys}…`);
+  status.classList.toggle("pk-problem", !!problem);
 }
 
 // Drop what the server acknowledged (its last handled number from this window), from either path.
@@ -76,6 +86,7 @@ function acknowledge(box, acked) {
   if (typeof acked !== "number" || acked <= box.acked) return;
   box.acked = acked;
   box.queue = box.queue.filter((e) => e[0] > acked);
+  if (!box.queue.length) box.problem = null;
   arm(box);
   show(box);
 }
@@ -110,8 +121,10 @@ function post(box, beacon) {
                    headers: { "Content-Type": "text/plain" } })
     .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
     .then((j) => {
+      box.problem = (j && j.problem) || null;  // e.g. "not saved — disk full …": the presses stay queued
       acknowledge(box, j && j.acked);
       refresh(box);
+      show(box);
     })
     .catch(() => nudge(box));  // the endpoint failed: the presses go as component state
 }
@@ -146,7 +159,8 @@ function arm(box) {
   box.timer = setTimeout(() => {
     box.timer = null;
     if (!owed(box) || !live(box)) return;
-    box.wait = Math.min(2 * box.wait, MAX_WAIT_MS);
+    // a server that said why it could not store them is asked again soon: the space may come back any moment
+    box.wait = box.problem ? FIRST_WAIT_MS : Math.min(2 * box.wait, MAX_WAIT_MS);
     box.resent += 1;
     post(box, false);
     nudge(box);  // also as state, and a rerun: whichever path works
@@ -194,7 +208,7 @@ export default function (component) {
       client: Math.random().toString(36).slice(2, 10) + Date.now().toString(36),
       seq: 0, sent: 0, pending: false, queue: [], acked: 0, wait: FIRST_WAIT_MS, timer: null, resent: 0,
       send: null, host: null, url: null, desk: null, pressedAt: performance.now(), shownAt: performance.now(),
-      shownUpTo: 0, focus: null, revealTimer: null, revealUntil: 0,
+      shownUpTo: 0, focus: null, revealTimer: null, revealUntil: 0, problem: null,
     };
     document.addEventListener("keydown", (e) => onKey(box, e), true);
     // Closing or leaving the page with presses unacknowledged: flush them, and ask the expert to wait.
@@ -217,6 +231,7 @@ export default function (component) {
     box.shownAt = performance.now();
   }
   box.pending = false;  // a run has drawn the listener: the next rerun may be asked for
+  box.problem = (data && data.problem) || null;
   acknowledge(box, acked);
   refresh(box);
   box.focus = (data && data.focus) || null;
@@ -245,7 +260,8 @@ class Desk:
     dropped when the new run compacts the state (seen in two browsers at once: an Enter handled, its new query
     lost, the next ten ratings refused); nor may two runs handle the same key press (one answer rated twice).
     Presses also come in through the press endpoint (``pages/_press_route.py``), outside any run: ``id`` is the
-    secret by which the browser names this desk there."""
+    secret by which the browser names this desk there. ``problem``: why the last press tried could not be stored
+    (:func:`not_saved`), None once one is; the page and the listener show it."""
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     handled: dict[str, int] = field(default_factory=dict)
@@ -255,10 +271,13 @@ class Desk:
     shown: float = field(default_factory=time.time)
     act: Callable[[str, int | None], None] | None = None
     id: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+    problem: str | None = None
 
     def take(self, state) -> int:
         """Act on the presses of ``state`` (the listener's message) not handled yet, once each, in the order
-        typed; returns the acknowledgement for its window (the last number handled from it, 0 if none)."""
+        typed; returns the acknowledgement for its window (the last number handled from it, 0 if none). A press
+        that could not be stored (a full disk) stops there: it and the presses after it stay unhandled, so the
+        browser keeps them and sends them again, and :attr:`problem` says why."""
         with self.lock:
             client = state.get("client") if isinstance(state, dict) else None
             for seq, key, ms in new_presses(self.handled, state):
@@ -266,15 +285,36 @@ class Desk:
                     continue
                 press = Press(client, seq, key, known=self.known)
                 if self.act is not None:
-                    with pressing(press):
-                        self.act(key, ms)
-                    settle_press(press)
+                    try:
+                        with pressing(press):
+                            self.act(key, ms)
+                        settle_press(press)
+                    except NOT_STORED as e:  # an act that lets the error through (others catch it: press.failed)
+                        press.failed = press.failed or e
+                    if press.failed is not None:
+                        self.problem = not_saved(press.failed)
+                        break
+                self.problem = None
                 self.handled[client] = max(seq, press.stored or 0, self.handled.get(client, 0))
             return self.handled.get(client, 0) if isinstance(client, str) else 0
 
     def clicked_ms(self) -> int:
         """A click's time on its answer: from the end of the run that drew the page to now (at least 1 ms)."""
         return max(1, int(1000 * (time.time() - self.shown)))
+
+
+def not_saved(error: BaseException, *, kept: bool = True) -> str:
+    """What the page says when a press (``kept``: the browser keeps it and sends it again) or a click could not
+    be stored: "not saved — disk full (0.0 MB free for …)" and what happens next."""
+    full = isinstance(error, DiskFullError)
+    if isinstance(error, DiskFullError):
+        why = f"disk full ({error.free} for {error.path})"
+    else:
+        why = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+    fix = "disk space is freed" if full else "the problem is fixed"
+    then = (f"your keys are kept in this window and sent again until they are stored: keep this page open until "
+            f"{fix}" if kept else f"click again once {fix}")
+    return f"not saved — {why}; {then}"
 
 
 def _presses(value) -> dict | None:
@@ -309,7 +349,8 @@ def keyboard(desk: Desk, act: Callable[[str, int | None], None], *, key: str = "
     with desk.lock:  # a copy, and the marked answer, taken while no press changes them
         acked = dict(desk.handled)
         marked = focus()
-    data = {"acked": acked, "url": url, "desk": desk.id, "focus": marked, **({"names": names} if names else {})}
+    data = {"acked": acked, "url": url, "desk": desk.id, "focus": marked, "problem": desk.problem,
+            **({"names": names} if names else {})}
     value = key_listener()(key=key, data=data, default={"presses": None}, on_presses_change=lambda: None,
                            height="content")
     desk.take(_presses(value))

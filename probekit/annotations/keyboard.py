@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ..errors import ProbekitError
+from ..errors import DiskFullError, ProbekitError
+from ..store.db import StoreBusyError
 from . import presses as _presses
 from .access import _member_key
 from .rating import _write, next_query, query_view, rate, skip, undo
@@ -18,6 +19,10 @@ KEY_HELP = "Keys: **1–5** rate the marked answer · **S** skip · **U** undo �
 _KEY_NAMES = {**{str(s): str(s) for s in range(1, 6)}, "s": "s", "u": "u", "enter": "enter", "return": "enter"}
 DONE_MESSAGE = "Every answer of this query is done: Enter moves on, a click changes one."
 UNFINISHED_MESSAGE = "Rate or skip every answer of this query first (S skips one)."
+NOT_STORED = (DiskFullError, StoreBusyError, OSError, duckdb.IOException, duckdb.FatalException)
+"""Errors that keep a press from being stored (a full disk, the database busy or unreadable): such a press is not
+handled, neither applied nor settled, and the browser sends it again until it is stored. A refusal (a
+:class:`~probekit.errors.ProbekitError` such as a query assigned to others) is an answer, and handled."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,20 @@ def press(session_id: str, annotator: str, key: str, *, query_index: int | None,
 
     Inside :func:`probekit.annotations.presses.pressing` the press is a numbered press of a browser window: it is
     stored with the event it produced, in that event's transaction, and one the database already holds (re-sent
-    by the browser after a server restart) does nothing (see :mod:`probekit.annotations.presses`)."""
+    by the browser after a server restart) does nothing (see :mod:`probekit.annotations.presses`). One that could
+    not be stored (:data:`NOT_STORED`: a full disk) is marked ``failed`` before the error goes on, whatever the
+    caller does with the error: its handler must not settle it (:func:`settle_press`) but wait for it again."""
+    try:
+        return _press(session_id, annotator, key, query_index=query_index, elapsed_ms=elapsed_ms)
+    except NOT_STORED as e:
+        current = _presses.current()
+        if current is not None:
+            current.failed = e
+        raise
+
+
+def _press(session_id: str, annotator: str, key: str, *, query_index: int | None,
+           elapsed_ms: float | None) -> tuple[int | None, str | None]:
     current = _presses.current()
     if current is not None:
         sid = _load(session_id)["meta"]["session_id"]
@@ -123,8 +141,10 @@ def press(session_id: str, annotator: str, key: str, *, query_index: int | None,
 def settle_press(press: _presses.Press) -> None:
     """Store a press that changed nothing (Enter, a key on a finished query, a refused rating): it is handled
     all the same, and a re-send after a restart must not act on it then. Does nothing for a press no press
-    function took (no owner), one skipped, or one already stored with its event."""
-    if press.owner is None or press.skipped or press.recorded:
+    function took (no owner), one skipped, one already stored with its event, or one that failed to be stored
+    (``failed``: it is not handled and comes again). Raises a :data:`NOT_STORED` error (and marks the press
+    ``failed``) when it cannot be stored itself."""
+    if press.owner is None or press.skipped or press.recorded or press.failed is not None:
         return
     sid, key = press.owner
 
@@ -137,4 +157,7 @@ def settle_press(press: _presses.Press) -> None:
     except _presses.PressHandled:
         press.skipped = True
         return
+    except NOT_STORED as e:
+        press.failed = e
+        raise
     press.recorded = True

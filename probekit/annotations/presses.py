@@ -114,7 +114,8 @@ class Press:
     read, shared between its presses so the database is read once per window. What the press did comes back on
     it: ``owner`` (session, expert key) once a press function took it, ``stored`` (the window's stored last
     number, when it was read for this press), ``skipped`` (already stored: nothing done), ``recorded`` (stored
-    with its event)."""
+    with its event), ``failed`` (the error that kept it from being stored, e.g. a full disk: not handled, so the
+    browser sends it again)."""
 
     client: str
     seq: int
@@ -124,6 +125,7 @@ class Press:
     stored: int | None = None
     skipped: bool = False
     recorded: bool = False
+    failed: BaseException | None = None
 
 
 class PressHandled(Exception):

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProbekitError
+from ..store.db import StoreBusyError
 from . import presses as _presses
 from .access import _member_key
 from .sessions import _load, _now, _store
@@ -144,7 +145,8 @@ def _check_elapsed(elapsed_ms) -> int | None:
 def _write(fn):
     """Run one short write transaction, retrying while DuckDB reports a transaction conflict: a conflict means
     another writer is busy, so the rating waits its turn (up to the store's lock wait since the last attempt
-    began, with pauses of at most 50 ms) rather than being refused after a few quick tries."""
+    began, with pauses of at most 50 ms) rather than being refused after a few quick tries. A full disk is no
+    conflict: the store raises :class:`~probekit.errors.DiskFullError` at once, nothing of the write stored."""
     store = _store()
     deadline = time.monotonic() + store.lock_wait
     attempt = 0
@@ -155,7 +157,7 @@ def _write(fn):
         except duckdb.TransactionException:
             attempt += 1
             if attempt >= _RETRIES and time.monotonic() >= deadline:
-                raise ProbekitError("the database is busy; please try again") from None
+                raise StoreBusyError("the database is busy; please try again") from None
             time.sleep(min(0.002 * attempt, 0.05))
 
 

@@ -27,6 +27,16 @@ nobody uses it and waits :data:`YIELD_S` before opening it again: a waiting proc
 parameterised SQL is used with user values. The three durations are a store's own when given, else
 ``PROBEKIT_DB_IDLE_CLOSE_S``, ``PROBEKIT_DB_LOCK_WAIT_S`` and ``PROBEKIT_DB_MAX_HOLD_S``, read by
 :mod:`probekit.config` each time they are used.
+
+A full disk is one :class:`~probekit.errors.DiskFullError` naming the file and the space left, from every way in
+(a transaction, a cursor's statement, a read, opening the file), never DuckDB's own error: DuckDB reports it as
+a ``TransactionException`` when the commit's log cannot be written (the same class as a write conflict, which
+callers retry: a full disk would be retried as "busy" for the whole lock wait) and as a ``FatalException`` when a
+checkpoint fails, after which the connection refuses everything ("database has been invalidated"). Measured with
+DuckDB 2.0 on a full tmpfs: a commit that fails leaves nothing of its transaction (the file reopened after the
+space is freed holds exactly the earlier commits), and a checkpoint that fails keeps every commit in the log. So
+the store closes an invalidated connection once nobody uses it, and the next use opens the file again: once
+space is freed, the same write succeeds, and what was stored before is kept either way.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ from pathlib import Path
 import duckdb
 
 from .. import config
-from ..errors import ProbekitError
+from ..errors import DiskFullError, ProbekitError, disk_full
 from .filelock import drop as _drop_file_lock
 from .filelock import take as _take_file_lock
 from .schema import CHILDREN, MIGRATIONS
@@ -64,6 +74,12 @@ class StoreBusyError(ProbekitError):
     """Another process held the database file for longer than we were willing to wait."""
 
 
+def _invalidated(error: BaseException) -> bool:
+    """Whether DuckDB has given up on this connection (a failed checkpoint, e.g. on a full disk): it must be
+    closed and the file opened again."""
+    return isinstance(error, duckdb.FatalException) or "has been invalidated" in str(error)
+
+
 def _holder(message: str) -> str:
     pid = re.search(r"PID (\d+)", message)
     return f" (process {pid.group(1)})" if pid else ""
@@ -77,6 +93,24 @@ class _Cursor:
 
     def __getattr__(self, name):
         return getattr(self._cur, name)
+
+    def execute(self, *args, **kw):
+        try:
+            return self._cur.execute(*args, **kw)
+        except duckdb.Error as e:
+            full = self._store._failed(e)
+            if full is None:
+                raise
+            raise full from e
+
+    def executemany(self, *args, **kw):
+        try:
+            return self._cur.executemany(*args, **kw)
+        except duckdb.Error as e:
+            full = self._store._failed(e)
+            if full is None:
+                raise
+            raise full from e
 
     def close(self) -> None:
         if self._open:
@@ -125,6 +159,9 @@ class Store:
         self._opened_at = 0.0
         self._reopen_after = 0.0
         self._migrated: set[str] = set()
+        self._invalid = False  # the connection is not to be trusted: closed once unused, then the file reopened
+        self._unused = threading.Condition(self._lock)  # notified when the last user gives the connection back
+        self._mine = threading.local()  # cursors the current thread holds
         _EVERY.add(self)
         with self.transaction() as cur:
             cur.execute("CREATE TABLE IF NOT EXISTS schema_version ("
@@ -162,6 +199,8 @@ class Store:
                     return duckdb.connect(self.path)
                 except duckdb.IOException as e:  # held by a process that does not use the lock file
                     _drop_file_lock(self.path)
+                    if (full := disk_full(e, path=self.path)) is not None:
+                        raise full from None
                     first = str(e).splitlines()[0]
                     if "lock" not in first.lower():
                         raise StoreBusyError(f"cannot open the database {self.path}: {first}. "
@@ -187,8 +226,31 @@ class Store:
     def is_open(self) -> bool:
         return self._con is not None
 
+    def _failed(self, error: BaseException) -> DiskFullError | None:
+        """Note what a DuckDB ``error`` of this store's file says; returns it as a :class:`DiskFullError` when the
+        disk is full (else None: raise it as it is). After a full disk or an invalidated connection the connection
+        is closed once unused and the file opened again: DuckDB 2.0 answers some queries wrongly on a connection
+        whose commit failed for want of space (measured: after two failed commits of a row with key 3, ``SELECT *``
+        shows the committed rows only but ``max(k)`` with a ``WHERE`` gives 3; on the reopened file both are right),
+        and a key press whose number it finds that way would be taken as stored and skipped."""
+        full = disk_full(error, path=self.path)
+        if full is not None or _invalidated(error):
+            with self._lock:
+                self._invalid = True
+                if self._users == 0:
+                    self._generation += 1
+                    self._close_connection()
+        return full
+
     def _acquire(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
+            if self._invalid and not getattr(self._mine, "n", 0):
+                # a connection to be replaced: wait until its other users are done with it, then reopen the file
+                # (a thread that holds a cursor itself cannot wait for itself: it goes on with the old connection)
+                self._unused.wait_for(lambda: self._users == 0 or not self._invalid, timeout=self.lock_wait)
+            if self._invalid and self._users == 0:
+                self._generation += 1
+                self._close_connection()
             if self._con is None:
                 pause = self._reopen_after - time.monotonic()
                 if pause > 0:  # just gave the file up after a long hold: let a waiting process have it
@@ -197,20 +259,25 @@ class Store:
                 self._opened_at = time.monotonic()
             self._users += 1
             try:
-                return self._con.cursor()
+                cur = self._con.cursor()
             except BaseException:
                 self._users -= 1
                 raise
+            self._mine.n = getattr(self._mine, "n", 0) + 1
+            return cur
 
     def _release(self) -> None:
         with self._lock:
             self._users -= 1
+            self._mine.n = max(0, getattr(self._mine, "n", 0) - 1)
+            if self._users == 0:
+                self._unused.notify_all()
             if self._users > 0 or self._con is None:
                 return
             self._generation += 1
             generation = self._generation
             idle_close = self.idle_close
-            if idle_close <= 0:
+            if idle_close <= 0 or self._invalid:
                 self._close_connection()
                 return
             if time.monotonic() - self._opened_at > self.max_hold:
@@ -227,6 +294,7 @@ class Store:
                 self._close_connection()
 
     def _close_connection(self) -> None:
+        self._invalid = False
         if self._con is not None:
             try:
                 self._con.close()
@@ -254,10 +322,10 @@ class Store:
         try:
             cur.execute("BEGIN TRANSACTION")
             yield cur
-            cur.execute("COMMIT")
+            cur.execute("COMMIT")  # a full disk: DiskFullError (the cursor's execute), nothing of it stored
         except BaseException:
             try:
-                cur.execute("ROLLBACK")
+                cur._cur.execute("ROLLBACK")
             except duckdb.Error:
                 pass
             raise
@@ -324,6 +392,10 @@ class Store:
         cur = self.cursor()
         try:
             return cur.execute(sql, params or []).fetchall()
+        except duckdb.Error as e:  # fetching can fail too (an invalidated connection)
+            if (full := self._failed(e)) is None:
+                raise
+            raise full from e
         finally:
             cur.close()
 
@@ -331,6 +403,10 @@ class Store:
         cur = self.cursor()
         try:
             return cur.execute(sql, params or []).df()
+        except duckdb.Error as e:
+            if (full := self._failed(e)) is None:
+                raise
+            raise full from e
         finally:
             cur.close()
 
