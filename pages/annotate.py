@@ -16,9 +16,9 @@ import streamlit as st
 
 from pages import _ui as ui
 from pages._annotate_start import organiser_start
-from pages._rating_keys import Desk, keyboard
+from pages._rating_keys import Desk, keyboard, not_saved
 from probekit import annotations as ann
-from probekit.errors import ProbekitError
+from probekit.errors import DiskFullError, ProbekitError
 
 log = logging.getLogger("probekit.app")
 SHORT = {5: "perfect", 4: "similar", 3: "related", 2: "same domain", 1: "unrelated"}
@@ -58,6 +58,10 @@ def act(key: str | None = None, action: ann.Action | None = None, ms: int | None
                 DESK.query[QKEY], DESK.flash = ann.press(sid, who, key, query_index=qi, elapsed_ms=elapsed)
             else:
                 DESK.query[QKEY], DESK.flash = ann.perform(sid, who, action, query_index=qi, elapsed_ms=elapsed)
+        except DiskFullError as e:
+            if key is not None:
+                raise  # the desk keeps the press (not handled), shows why, and the browser sends it again
+            DESK.flash = not_saved(e, kept=False)
         except ProbekitError as e:
             DESK.flash = str(e)
         except Exception as e:  # noqa: BLE001 - never a traceback in the page
@@ -99,6 +103,8 @@ with main:
                      f"{progress['queries_total']} queries" + (f" · {per:.1f} s per answer" if per is not None else ""))
     if flash:
         st.warning(ui.message(flash))
+    if DESK.problem:  # presses the server could not store (a full disk): kept by the browser, sent again
+        st.error(ui.message(DESK.problem[:1].upper() + DESK.problem[1:]), icon="💾")
     qi = DESK.query.get(QKEY)
     if qi is None:
         st.success("All done, thank you! Your ratings are saved; U undoes the last one.")
