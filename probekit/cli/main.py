@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
 from .. import config
-from ..errors import ProbekitError, positive_int
+from ..errors import ProbekitError, disk_full, positive_int
 from ..types import MAX_K
 from .parsing import CommandParser
 
@@ -91,11 +92,21 @@ def main(argv=None) -> int:
         print("error: out of memory; try a smaller --batch-size or fewer relations", file=sys.stderr)
         return 2
     except OSError as e:  # unreadable files, full disks: the user's to fix
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {disk_full(e, places=_written(args)) or e}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback on request
+        if (full := disk_full(e, places=_written(args))) is not None:  # a full disk as a library reports it
+            print(f"error: {full}", file=sys.stderr)
+            return 2
         if config.debug():
             raise
         print(f"error: unexpected {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''} "
               "(a bug in probekit; run with PROBEKIT_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+
+
+def _written(args) -> list:
+    """Where a command writes, to name the full disk when its error names no file: probekit's folders and the
+    command's arguments that are paths."""
+    return [config.db_path(), config.cache_dir(), config.vocab_dir(), config.data_dir(),
+            *(v for v in vars(args).values() if isinstance(v, os.PathLike) or isinstance(v, str) and os.sep in v)]
