@@ -12,6 +12,7 @@ from probekit.bench import layers, runs, views
 from probekit.datasets import VOCABS
 from probekit.index import SIMILARITIES
 from probekit.metrics.accuracy import counting_label
+from probekit.metrics.intervals import interval_note, rank_table_intervals
 from probekit.metrics.registry import metric_from_params, metric_names
 
 ui.title("Layer-wise probing")
@@ -121,8 +122,12 @@ lines.add_scatter(x=marked["best layer"], y=marked["best acc"] * 100, mode="mark
                   marker=dict(symbol="star", size=13, color="#c62828"), text=marked["relation"].map(rel_text),
                   hovertemplate="%{text}: best layer %{x} (%{y:.1f}%)<extra></extra>")
 avg = result.averages(subset=which)
-lines.add_scatter(x=list(avg.index), y=list(avg[f"macro {metric}"] * 100), mode="lines", name="macro average",
-                  line=dict(color="black", width=3, dash="dash"))
+ci = rank_table_intervals(result.table, by="layer", metric=metric, subset=which).set_index("layer")  # 95 % each
+macro = avg[f"macro {metric}"] * 100
+lines.add_scatter(x=list(avg.index), y=list(macro), mode="lines", name="macro average (95 % interval)",
+                  line=dict(color="black", width=3, dash="dash"),
+                  error_y=dict(type="data", array=list(ci["macro hi"] * 100 - macro), visible=True,
+                               arrayminus=list(macro - ci["macro lo"] * 100), color="black"))
 lines.update_layout(xaxis=dict(title="layer", dtick=1), yaxis_title=f"{metric} (%), {which}")
 st.plotly_chart(ui.legible(lines, height=480, percent_axis="y"), key="ly_lines")
 
@@ -131,8 +136,13 @@ c1.markdown("**Best layer per relation** (%; \"–\": no layer ranks a gold answ
 c1.dataframe(views.styled(views.percent(best, ["best acc", "last layer acc", "gain"]),
                           numbers=["best acc", "last layer acc", "gain"]), hide_index=True, key="ly_best")
 c2.markdown("**Per layer (%)**")
-pct = (avg.drop(columns="n") * 100).reset_index()
-c2.dataframe(views.styled(pct, numbers=pct.columns[1:]), hide_index=True, key="ly_avg")
+pct = (avg.drop(columns="n") * 100)
+numbers = list(pct.columns)
+for a in ("macro", "micro"):  # the shown metric's interval beside its value
+    pct.insert(pct.columns.get_loc(f"{a} {metric}") + 1, f"{a} {metric} [lo, hi]", ci[f"{a} [lo, hi]"])
+pct = pct.reset_index()
+c2.dataframe(views.styled(pct, numbers=numbers), hide_index=True, key="ly_avg")
+c2.caption(interval_note(metric) + ".")
 st.caption(ui.md(views.layer_caption(result.meta)) + f" · {counting_label(layers.COUNTING)}")
 d1, d2 = st.columns(2)
 for col, fmt in ((d1, "csv"), (d2, "parquet")):

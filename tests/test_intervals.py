@@ -83,3 +83,41 @@ def test_bench_and_runs_show_state_the_intervals(capsys, tmp_path, tiny_encoder_
     assert main(["runs", "show", data["run_id"]]) == 0
     out = capsys.readouterr().out
     assert "95 % interval, macro: acc@1 [" in out and "Wilson for a share of items" in out
+
+
+def test_a_binary_metric_resamples_hit_counts_as_queries_resampled():
+    """Resampling a relation's n one-item 0/1 queries with replacement makes its hit count Binomial(n, hits/n):
+    the shortcut's quantiles are those of the resampled queries (drawn as indices, 4,000 resamples each)."""
+    rng = np.random.default_rng(4)
+    hits = (rng.random(300) < 0.3).astype(float)
+    rels = np.array([f"r{i % 3}" for i in range(300)], dtype=object)
+    fast = iv._resampled(np.ones(300), hits, rels, average="macro", n_boot=4000, rng=np.random.default_rng(0))
+    draw = np.random.default_rng(1)
+    naive = np.mean([hits[idx][draw.integers(0, len(idx), size=(4000, len(idx)))].mean(axis=1)
+                     for idx in (np.flatnonzero(rels == r) for r in ("r0", "r1", "r2"))], axis=0)
+    assert np.quantile(fast, [0.025, 0.5, 0.975]) == pytest.approx(np.quantile(naive, [0.025, 0.5, 0.975]), abs=0.006)
+
+
+def test_a_rank_table_gets_each_groups_interval():
+    """A layer sweep's table (one row per layer and relation: its queries' best ranks) gives each layer the
+    intervals of its queries; a table stored before ranks were kept gives acc@k's from its hit counts, the same."""
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    rows = [{"layer": layer, "relation": rel, "subset": "full", "n": 40,
+             "ranks": [int(r) if r < 30 else None for r in rng.integers(1, 40 - 10 * layer, 40)]}
+            for layer in (1, 2) for rel in ("a", "b")]
+    table = pd.DataFrame(rows)
+    table["hits@5"] = [sum(r is not None and r <= 5 for r in ranks) for ranks in table["ranks"]]
+    got = iv.rank_table_intervals(table, by="layer", metric="acc@5", n_boot=300, subset="full").set_index("layer")
+    for layer, part in table.groupby("layer"):
+        ranks = [[r] for rs in part["ranks"] for r in rs]
+        rels = [rel for rel, rs in zip(part["relation"], part["ranks"]) for _ in rs]
+        want = iv.intervals(ranks, rels, metrics=["acc@5"], n_boot=300)
+        for a in ("macro", "micro"):
+            assert (got.loc[layer, f"{a} lo"], got.loc[layer, f"{a} hi"]) == tuple(want[a]["acc@5"])
+            assert got.loc[layer, f"{a} [lo, hi]"] == iv.bracket(*want[a]["acc@5"])
+    old = iv.rank_table_intervals(table.drop(columns="ranks"), by="layer", metric="acc@5", n_boot=300)
+    assert old.drop(columns="layer").equals(got.reset_index().drop(columns="layer"))
+    mrr = iv.rank_table_intervals(table.drop(columns="ranks"), by="layer", metric="MRR")
+    assert mrr["macro [lo, hi]"].tolist() == ["–", "–"]  # no ranks: MRR cannot be said

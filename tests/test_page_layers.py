@@ -41,6 +41,15 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
     assert [round(x - c, 6) for x, c in zip(stars["x"], stars["customdata"])] == [STAR_OFFSET] * len(stars["x"])
     per_layer = _frame(at, "macro acc@1")
     assert list(per_layer.layer) == [1, 2]
+    want = result.averages()  # each layer's value lies in its 95 % interval, shown beside it and on the chart
+    for layer, text in zip(per_layer.layer, per_layer["macro acc@1 [lo, hi]"]):
+        lo, hi = map(float, text.strip("[]").split(", "))
+        assert lo - 0.05 <= 100 * want.loc[layer, "macro acc@1"] <= hi + 0.05
+    assert "micro acc@1 [lo, hi]" in per_layer.columns
+    assert any("95 % intervals" in c.value and "micro acc@1: Wilson score" in c.value for c in at.caption)
+    average = next(d for d in json.loads(at.get("plotly_chart")[1].proto.spec)["data"]
+                   if d.get("name", "").startswith("macro average"))
+    assert len(average["error_y"]["array"]) == 2 and min(average["error_y"]["arrayminus"]) >= 0
     # the same settings again: the stored sweep, at once
     at.button(key="ly_run").click().run()
     assert _finish(at).result.run_id == result.run_id
