@@ -80,29 +80,38 @@ def settings(ds):
     return kw, source, described
 
 
+SETTINGS = "Contexts, relations and variant"
+
+
 def draw(model, ds, probe: str) -> None:
-    kw, source, described = settings(ds)
-    inputs = {**{k: v for k, v in kw.items() if k != "save"}, "contexts": described, "probe": probe,
-              "model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device()}
+    """The run's result first, its settings folded under it once there is one (the UCM bars sat under ~450 px of
+    settings at 1024×768), open while nothing was computed or a run goes on; the stored runs last."""
+    box = st.container(key="ctx_d_result")
     job = st.session_state.get("ctx_d_job")
     running = job is not None and not job.finished
-    if st.button("Run dataset mode", type="primary", key="ctx_d_run", disabled=running or source is None):
-        with ui.guard("Dataset run"):
-            ui.forget("ctx_d_result")
-            st.session_state.ctx_d_job = ctx.start_dataset(model, ds, contexts=source, probe=probe,
-                                                           label=ui.model_label(), **kw)
-            st.session_state.ctx_d_job.inputs = inputs
-            st.rerun()
-    ui.job_panel("ctx_d_job", stop_key="ctx_d_cancel")
-    if job is not None and job.finished and st.session_state.get("ctx_d_seen") is not job:
-        st.session_state.ctx_d_seen = job
-        if job.status == "done":
-            ui.keep("ctx_d_result", getattr(job, "inputs", inputs), job.result)
-    if job is not None and job.finished and job.status != "done":
-        (st.warning if job.status == "cancelled" else st.error)(ui.message(job.error or job.status))
-    res = ui.kept("ctx_d_result", inputs)
-    if res is not None:
-        result(res)
+    with st.expander(SETTINGS, icon=":material/tune:",
+                     expanded=running or "ctx_d_result" not in st.session_state):
+        kw, source, described = settings(ds)
+        inputs = {**{k: v for k, v in kw.items() if k != "save"}, "contexts": described, "probe": probe,
+                  "model": model.id, "dataset": st.session_state.get(ui.DATASET_KEY), "device": ui.selected_device()}
+        if st.button("Run dataset mode", type="primary", key="ctx_d_run", disabled=running or source is None):
+            with ui.guard("Dataset run"):
+                ui.forget("ctx_d_result")
+                st.session_state.ctx_d_job = ctx.start_dataset(model, ds, contexts=source, probe=probe,
+                                                               label=ui.model_label(), **kw)
+                st.session_state.ctx_d_job.inputs = inputs
+                st.rerun()
+    with box:
+        ui.job_panel("ctx_d_job", stop_key="ctx_d_cancel")
+        if job is not None and job.finished and st.session_state.get("ctx_d_seen") is not job:
+            st.session_state.ctx_d_seen = job
+            if job.status == "done":
+                ui.keep("ctx_d_result", getattr(job, "inputs", inputs), job.result)
+        if job is not None and job.finished and job.status != "done":
+            (st.warning if job.status == "cancelled" else st.error)(ui.message(job.error or job.status))
+        res = ui.kept("ctx_d_result", inputs)
+        if res is not None:
+            result(res)
     with ui.guard("Stored runs"):
         stored()
 

@@ -23,8 +23,9 @@ SLOPE_NAME_CHARS = 22
 
 
 def slope_margin(fig) -> int:
-    """Pixels either side of the slope chart for its longest point label (plotly's 12 px type: ~7 px a character;
-    the labels were cut at the figure's edge, "3.9)" and "(22." left of a name)."""
+    """Pixels either side of the slope chart for its longest point label (plotly's 12 px type: ~7 px a character),
+    which its traces draw outside the plot (``cliponaxis=False``): clipped to the plot, the labels showed as "3.9)"
+    and "(22." beside the points."""
     longest = max((len(t) for trace in fig.data for t in (trace.text or ())), default=0)
     return 24 + 7 * longest
 
@@ -94,6 +95,7 @@ else:
         name = ui.short_label(ui.chart_text(r["model"]), SLOPE_NAME_CHARS)  # whole in the hover
         fig.add_trace(go.Scatter(x=[tb, tf], y=[r[f"{tb} rank"], r[f"{tf} rank"]], mode="lines+markers+text",
                                  name=ui.chart_text(r["model"]), textposition=["middle left", "middle right"],
+                                 cliponaxis=False,  # the labels lie outside the plot, in the margins
                                  text=[f"{name} ({100 * r[f'{tb} score']:.1f})",
                                        f"({100 * r[f'{tf} score']:.1f}) {name}"]))
     fig.update_yaxes(autorange="reversed", title="rank (1 = best)", dtick=1)

@@ -10,6 +10,7 @@ NOTE = ("Mr B has hypertension and heart failure; he was started on lisinopril. 
         "and his gout is quiet.")
 STATE = {"ctx_rel": "may_treat", "ctx_qid": "may_treat:0003"}
 SETTINGS = "Triple, variant and document"
+DATASET_SETTINGS = "Contexts, relations and variant"
 
 
 def _frame(at, column):
@@ -135,6 +136,11 @@ def test_dataset_mode_on_real_corpus_contexts(tiny_encoder_dir, tmp_path, monkey
     assert res.settings["variant"] == "real" and res.coverage["with_context"] == 4  # 2 metformin, 2 lisinopril
     assert any("Coverage" in m.value and f"of {res.coverage['triples']:,} triples" in m.value for m in at.markdown)
     assert any("UCM_m, target:" in c.value for c in at.caption)
+    # the result above its settings, which fold once there is one (the bars sat below a 1024×768 screen's fold)
+    at.run()
+    [settings] = [e for e in at.expander if e.label == DATASET_SETTINGS]
+    assert not settings.proto.expanded
+    assert _first(at, lambda e: getattr(e, "key", None) == "ctx_d_ucm") < _first(at, lambda e: e is settings)
     at.selectbox(key="ctx_d_variant").set_value("knowledge-random").run()
     at.button(key="ctx_d_run").click().run()
     assert _finish(at).status == "done" and _kept(at, "ctx_d_result").settings["permutations"] == 3

@@ -68,11 +68,13 @@ def test_compare_two_models_on_both_kinds(tiny_mlm_dir, stored_runs):
     order = list(at.main)
     assert not settings.proto.expanded and order.index(at.main.get_by_key("tpl_result")) < order.index(settings)
     # the slope chart's labels fit beside it: names cut to a few words (the folders here are long), and a margin
-    # as wide as the longest label at plotly's ~7 px a character (they were cut at the edge: "3.9)", "(22.")
+    # as wide as the longest label at plotly's ~7 px a character, where the labels are drawn (they were clipped to
+    # the plot: "3.9)", "(22.")
     slope = json.loads(at.get("plotly_chart")[0].proto.spec)
     labels = [t for trace in slope["data"] for t in trace["text"]]
     assert max(map(len, labels)) <= 32 and all("…" in t for t in labels)
     assert min(slope["layout"]["margin"]["l"], slope["layout"]["margin"]["r"]) >= 7 * max(map(len, labels))
+    assert all(trace["cliponaxis"] is False for trace in slope["data"])  # drawn in the margins, not cut at the axes
     assert len(_frame(at, "rank change")) == 2
     assert list(_frame(at, "pearson_r").kind) == ["template-based", "template-free"]
     assert len(at.get("plotly_chart")) == 3  # slope chart, perplexity scatter, frequency bars
