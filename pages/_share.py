@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from pages._sidebar import CPU_KEY, DATASET_KEY, selected_model_id
+from pages._sidebar import CPU_KEY, DATASET_KEY, UPLOAD, UPLOAD_NOT_IN_LINK, selected_model_id
 from pages._tour_button import add_to_tour
 
 
@@ -28,7 +28,8 @@ def share_link(params: dict, *, label: str = "Share this view", show: bool = Tru
     link = f"{base}?{urlencode(clean)}"
     if not show:
         return link
-    st.caption(f"{label} (the link holds every setting of this view):")
+    st.caption(f"{label} (the link holds every setting of this view):"
+               + (f" {UPLOAD_NOT_IN_LINK}" if clean.get("dataset") == UPLOAD else ""))
     st.code(link, language=None, wrap_lines=True)  # st.code has a copy button
     add_to_tour(clean)
     return link

@@ -9,7 +9,7 @@ import traceback
 import streamlit as st
 
 from pages import _uploads as uploads
-from pages._display import message
+from pages._display import md, message
 from probekit import config, models
 from probekit.datasets import Dataset, available_datasets, formats, load_spec
 from probekit.errors import ProbekitError
@@ -19,6 +19,8 @@ CUSTOM = "__custom__"
 UPLOAD = "__upload__"
 MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
 DATASET_KEY, UPLOAD_KEY, UPLOAD_FORMAT_KEY = "pk_dataset", "pk_upload", "pk_upload_format"
+LINK_UPLOAD_KEY, LINK_MISSING_KEY = "_pk_link_upload", "_pk_link_missing"
+UPLOAD_NOT_IN_LINK = "The uploaded file is not part of a link: whoever opens it uploads the same file."
 
 
 # ---------------------------------------------------------------- models
@@ -69,22 +71,36 @@ def current_dataset() -> Dataset | None:
     """The sidebar's dataset (shipped demo, MedLAMA full/hard when present, or an uploaded file of any registered
     file format: ``probekit.datasets.formats``)."""
     spec = st.session_state.get(DATASET_KEY, "demo")
+    missing = st.session_state.get(LINK_MISSING_KEY)
+    if missing and missing[1] == spec:  # said until another dataset is picked
+        st.warning(f"The link's dataset **{md(missing[0])}** is not on this server; **{md(dataset_label(spec))}** "
+                   "is shown instead (`probekit data add` or `probekit data fetch` makes it available).",
+                   icon=":material/warning:")
+    elif missing:
+        del st.session_state[LINK_MISSING_KEY]
     try:
         if spec == UPLOAD:
             up = st.session_state.get(UPLOAD_KEY)
             if up is None:
-                st.info("Upload a dataset file in the sidebar, one of:\n" + formats.upload_help())
+                lead = ("This link was made on an uploaded file, which a link does not carry: upload the same file "
+                        "in the sidebar to open the view. " if st.session_state.get(LINK_UPLOAD_KEY) else "")
+                st.info(lead + "Upload a dataset file in the sidebar, one of:\n" + formats.upload_help())
                 return None
-            data = up.getvalue()
-            if len(data) > config.MAX_UPLOAD_MB * 2**20:
-                raise ProbekitError(f"{up.name} is larger than {config.MAX_UPLOAD_MB} MB")
-            return uploads._parse_upload(up.name, data, st.session_state.get(UPLOAD_FORMAT_KEY) or formats.AUTO)
+            return _parsed_upload(up)
         return load_spec(spec)
     except ProbekitError as e:
         st.error(message(str(e)), icon=":material/error:")
     except UnicodeDecodeError:
         st.error("The uploaded file is not UTF-8 text.")
     return None
+
+
+def _parsed_upload(up) -> Dataset:
+    """The session's uploaded file, parsed once (:mod:`pages._uploads`), refused past the upload limit."""
+    data = up.getvalue()
+    if len(data) > config.MAX_UPLOAD_MB * 2**20:
+        raise ProbekitError(f"{up.name} is larger than {config.MAX_UPLOAD_MB} MB")
+    return uploads._parse_upload(up.name, data, st.session_state.get(UPLOAD_FORMAT_KEY) or formats.AUTO)
 
 
 def dataset_label(spec: str) -> str:
@@ -105,8 +121,13 @@ def _init_from_query_params() -> None:
         else:
             st.session_state[MODEL_KEY] = CUSTOM
             st.session_state[CUSTOM_KEY] = qp["model"]
-    if "dataset" in qp and qp["dataset"] in dict(available_datasets()):
+    if qp.get("dataset") == UPLOAD:  # a view of an uploaded file: the file is not in the link
+        st.session_state[DATASET_KEY] = UPLOAD
+        st.session_state[LINK_UPLOAD_KEY] = True
+    elif "dataset" in qp and qp["dataset"] in dict(available_datasets()):
         st.session_state[DATASET_KEY] = qp["dataset"]
+    elif "dataset" in qp:  # never another dataset in silence
+        st.session_state[LINK_MISSING_KEY] = (qp["dataset"], st.session_state.get(DATASET_KEY, "demo"))
     if qp.get("device") == "cpu":
         st.session_state[CPU_KEY] = True
 
@@ -138,4 +159,10 @@ def sidebar() -> None:
                          help="Detect: the format whose fields the file's first record holds.")
             st.file_uploader("Dataset file", type=formats.upload_suffixes(), key=UPLOAD_KEY,
                              help=formats.upload_help())
+            up = st.session_state.get(UPLOAD_KEY)
+            if up is not None:  # parsed here (once: the page gets it from the session), so the line counts it
+                try:
+                    _parsed_upload(up)
+                except (ProbekitError, UnicodeDecodeError):
+                    pass  # the page says what is wrong with the file
             st.caption(uploads.memory_line())

@@ -66,6 +66,7 @@ def test_uploaded_free_text_file_keeps_every_option_valid(page, app_url, tmp_pat
     """The rule: an option widget holds a value its option accepts (its default when nothing else was chosen),
     whatever the dataset: after the page stopped for want of an uploaded file and then showed again, the number
     boxes read their defaults (not their minimum), the probe answers, and Benchmark runs on the uploaded set."""
+    from pages._sidebar import UPLOAD_NOT_IN_LINK
     from probekit.probes import get_probe
 
     budget = Budget(540)
@@ -77,6 +78,8 @@ def test_uploaded_free_text_file_keeps_every_option_valid(page, app_url, tmp_pat
     pick(page, "pk_dataset", "Upload", page.locator(key("pk_upload")), budget)
     dropzone.set_input_files(str(upload))
     wait_idle(page, page.locator(key("pk_qid")), PROBE_RUN(page), timeout=budget.ms())
+    # the sidebar's memory line counts the file just uploaded (it was drawn before the page parsed it)
+    assert page.get_by_text(re.compile(r"Server memory: .* · 1 parsed upload")).count() == 1
     page.get_by_text("Candidates, k and probe options").click()
     wait_idle(page, page.locator(f"{key('pk_opt_retrieval_batch_size')} input"), timeout=budget.ms())
     spec = {o.name: o for o in get_probe("retrieval").options}
@@ -87,6 +90,13 @@ def test_uploaded_free_text_file_keeps_every_option_valid(page, app_url, tmp_pat
     wait_idle(page, *PROBE_RESULT(page), timeout=budget.ms())
     no_error(page)
     assert "batch_size" not in page.url and "max_length" not in page.url  # defaults stay out of the link
+    # the share link says the file is not in it, and opening it asks for the file (not another dataset's query)
+    assert page.get_by_text(UPLOAD_NOT_IN_LINK).count() == 1
+    other = page.context.new_page()
+    other.goto(page.url, timeout=budget.ms())
+    wait_idle(other, other.get_by_text(re.compile("This link was made on an uploaded file")), timeout=budget.ms())
+    assert other.get_by_text(re.compile("is not in")).count() == 0
+    other.close()
     # Benchmark on the uploaded set (same session: the sidebar's link)
     page.get_by_role("link", name="Benchmark").first.click()
     start = page.locator(f"{key('bm_start')} button")

@@ -268,3 +268,15 @@ def test_every_probe_side_by_side_and_the_link_keeps_the_mode(tiny_mlm_dir):
     again.toggle(key="pk_every").set_value(False).run()  # back to one probe: the one-probe link holds no every=
     again.button(key="pk_run").click().run()
     assert "every" not in again.query_params and len(_top(again)) == 3
+
+
+def test_a_link_to_a_dataset_this_server_lacks_says_so(tiny_mlm_dir):
+    """A link naming a dataset not on this server opens on the default one and says so (it used to show demo in
+    silence, then "query … is not in demo-full"), until another dataset is picked."""
+    at = open_app(model=str(tiny_mlm_dir), query_params={"dataset": "nosuchset", "relation": "may_treat"})
+    assert not at.exception
+    assert [w.value for w in at.warning if "nosuchset" in w.value and "not on this server" in w.value]
+    at.run()
+    assert [w.value for w in at.warning if "nosuchset" in w.value]  # still said on the next click
+    at.selectbox(key="pk_dataset").set_value("__upload__").run()
+    assert not [w for w in at.warning if "nosuchset" in w.value]
