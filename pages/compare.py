@@ -29,7 +29,7 @@ with ui.guard("Stored runs"):
     sweeps = rewire.stored_sweeps()
 if listed is None or len(listed) < 2:
     st.info("Comparing needs at least two finished runs: start them on the Benchmark page "
-            "(or `python -m probekit bench --save`).")
+            "(or `probekit bench --save`).")
     st.stop()
 names = views.run_names(listed, sweeps)
 st.session_state.cmp_sel = views.keep_known(st.session_state.get("cmp_sel"), names) or views.default_runs(
