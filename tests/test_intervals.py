@@ -121,3 +121,52 @@ def test_a_rank_table_gets_each_groups_interval():
     assert old.drop(columns="layer").equals(got.reset_index().drop(columns="layer"))
     mrr = iv.rank_table_intervals(table.drop(columns="ranks"), by="layer", metric="MRR")
     assert mrr["macro [lo, hi]"].tolist() == ["–", "–"]  # no ranks: MRR cannot be said
+
+
+def _frame(seed: int, n: int = 90):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    ranks = [int(r) if r < 30 else None for r in rng.integers(1, 40, n)]
+    return pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "relation": [f"r{i % 3}" for i in range(n)],
+                         "best_gold_rank": pd.array(ranks, dtype="Int64"), "hard": rng.random(n) < 0.4})
+
+
+def test_the_benchmark_tables_get_their_intervals_in_their_shape():
+    """Each value of the Table 4 shape (full_hard_table) and of the per-relation bars (relation_accuracy) has its
+    interval in the same row; a relation's acc@k interval is Wilson's of its hits (one relation, micro)."""
+    from probekit.metrics import compare as rm
+
+    runs = {"A": _frame(0), "B": _frame(1)}
+    table = rm.full_hard_table(runs, metrics=["acc@10", "MRR"]).set_index(["run", "average"])
+    got = iv.full_hard_intervals(runs, metrics=["acc@10", "MRR"], n_boot=200).set_index(["run", "average"])
+    assert list(got.index) == list(table.index)
+    for s in ("full", "hard-in-full"):
+        for name in ("acc@10", "MRR"):
+            for key in table.index:
+                lo, hi = map(float, got.loc[key, f"{s} {name} [lo, hi]"].strip("[]").split(", "))
+                assert lo - 0.05 <= 100 * table.loc[key, f"{s} {name}"] <= hi + 0.05, (key, s, name)
+    per = rm.relation_accuracy(runs, metric="acc@10")
+    bars = iv.relation_intervals(runs, metric="acc@10")
+    assert bars[["run", "relation"]].equals(per[["run", "relation"]])
+    for r, b in zip(per.itertuples(), bars.itertuples()):
+        assert (b.lo, b.hi) == iv.wilson(round(r.value * r.n), r.n)
+
+
+def test_expert_accuracy_gets_its_intervals_in_its_rows():
+    """The Results page's per-query acc@k (gold, expert, either): each value in its interval, a relation's and
+    all queries' share by Wilson's rule, the macro one by the bootstrap."""
+    from test_agreement import _paper_set
+
+    from probekit.metrics import agreement
+
+    answers, scores, queries = _paper_set()
+    table = agreement.expert_accuracy(queries, answers, scores).set_index(["k", "relation"])
+    got = agreement.expert_accuracy_intervals(queries, answers, scores, n_boot=300).set_index(["k", "relation"])
+    assert list(got.index) == list(table.index)
+    for key, row in table.iterrows():
+        for col in ("gold acc", "expert acc (≥5)", "gold or expert acc"):
+            lo, hi = map(float, got.loc[key, f"{col} [lo, hi]"].strip("[]").split(", "))
+            assert lo - 0.05 <= 100 * row[col] <= hi + 0.05, (key, col)
+            if key[1] != "macro":
+                assert got.loc[key, f"{col} [lo, hi]"] == iv.bracket(*iv.wilson(round(row[col] * row["n"]), row["n"]))

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProbekitError, positive_int
+from .intervals import bracket, hit_intervals, wilson
 
 SCORES = (1, 2, 3, 4, 5)
 CONSENSUS = ("median", "mean", "min", "max")
@@ -174,6 +175,28 @@ def answer_shares(answers: pd.DataFrame, scores: pd.Series, *, ks: Sequence[int]
 
 
 # ---------------------------------------------------------------- accuracy under expert labels
+def _expert_hits(queries: pd.DataFrame, data: pd.DataFrame, *, k: int, threshold: int) -> pd.DataFrame:
+    """One row per query whose top-k answers are all shown and rated: ``relation``, ``gold``, ``expert``,
+    ``either`` (bools), as :func:`expert_accuracy` counts them."""
+    shown = data.groupby("query")["rank"].max()
+    per_query = []
+    for q in queries.itertuples(index=False):
+        top = data[(data["query"] == q.query) & (data["rank"] <= k)]
+        n_shown = int(shown.get(q.query, 0))
+        if n_shown < k or top.empty or top["score"].isna().any():
+            continue  # top-k not fully shown or not fully rated
+        gold = not pd.isna(q.best_gold_rank) and int(q.best_gold_rank) <= k
+        expert = bool((top["score"] >= threshold).any())
+        per_query.append((q.relation, gold, expert))
+    frame = pd.DataFrame(per_query, columns=["relation", "gold", "expert"])
+    frame["either"] = frame.gold | frame.expert
+    return frame
+
+
+def _accuracy_columns(threshold: int) -> dict[str, str]:
+    return {"gold": "gold acc", "expert": f"expert acc (≥{threshold})", "either": "gold or expert acc"}
+
+
 def expert_accuracy(queries: pd.DataFrame, answers: pd.DataFrame, scores: pd.Series, *, threshold: int = 5,
                     ks: Sequence[int] = KS) -> pd.DataFrame:
     """Query-level acc@k under expert labels next to the gold-based numbers, per relation and over all
@@ -188,20 +211,9 @@ def expert_accuracy(queries: pd.DataFrame, answers: pd.DataFrame, scores: pd.Ser
     threshold = _check_threshold(threshold)
     _need(queries, "queries", "query", "relation", "best_gold_rank")
     data = _scored(answers, scores)
-    shown = data.groupby("query")["rank"].max()
     rows = []
     for k in ks:
-        per_query = []
-        for q in queries.itertuples(index=False):
-            top = data[(data["query"] == q.query) & (data["rank"] <= k)]
-            n_shown = int(shown.get(q.query, 0))
-            if n_shown < k or top.empty or top["score"].isna().any():
-                continue  # top-k not fully shown or not fully rated
-            gold = not pd.isna(q.best_gold_rank) and int(q.best_gold_rank) <= k
-            expert = bool((top["score"] >= threshold).any())
-            per_query.append((q.relation, gold, expert))
-        frame = pd.DataFrame(per_query, columns=["relation", "gold", "expert"])
-        frame["either"] = frame.gold | frame.expert
+        frame = _expert_hits(queries, data, k=k, threshold=threshold)
         by_rel = frame.groupby("relation").agg(n=("gold", "size"), gold=("gold", "mean"), expert=("expert", "mean"),
                                                either=("either", "mean")).reset_index()
         micro = {"relation": "all", "n": len(frame), "gold": frame.gold.mean() if len(frame) else np.nan,
@@ -213,9 +225,32 @@ def expert_accuracy(queries: pd.DataFrame, answers: pd.DataFrame, scores: pd.Ser
         block.insert(0, "k", k)
         rows.append(block)
     out = pd.concat(rows, ignore_index=True)
-    out = out.rename(columns={"gold": "gold acc", "expert": f"expert acc (≥{threshold})",
-                              "either": "gold or expert acc"})
+    out = out.rename(columns=_accuracy_columns(threshold))
     return out.astype({"n": int})
+
+
+def expert_accuracy_intervals(queries: pd.DataFrame, answers: pd.DataFrame, scores: pd.Series, *,
+                              threshold: int = 5, ks: Sequence[int] = KS, confidence: float = 0.95,
+                              n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """The 95 % intervals of :func:`expert_accuracy`'s values, in its rows (``k``, ``relation``): a ``{column}
+    [lo, hi]`` text column (in %) per accuracy column. A relation's and ``all``'s share: Wilson; ``macro``: a
+    bootstrap over queries within relations (:func:`probekit.metrics.intervals.hit_intervals`)."""
+    ks = _check_ks(ks)
+    threshold = _check_threshold(threshold)
+    _need(queries, "queries", "query", "relation", "best_gold_rank")
+    data = _scored(answers, scores)
+    names = _accuracy_columns(threshold)
+    rows = []
+    for k in ks:
+        frame = _expert_hits(queries, data, k=k, threshold=threshold)
+        got = {c: hit_intervals(frame[c], frame["relation"], confidence=confidence, n_boot=n_boot, seed=seed)
+               for c in names}
+        for rel, g in frame.groupby("relation"):
+            rows.append({"k": k, "relation": rel, **{f"{names[c]} [lo, hi]": bracket(*wilson(
+                float(g[c].sum()), float(len(g)), confidence=confidence)) for c in names}})
+        for rel, a in (("all", "micro"), ("macro", "macro")):
+            rows.append({"k": k, "relation": rel, **{f"{names[c]} [lo, hi]": bracket(*got[c][a]) for c in names}})
+    return pd.DataFrame(rows, columns=["k", "relation", *[f"{v} [lo, hi]" for v in names.values()]])
 
 
 # ---------------------------------------------------------------- agreement

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..errors import ProbekitError, positive_int
 from .accuracy import DEFAULT_COUNTING, item_scores
+from .compare import SUBSETS, _check_runs, _depth_of, _hard_set_of, run_subsets, subset
 from .registry import get_metric, metric_names
 
 _CELLS = 4_000_000  # resampled values held at once
@@ -188,6 +189,28 @@ def bracket(lo: float, hi: float, *, digits: int = 1) -> str:
     return f"[{100 * lo:.{digits}f}, {100 * hi:.{digits}f}]"
 
 
+def hit_intervals(hit, relations, *, confidence: float = 0.95, n_boot: int = 1000,
+                  seed: int = 0) -> dict[str, tuple[float, float]]:
+    """``{"macro": (lo, hi), "micro": (lo, hi)}`` of the share of 0/1 per-query ``hit`` (any judgement of a query:
+    an expert's, a gold's): Wilson for the micro share, a bootstrap within relations for the macro one.
+
+    >>> [round(x, 4) for x in hit_intervals([1, 0, 1, 1], ["a", "a", "b", "b"])["micro"]]
+    [0.3006, 0.9544]
+    """
+    h = np.asarray(list(hit), dtype=float)
+    rel = np.asarray(list(relations), dtype=object)
+    if len(h) != len(rel):
+        raise ProbekitError(f"{len(h)} hits but {len(rel)} relations")
+    if not len(h):
+        return {"macro": (np.nan, np.nan), "micro": (np.nan, np.nan)}
+    n_boot = positive_int("n_boot", n_boot)
+    tail = (1 - confidence) / 2
+    draws = _resampled(np.ones(len(h)), h, rel, average="macro", n_boot=n_boot, rng=np.random.default_rng(seed))
+    draws = draws[~np.isnan(draws)]
+    lo, hi = np.quantile(draws, [tail, 1 - tail]) if len(draws) else (np.nan, np.nan)
+    return {"macro": (float(lo), float(hi)), "micro": wilson(float(h.sum()), float(len(h)), confidence=confidence)}
+
+
 def frame_intervals(frame: pd.DataFrame, *, metric: str, counting: str = DEFAULT_COUNTING, depth: int | None = None,
                     confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> dict[str, tuple[float, float]]:
     """``{"macro": (lo, hi), "micro": (lo, hi)}`` of ``metric`` over a results frame (columns ``relation``,
@@ -246,3 +269,42 @@ def rank_table_intervals(table: pd.DataFrame, *, by: str, metric: str, subset: s
         rows.append(row)
     columns = [by, "macro lo", "macro hi", "micro lo", "micro hi", "macro [lo, hi]", "micro [lo, hi]"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def full_hard_intervals(runs, *, metrics: Sequence[str] | None = None, hard_set=False,
+                        counting: str = DEFAULT_COUNTING, depths=None, confidence: float = 0.95, n_boot: int = 1000,
+                        seed: int = 0) -> pd.DataFrame:
+    """The intervals of :func:`probekit.metrics.compare.full_hard_table`'s values, in its shape: one row per (run,
+    average), a ``{subset} {metric} [lo, hi]`` text column (in %, "–" where the table has no value) for every
+    metric of every subset a run has. Merge on ``run`` and ``average`` to show each beside its value."""
+    names = metric_names(metrics)
+    runs = _check_runs(runs)
+    present = [s for s in SUBSETS if any(s in run_subsets(_hard_set_of(hard_set, lab)) for lab in runs)]
+    rows = {(label, a): {"run": label, "average": a} for label in runs for a in ("macro", "micro")}
+    for label, frame in runs.items():
+        mine = run_subsets(_hard_set_of(hard_set, label))
+        for s in present:
+            part = subset(frame, s, hard_set=_hard_set_of(hard_set, label))
+            for name in names:
+                got = (frame_intervals(part, metric=name, counting=counting, depth=_depth_of(depths, label),
+                                       confidence=confidence, n_boot=n_boot, seed=seed)
+                       if s in mine and len(part) else {a: (np.nan, np.nan) for a in ("macro", "micro")})
+                for a, (lo, hi) in got.items():
+                    rows[(label, a)][f"{s} {name} [lo, hi]"] = bracket(lo, hi)
+    return pd.DataFrame(list(rows.values()))
+
+
+def relation_intervals(runs, *, metric: str, which: str = "full", hard_set=False, counting: str = DEFAULT_COUNTING,
+                       depths=None, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """The interval of each value of :func:`probekit.metrics.compare.relation_accuracy` (one relation of one run:
+    Wilson for a 0/1 metric, else a bootstrap over the relation's queries), in its rows: ``run``, ``relation``,
+    ``lo``, ``hi`` (fractions; NaN where the value is NaN) and ``[lo, hi]`` (text, in %): error bars per bar."""
+    name = get_metric(metric).name
+    rows = []
+    for label, frame in _check_runs(runs).items():
+        part = subset(frame, which, hard_set=_hard_set_of(hard_set, label))
+        for rel, g in part.groupby("relation", sort=True):
+            lo, hi = frame_intervals(g, metric=name, counting=counting, depth=_depth_of(depths, label),
+                                     confidence=confidence, n_boot=n_boot, seed=seed)["micro"]
+            rows.append({"run": label, "relation": rel, "lo": lo, "hi": hi, "[lo, hi]": bracket(lo, hi)})
+    return pd.DataFrame(rows, columns=["run", "relation", "lo", "hi", "[lo, hi]"])
