@@ -9,8 +9,10 @@ from probekit import rewire
 from probekit.bench import runs
 from probekit.datasets import VOCABS
 from probekit.metrics.accuracy import DEFAULT_COUNTING, counting_label
+from probekit.metrics.intervals import interval_note
 from probekit.metrics.registry import metric_names
 from probekit.probes.retrieval import PRESETS
+from probekit.rewire.sweep import sweep_intervals
 
 ui.title("Checkpoint sweep")
 ds = ui.current_dataset()
@@ -110,20 +112,37 @@ if best["step"] is not None:
     m2.metric(f"best checkpoint (step {best['step']})", f"{100 * best['acc']:.2f}%", delta)
 m3.metric("runs averaged", n_runs)
 
+ci = sweep_intervals(frame, metric=metric, subset=subset)  # each point's 95 % interval, from its stored run
 fig = go.Figure()
 for avg, color in (("macro", "#1565c0"), ("micro", "#2e7d32")):
     curve = rewire.sweep_curve(frame, metric=metric, relation=avg, subset=subset)
     x, mean, std = curve["step"], 100 * curve["mean"], 100 * curve["std"]
-    if n_runs > 1:  # the ±1 std band: upper edge, then lower edge filled up to it
-        fig.add_scatter(x=x, y=mean + std, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip")
-        fig.add_scatter(x=x, y=mean - std, mode="lines", line=dict(width=0), fill="tonexty", showlegend=False,
+    # several runs: the ±1 std band over runs; one run: its 95 % interval (over its queries) at each step
+    lower, upper = ((mean - std, mean + std) if n_runs > 1 else
+                    (100 * ci.set_index("step").loc[x, f"{avg} lo"].to_numpy(),
+                     100 * ci.set_index("step").loc[x, f"{avg} hi"].to_numpy()))
+    if n_runs > 1 or ci[f"{avg} lo"].notna().any():  # upper edge, then lower edge filled up to it
+        fig.add_scatter(x=x, y=upper, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip")
+        fig.add_scatter(x=x, y=lower, mode="lines", line=dict(width=0), fill="tonexty", showlegend=False,
                         fillcolor="rgba(21,101,192,0.15)" if avg == "macro" else "rgba(46,125,50,0.15)",
                         hoverinfo="skip")
+    band = "± 1 std over runs" if n_runs > 1 else "95 % interval"
     fig.add_scatter(x=x, y=mean, mode="lines+markers", name=f"{avg} (mean of {n_runs})" if n_runs > 1 else avg,
-                    line=dict(color=color, width=3), customdata=std,
-                    hovertemplate="step %{x}: %{y:.2f}% ± %{customdata:.2f}<extra></extra>")
+                    line=dict(color=color, width=3), customdata=std if n_runs > 1 else
+                    ci.set_index("step").loc[x, f"{avg} [lo, hi]"].to_numpy(),
+                    hovertemplate="step %{x}: %{y:.2f}% " + ("± %{customdata:.2f}" if n_runs > 1 else
+                                                              "%{customdata}") + "<extra></extra>")
 fig.update_layout(xaxis_title="training step", yaxis_title=f"{metric} (%)")
 st.plotly_chart(ui.legible(fig, height=380, percent_axis="y"), key="sw_macro")
+st.caption(f"Band: {band}. " + interval_note(metric) + ".")
+points = frame[(frame.subset == subset) & frame.relation.isin(["macro", "micro"])].pivot_table(
+    index=["rewire_run", "step", "run_id"], columns="relation", values=metric).reset_index()
+point_table = points.merge(ci[["run_id", "macro [lo, hi]", "micro [lo, hi]"]], on="run_id")
+point_table[["macro", "micro"]] = point_table[["macro", "micro"]] * 100
+with st.expander(f"Each point's {metric} (%) with its 95 % interval"):
+    st.dataframe(point_table[["rewire_run", "step", "macro", "macro [lo, hi]", "micro", "micro [lo, hi]", "run_id"]],
+                 hide_index=True, key="sw_points",
+                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in ("macro", "micro")})
 
 st.subheader(f"Per relation ({metric}, %)")
 per = frame[(frame.subset == subset) & ~frame.relation.isin(["macro", "micro"])]

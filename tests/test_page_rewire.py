@@ -161,6 +161,12 @@ def test_sweep_result_matches_inputs_exports_legible_chart_and_stored_sweeps(tin
     assert _wait(at, "sw_job").status == "done" and errors(at) == []
     files = downloads(at)
     assert set(files) == {"Sweep (CSV)", "Sweep (Parquet)"} and all(immediate(b) for b in files.values())
+    points = next(d.value for d in at.dataframe if "macro [lo, hi]" in d.value.columns)  # each point's interval
+    for value, text in zip(points["macro"], points["macro [lo, hi]"]):
+        lo, hi = map(float, text.strip("[]").split(", "))
+        assert lo - 0.05 <= value <= hi + 0.05
+    assert "tonexty" in at.get("plotly_chart")[0].proto.spec and any("Band: 95 % interval" in c.value
+                                                                      for c in at.caption)  # one run: its interval
     for chart in at.get("plotly_chart"):
         lay = layout(chart)
         assert lay["yaxis"]["rangemode"] == "tozero" and lay["yaxis"]["ticksuffix"] == "%"

@@ -21,6 +21,7 @@ from .. import jobs
 from ..datasets.base import HARD_IN_FULL, SUBSETS
 from ..errors import ProbekitError, UnknownNameError
 from ..jobs import Job
+from ..memo import Memo
 from ..metrics.registry import METRICS, get_metric, metric_names
 from .runs import run_info
 
@@ -28,7 +29,7 @@ SWEEP_COLUMNS = ["rewire_run", "corpus", "seed", "step", "model", "run_id", "rel
                  *metric_names()]
 """A sweep's columns: the point, then every registered metric (:mod:`probekit.metrics.registry`)."""
 __all__ = ["HARD_IN_FULL", "SUBSETS", "SWEEP_COLUMNS", "best_checkpoint", "start_sweep", "stored_sweeps", "sweep",
-           "sweep_curve"]
+           "sweep_curve", "sweep_intervals"]
 
 
 def _rows(summary: dict, base: dict, *, hard_set: bool = False) -> list[dict]:
@@ -146,6 +147,43 @@ def sweep_curve(frame: pd.DataFrame, *, metric: str = "acc@1", relation: str = "
     g = part.groupby("step")[col]
     out = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1).fillna(0.0), "runs": g.size()}).reset_index()
     return out
+
+
+def sweep_intervals(frame: pd.DataFrame, *, metric: str = "acc@1", subset: str = "full", confidence: float = 0.95,
+                    n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """One row per point of the sweep (``rewire_run``, ``step``, ``run_id``): the 95 % interval of its macro and
+    micro ``metric`` over the ``subset``'s queries of its stored run (:func:`probekit.metrics.intervals.
+    frame_intervals`: Wilson for a micro acc@k, a bootstrap otherwise), as ``macro lo``… and ``macro [lo, hi]``
+    (text, in %). Stored runs never change: kept in a memo by run."""
+    from ..bench import runs
+    from ..metrics.compare import subset as queries_of
+    from ..metrics.intervals import bracket, frame_intervals
+
+    name = get_metric(metric).name
+    points = frame[["rewire_run", "step", "run_id"]].drop_duplicates("run_id")
+    rows = []
+    for p in points.itertuples(index=False):
+        key = (p.run_id, name, subset, confidence, n_boot, seed)
+        got = _INTERVALS.get(key)
+        if got is None:
+            run = runs.load_run(p.run_id)
+            part = queries_of(run.frame, subset, hard_set=run.hard_set)
+            depth = run.meta.get("answers_per_query")
+            got = frame_intervals(part, metric=name, counting=run.counting,
+                                  depth=None if depth is None or pd.isna(depth) else int(depth),
+                                  confidence=confidence, n_boot=n_boot, seed=seed) if len(part) else {
+                a: (float("nan"), float("nan")) for a in ("macro", "micro")}
+            _INTERVALS.put(key, got)
+        row = {"rewire_run": p.rewire_run, "step": p.step, "run_id": p.run_id}
+        for a, (lo, hi) in got.items():
+            row.update({f"{a} lo": lo, f"{a} hi": hi, f"{a} [lo, hi]": bracket(lo, hi)})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["rewire_run", "step", "run_id", "macro lo", "macro hi", "micro lo", "micro hi",
+                                       "macro [lo, hi]", "micro [lo, hi]"]).sort_values(["rewire_run", "step"],
+                                                                                       ignore_index=True)
+
+
+_INTERVALS: Memo[tuple, dict] = Memo(max_entries=512)
 
 
 def best_checkpoint(frame: pd.DataFrame, *, metric: str = "acc@10", subset: str = "full") -> dict:
