@@ -386,6 +386,7 @@ def test_cli_dataset_on_real_corpus_contexts(tiny_encoder_dir, tmp_path, monkeyp
     assert main(base + ["--corpus", "pubmed", "--variant", "knowledge-sorted"]) == 0  # both files, as a table
     shown = capsys.readouterr().out
     assert "coverage: 3 of 4 triples" in shown and "knowledge-sorted" in shown and "acc (macro, %)" in shown
+    assert "with context, counting: query" in shown
     assert main(base + ["--corpus", "wiki"]) == 2
     assert "unknown corpus 'wiki'" in capsys.readouterr().err
     assert main(base[:-3] + ["--contexts", "index", "--quiet"]) == 2

@@ -319,7 +319,7 @@ def test_cli_rewire_list_and_sweep(tiny_encoder_dir, corpus, tmp_path, capsys):
     assert main(["sweep", "--run", info["run_id"], "--dataset", "triples", "--data-dir", str(triples),
                  "--device", "cpu", "--format", "json", "--quiet", "--out", str(out)]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert [p["step"] for p in res["curves"]["full:macro:acc@1"]] == [0, 1, 2]
+    assert [p["step"] for p in res["curves"]["full:macro:acc@1"]] == [0, 1, 2] and res["counting"] == "query"
     assert len(pd.read_csv(out)) == len(res["rows"])
     assert main(["rewire", "--corpus", "nope_corpus", "--model", str(tiny_encoder_dir)]) == 2
     assert "unknown corpus" in capsys.readouterr().err

@@ -161,7 +161,7 @@ def _cmd_dataset(args) -> int:
                              permutations=args.permutations, k=args.k, target_mentions=not args.no_target_mentions,
                              exclude_name_overlap=args.exclude_name_overlap, progress=report,
                              **probe_options(args, probe))
-    out = {"model": model.describe(), **result.to_dict(with_rows=args.rows)}
+    out = {"model": model.describe(), "counting": DEFAULT_COUNTING, **result.to_dict(with_rows=args.rows)}
     if args.save:
         if result.rows:
             out["run_id"] = context_runs.save_run(result, model=model, label=args.label)
@@ -186,7 +186,7 @@ def _cmd_dataset(args) -> int:
             else:
                 print(f"         {rel:<46}  no correct object (O_cor) was added: UCM undefined")
         none, full = summ["acc"]["none"]["macro"], summ["acc"]["full"]["macro"]
-        print("         acc (macro, %) without -> with context: "
+        print(f"         acc (macro, %) without -> with context, {counting_label(DEFAULT_COUNTING)}: "
               + ", ".join(f"{k} {100 * none[k]:.1f} -> {100 * full[k]:.1f}" for k in none))
         if summ["name_overlap_triples"]:
             w = summ["without_name_overlap"]

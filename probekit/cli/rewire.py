@@ -73,8 +73,8 @@ def _cmd_sweep(args) -> int:
         curves = {f"{s}:{a}:{n}": sweep_curve(frame, metric=n, relation=a, subset=s).to_dict(orient="records")
                   for s in sorted(set(frame["subset"])) for a in ("macro", "micro") for n in names}
         print_json({"dataset": ds.summary(), "runs": list(args.run), "preset": args.preset,
-                    "subsets": {s: SUBSETS[s] for s in sorted(set(frame["subset"]))}, "curves": curves,
-                    "rows": frame.to_dict(orient="records")})
+                    "counting": DEFAULT_COUNTING, "subsets": {s: SUBSETS[s] for s in sorted(set(frame["subset"]))},
+                    "curves": curves, "rows": frame.to_dict(orient="records")})
     else:
         print(f"{ds.name}: macro {', '.join(names)} (%) by step, mean over {len(args.run)} run(s); "
               f"{counting_label(DEFAULT_COUNTING)}"
