@@ -163,19 +163,38 @@ def method_of(metric: str, average: str) -> str:
     return "Wilson" if average == "micro" and _binary(get_metric(metric).name) else "bootstrap"
 
 
-def interval_note(metric: str, averages: Sequence[str] = ("macro", "micro"), *, confidence: float = 0.95,
+def interval_note(metric: str | None, averages: Sequence[str] = ("macro", "micro"), *, confidence: float = 0.95,
                   n_boot: int = 1000, seed: int = 0) -> str:
-    """The one line under a table with ``[lo, hi]`` columns: the level and, per average, how the interval is made.
+    """The one line under a table with ``[lo, hi]`` columns: the level and, per average, how the interval is made
+    (``metric`` None: a table of every metric, each by its own rule).
 
     >>> print(interval_note("acc@1", ["micro"]))
     [lo, hi]: 95 % intervals, in %; micro acc@1: Wilson score (Wilson 1927)
+    >>> print(interval_note(None, ["macro"], n_boot=200))
+    [lo, hi]: 95 % intervals, in %; macro: bootstrap over queries within relations (200 resamples, seed 0)
     """
     _z(confidence)
     how = {"Wilson": "Wilson score (Wilson 1927)",
            "bootstrap": f"bootstrap over queries within relations ({n_boot:,} resamples, seed {seed})"}
-    name = get_metric(metric).name
-    return f"[lo, hi]: {100 * confidence:g} % intervals, in %; " + "; ".join(
-        f"{a} {name}: {how[method_of(name, a)]}" for a in averages)
+    if metric is None:
+        parts = [f"{a}: {how['bootstrap']}" if a == "macro" else
+                 f"{a}: {how['Wilson']} for acc@k, {how['bootstrap']} otherwise" for a in averages]
+    else:
+        name = get_metric(metric).name
+        parts = [f"{a} {name}: {how[method_of(name, a)]}" for a in averages]
+    return f"[lo, hi]: {100 * confidence:g} % intervals, in %; " + "; ".join(parts)
+
+
+def bracket_columns(summary_intervals: dict | None, names: Sequence[str], *,
+                    average: str = "macro") -> dict[str, str]:
+    """``{"{metric} [lo, hi]": "[12.3, 45.6]"}`` for each of ``names`` from a :func:`run_intervals` result (a
+    summary made before intervals were kept, None: "–"): the columns beside a row of scores.
+
+    >>> bracket_columns({"macro": {"acc@1": [0.1, 0.2]}}, ["acc@1", "MRR"])
+    {'acc@1 [lo, hi]': '[10.0, 20.0]', 'MRR [lo, hi]': '–'}
+    """
+    got = (summary_intervals or {}).get(average) or {}
+    return {f"{n} [lo, hi]": bracket(*got[n]) if n in got else "–" for n in names}
 
 
 def bracket(lo: float, hi: float, *, digits: int = 1) -> str:
