@@ -96,9 +96,10 @@ else:
         fig.add_trace(go.Scatter(x=[tb, tf], y=[r[f"{tb} rank"], r[f"{tf} rank"]], mode="lines+markers+text",
                                  name=ui.chart_text(r["model"]), textposition=["middle left", "middle right"],
                                  cliponaxis=False,  # the labels lie outside the plot, in the margins
-                                 text=[f"{name} ({100 * r[f'{tb} score']:.1f})",
-                                       f"({100 * r[f'{tf} score']:.1f}) {name}"]))
-    fig.update_yaxes(autorange="reversed", title="rank (1 = best)", dtick=1)
+                                 text=[f"{name} ({100 * r[f'{tb} score']:.1f}) #{r[f'{tb} rank']:g}",
+                                       f"#{r[f'{tf} rank']:g} ({100 * r[f'{tf} score']:.1f}) {name}"]))
+    # the rank beside each point (#1 = best, at the top), no axis: its ticks and title sat under the left labels
+    fig.update_yaxes(autorange="reversed", showticklabels=False, title=None, dtick=1)
     fig.update_layout(height=120 + 45 * len(cmp.rankings), showlegend=False,
                       margin=dict(l=slope_margin(fig), r=slope_margin(fig), t=20, b=0))
     st.plotly_chart(fig, key="tpl_slope")
