@@ -4,6 +4,7 @@ format: :mod:`probekit.datasets.formats`)."""
 from __future__ import annotations
 
 import hashlib
+import weakref
 
 import streamlit as st
 
@@ -15,11 +16,14 @@ UPLOADS_SHARED = 1
 """Parsed uploads kept for sharing between sessions besides the ones sessions hold. A parsed triples file takes
 some 15-30 times its file size (a 34 MB file of a million rows, about 500 MB), so a bound on the files' bytes
 kept several parsed files alive: an upload replacing another grew the server by a whole parsed file each time."""
-_UPLOADS: Memo[str, tuple[int, Dataset]] = Memo(max_entries=lambda: UPLOADS_SHARED,
-                                                max_bytes=lambda: UPLOADS_MAX_BYTES, sizeof=lambda e: e[0])
+_UPLOADS: Memo[str, tuple[int, weakref.ref[Dataset]]] = Memo(max_entries=lambda: UPLOADS_SHARED,
+                                                              max_bytes=lambda: UPLOADS_MAX_BYTES,
+                                                              sizeof=lambda e: e[0])
 """Parsed uploads shared by sessions (the same file uploaded again, or by another session, is parsed once): the
-most recent :data:`UPLOADS_SHARED`, within :data:`UPLOADS_MAX_BYTES` of files; each session also keeps its own
-upload for as long as it lives (and drops it when it uploads another)."""
+most recent :data:`UPLOADS_SHARED`, within :data:`UPLOADS_MAX_BYTES` of files. Only weak references: the sessions
+own their uploads (each keeps its own for as long as it lives, and drops it when it uploads another), so a parsed
+file is freed when the last session holding it ends; a strong shared copy kept the last upload alive after every
+tab had closed."""
 UPLOADS_MAX_BYTES = 2 * config.MAX_UPLOAD_MB * 2**20
 
 
@@ -37,19 +41,25 @@ def _parse_upload(name: str, data: bytes, fmt: str = formats.AUTO) -> Dataset:
     mine = st.session_state.get("_pk_upload")
     if mine is not None and mine[0] == key:
         return mine[1]
-    hit = _UPLOADS.get(key)
+    entry = _UPLOADS.get(key)
+    hit = entry[1]() if entry is not None else None  # None: never parsed, or every session holding it has ended
     if hit is None:  # a new file: drop the session's previous one and the shared one first, so that two parsed
         st.session_state["_pk_upload"] = None  # files are never held at once (the peak was the old one + the new)
         _UPLOADS.clear()
         del mine
         memory.release()
-    ds = hit[1] if hit is not None else _parse(name, data, fmt)
-    _UPLOADS.put(key, (len(data), ds))
+    ds = hit if hit is not None else _parse(name, data, fmt)
+    _UPLOADS.put(key, (len(data), weakref.ref(ds)))
     st.session_state["_pk_upload"] = (key, ds)  # released with the session
     return ds
 
 
+def parsed_uploads() -> int:
+    """Parsed uploads alive in this server (held by at least one session)."""
+    return sum(1 for key in _UPLOADS.keys() if (e := _UPLOADS.get(key)) is not None and e[1]() is not None)
+
+
 def memory_line() -> str:
-    """The server's memory for the sidebar: resident size and the parsed uploads it shares."""
-    return (f"Server memory: {memory.rss_bytes() / 2**20:,.0f} MB · {len(_UPLOADS)} parsed upload(s) shared "
+    """The server's memory for the sidebar: resident size and the parsed uploads its sessions hold."""
+    return (f"Server memory: {memory.rss_bytes() / 2**20:,.0f} MB · {parsed_uploads()} parsed upload(s) shared "
             f"({_UPLOADS.bytes / 2**20:,.0f} MB of files)")
