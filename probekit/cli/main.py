@@ -106,7 +106,8 @@ def main(argv=None) -> int:
 
 
 def _written(args) -> list:
-    """Where a command writes, to name the full disk when its error names no file: probekit's folders and the
-    command's arguments that are paths."""
-    return [config.db_path(), config.cache_dir(), config.vocab_dir(), config.data_dir(),
-            *(v for v in vars(args).values() if isinstance(v, os.PathLike) or isinstance(v, str) and os.sep in v)]
+    """Where a command writes, to name the full disk when its error names no file: the command's arguments that
+    are paths (an export's file: named first when several are on the full disk), then probekit's folders (a
+    database error names its file itself)."""
+    return [*(v for v in vars(args).values() if isinstance(v, os.PathLike) or isinstance(v, str) and os.sep in v),
+            config.cache_dir(), config.vocab_dir(), config.data_dir(), config.db_path()]

@@ -46,8 +46,11 @@ def take(path: str) -> str | None:
             finally:
                 os.close(fd)
             return f" (process {pid})" if pid.isdigit() else ""
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)  # who holds it, for a waiting process's message
+        try:  # who holds it, for a waiting process's message; only that: a full disk must not leak the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError:
+            pass
         HELD[lock] = [fd, 1]
         return None
 

@@ -1,0 +1,159 @@
+"""A full disk, for real: every command that writes says so in one line (rc 2) and keeps what was stored before;
+once space is freed the same command succeeds.
+
+The disk is a small tmpfs mounted in a mount namespace of the test's own (``unshare --user --map-root-user
+--mount``: no root needed where user namespaces are allowed; as root ``unshare --mount`` is enough), so nothing
+on the machine sees it and it goes away with the process. The probekit database, data and cache folders are put
+on it, a filler file takes every byte left, and the real CLI (:func:`probekit.cli.main`, what ``python -m
+probekit`` runs) is called in that process: once with the disk full, once after the filler is deleted. The rule
+checked: ``error: disk full: could not write PATH (N MB free); free space and rerun — what was stored before is
+kept``, one line, rc 2 (it was ``unexpected TransactionException … (a bug in probekit)``, rc 1); the annotation
+events stored before, and an earlier file at the export's path, are unchanged; the commands then succeed.
+
+This file is also the program run inside the namespace (``python tests/test_disk_full.py cli DISK SPEC``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MESSAGE = re.compile(r"^error: disk full: could not write (\S+) \((\d+\.\d) MB free\); free space and rerun — what "
+                     r"was stored before is kept$")
+DOCS = {"n1.txt": "Metformin is used for type 2 diabetes. Aspirin lowers fever.\n", "n2.txt": "Aspirin treats fever."}
+FACTS = "subject,relation,object\nmetformin,may_treat,type 2 diabetes\naspirin,may_treat,fever\n"
+
+
+@functools.cache
+def namespace() -> tuple[list[str] | None, str]:
+    """The command prefix that runs a process in a mount namespace of its own where it may mount a tmpfs, or None
+    and why not. Tried for real: a user namespace (unprivileged, where the kernel allows it), else root's own."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None, "no unshare command (util-linux) to make a mount namespace for a small tmpfs"
+    prefixes = [[unshare, "--user", "--map-root-user", "--mount"]]
+    if os.geteuid() == 0:
+        prefixes.append([unshare, "--mount"])
+    with tempfile.TemporaryDirectory() as where:
+        for prefix in prefixes:
+            probe = subprocess.run([*prefix, "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", where],
+                                   capture_output=True, text=True, timeout=30)
+            if probe.returncode == 0:
+                return prefix, ""
+    return None, ("cannot mount a tmpfs: not root, and user namespaces are not allowed here "
+                  f"({probe.stderr.strip()[:200]})")
+
+
+def on_small_disk(disk: Path, mb: int, argv: list[str], *, env: dict | None = None, **kw) -> subprocess.Popen:
+    """Start ``argv`` in a mount namespace of its own with a ``mb`` MB tmpfs mounted at ``disk`` (skips the test
+    where no namespace can be made). The process's pid is the namespace's: ``/proc/PID/root/<disk>`` is the tmpfs
+    for another process (the test filling and freeing it)."""
+    prefix, why = namespace()
+    if prefix is None:
+        pytest.skip(why)
+    disk.mkdir(parents=True, exist_ok=True)
+    script = 'mount -t tmpfs -o size="$1"m tmpfs "$2" && shift 2 && exec "$@"'
+    return subprocess.Popen([*prefix, "sh", "-c", script, "sh", str(mb), str(disk), *argv],
+                            env={**os.environ, **(env or {})}, **kw)
+
+
+def fill(folder: str | os.PathLike) -> Path:
+    """A filler file in ``folder`` taking every byte its file system has left (large writes, then smaller ones
+    down to one byte); returns its path (delete it to free the space)."""
+    path = Path(folder) / "filler"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (1 << 20, 1 << 16, 4096, 512, 1):
+            block = b"\0" * size
+            while True:
+                try:
+                    os.write(fd, block)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+    return path
+
+
+# ---------------------------------------------------------------- inside the namespace
+def _cli(argv: list[str]) -> dict:
+    from probekit import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return {"rc": code, "err": err.getvalue(), "out": out.getvalue()[:2000]}
+
+
+def _cli_on_full_disk(disk: str, spec: str) -> None:
+    """Run inside the namespace: a tour stored and an earlier file at the export's path, then the commands once on
+    the full disk and once after freeing it; prints a JSON report."""
+    from probekit import store, tours
+
+    s = json.loads(spec)
+    os.environ.update(PROBEKIT_DB=f"{disk}/probekit.duckdb", PROBEKIT_DATA_DIR=f"{disk}/data",
+                      PROBEKIT_CACHE_DIR=f"{disk}/cache", PROBEKIT_VOCAB_DIR=f"{disk}/vocabularies")
+    before = _cli(["tour", "add", "talk", "/probe?query=x", "--title", "stored before"])
+    export = Path(disk) / "talk.yaml"
+    export.write_text("an earlier export\n")
+    store.close_all()  # checkpointed, no write-ahead log left: the next database write needs new space
+    commands = {  # each writes somewhere else: a file of the user's, the cache, the database
+        "tour export": ["tour", "export", "talk", str(export)],
+        "corpus index": ["corpus", "index", "--corpus", s["docs"], "--dataset", "triples", "--data-dir", s["facts"],
+                         "--quiet"],
+        "tour add": ["tour", "add", "talk", "/layers", "--title", "added"],
+    }
+    filler = fill(disk)
+    full = {name: _cli(argv) for name, argv in commands.items()}
+    export_then = export.read_text()
+    filler.unlink()
+    freed = {name: _cli(argv) for name, argv in commands.items()}
+    print(json.dumps({"before": before, "full": full, "freed": freed, "export_then": export_then,
+                      "steps": [step.title for step in tours.get_tour("talk").steps]}))
+
+
+# ---------------------------------------------------------------- the tests
+def test_every_writing_command_says_disk_full_in_one_line_and_keeps_what_was_stored(tmp_path):
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    (tmp_path / "facts.csv").write_text(FACTS)
+    spec = {"docs": str(docs), "facts": str(tmp_path / "facts.csv")}
+    disk = tmp_path / "disk"
+    proc = on_small_disk(disk, 8, [sys.executable, __file__, "cli", str(disk), json.dumps(spec)],
+                         env={"PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["before"]["rc"] == 0, report["before"]
+    said = {}
+    for name, res in report["full"].items():
+        lines = res["err"].strip().splitlines()
+        assert res["rc"] == 2 and len(lines) == 1, (name, res)
+        match = MESSAGE.match(lines[0])
+        assert match and match.group(2) == "0.0", (name, lines[0])
+        said[name] = match.group(1)
+    assert said == {"tour export": str(disk / "talk.yaml"), "corpus index": str(disk / "cache"),
+                    "tour add": str(disk / "probekit.duckdb.wal")}
+    assert report["export_then"] == "an earlier export\n"  # the file at the export's path, untouched
+    for name, res in report["freed"].items():
+        assert res["rc"] == 0, (name, res)
+    assert report["steps"] == ["stored before", "added"]  # kept, and the step refused on the full disk added once
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "cli":
+        _cli_on_full_disk(*sys.argv[2:4])
