@@ -196,6 +196,6 @@ def test_sigkill_after_a_reported_save_keeps_it_and_resumes(tmp_path, tiny_encod
     assert cli.main([*_bench_args(tiny_encoder_dir, facts), "--format", "json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["run_id"] == run_id
-    assert f"resuming interrupted run {run_id} (1/2 relations stored)" in err
+    assert f"resuming interrupted run {run_id}: 1 of 2 relations stored (started " in err
     whole = runs.load_run(run_id)
     assert whole.meta["status"] == "done" and len(whole.frame) == 8 == whole.frame.query_id.nunique()
