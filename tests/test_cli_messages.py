@@ -85,3 +85,12 @@ def test_vocab_info_with_no_vocabulary_built_says_so_in_one_line(capsys):
     assert cli.main(["vocab", "info", "snomed"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: unknown vocabulary 'snomed'; there is no vocabulary yet", err
+
+
+def test_an_unknown_rewiring_run_with_none_trained_says_how_to_train_one():
+    from probekit.rewire import runs as rewire_runs
+
+    with pytest.raises(UnknownNameError) as e:
+        rewire_runs.run_info("r-nosuch")
+    assert str(e.value) == ("unknown rewiring run 'r-nosuch'; there is no rewiring run yet: train one with "
+                            "`probekit rewire` or on the Rewire page")

@@ -325,7 +325,8 @@ def from_run(run_id: str, *, name: str, relations: Sequence[str] | None = None, 
     have = sorted({r.query.relation for r in rankings})
     unknown = [r for r in (relations or []) if r not in have]
     if unknown:
-        raise ProbekitError(f"run {meta['run_id']} has no relation {unknown[0]!r}; available: {', '.join(have)}")
+        raise ProbekitError(f"run {meta['run_id']} has no relation {unknown[0]!r}; "
+                            + (f"available: {', '.join(have)}" if have else "it has no results stored yet"))
     pool = [r for r in rankings if not relations or r.query.relation in relations]
     picked = sample(pool, n=n_queries, seed=seed, relation=lambda r: r.query.relation)
     options = meta.get("options")

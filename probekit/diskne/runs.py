@@ -134,8 +134,10 @@ def run_grid(models: Sequence[str], set_path: str | Path, *, categories: Sequenc
     if diseases:
         unknown = [d for d in diseases if d not in todo]
         if unknown:
+            listed = (f"available: {', '.join(todo[:10])}{' …' if len(todo) > 10 else ''}" if todo else
+                      "these categories have none")
             raise ProbekitError(f"disease {unknown[0]!r} is not an evaluated disease of the chosen categories "
-                                f"(>= 2 positives); available: {', '.join(todo[:10])}{' …' if len(todo) > 10 else ''}")
+                                f"(>= 2 positives); {listed}")
         todo = [d for d in todo if d in set(diseases)]
     if not todo:
         raise ProbekitError("no disease has 2 or more positives in the chosen categories")

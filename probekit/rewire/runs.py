@@ -50,7 +50,8 @@ def _run_folder(run_id: str) -> Path:
     folder = runs_dir() / str(run_id)
     if not run_id or "/" in str(run_id) or not (folder / RUN_FILE).is_file():
         known = [p.name for p in sorted(runs_dir().glob(f"*/{RUN_FILE}"))]
-        raise UnknownNameError("rewiring run", str(run_id), [p.split("/")[0] for p in known] or ["none yet"])
+        raise UnknownNameError("rewiring run", str(run_id), [p.split("/")[0] for p in known],
+                               empty_hint="train one with `probekit rewire` or on the Rewire page")
     return folder
 
 
