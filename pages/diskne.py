@@ -14,7 +14,7 @@ ui.title("DisKnE: disease knowledge by fine-tuning")
 st.caption("Binary entailment (premise → the disease name), fine-tuned per target disease on data that never "
            "mentions it or its negatives, so a correct test answer reflects what the pre-trained model knew. "
            "**To reproduce the paper**, build DisKnE itself from the repository's public annotation CSVs and your own "
-           "MedNLI / MEDIQA-NLI copy (`python -m probekit diskne build --source licensed … --out FILE`) and pick "
+           "MedNLI / MEDIQA-NLI copy (`probekit diskne build --source licensed … --out FILE`) and pick "
            "*licensed DisKnE set*. " + build.SMOKE_NOTE)
 
 job = st.session_state.get("dk_job")

@@ -22,7 +22,7 @@ listed = None
 with ui.guard("Listing rewiring runs"):
     listed = rewire.list_runs()
 if listed is None or listed.empty:
-    st.info("No rewiring runs yet: train one on the **Rewire** page (or `python -m probekit rewire`).")
+    st.info("No rewiring runs yet: train one on the **Rewire** page (or `probekit rewire`).")
     st.stop()
 for note in rewire.damage_notes(listed):  # left out, and said so
     st.warning(ui.md(note), icon=":material/broken_image:")
