@@ -97,14 +97,11 @@ def _cli(argv: list[str]) -> dict:
     return {"rc": code, "err": err.getvalue(), "out": out.getvalue()[:2000]}
 
 
-def _cli_on_full_disk(disk: str, spec: str) -> None:
-    """Run inside the namespace: a tour stored and an earlier file at the export's path, then the commands once on
-    the full disk and once after freeing it; prints a JSON report."""
+def _commands_on_full_disk(disk: str, s: dict) -> dict:
+    """A tour stored and an earlier file at the export's path, then the commands once on the full disk and once
+    after freeing it."""
     from probekit import store, tours
 
-    s = json.loads(spec)
-    os.environ.update(PROBEKIT_DB=f"{disk}/probekit.duckdb", PROBEKIT_DATA_DIR=f"{disk}/data",
-                      PROBEKIT_CACHE_DIR=f"{disk}/cache", PROBEKIT_VOCAB_DIR=f"{disk}/vocabularies")
     before = _cli(["tour", "add", "talk", "/probe?query=x", "--title", "stored before"])
     export = Path(disk) / "talk.yaml"
     export.write_text("an earlier export\n")
@@ -120,24 +117,87 @@ def _cli_on_full_disk(disk: str, spec: str) -> None:
     export_then = export.read_text()
     filler.unlink()
     freed = {name: _cli(argv) for name, argv in commands.items()}
-    print(json.dumps({"before": before, "full": full, "freed": freed, "export_then": export_then,
-                      "steps": [step.title for step in tours.get_tour("talk").steps]}))
+    return {"before": before, "full": full, "freed": freed, "export_then": export_then,
+            "steps": [step.title for step in tours.get_tour("talk").steps]}
+
+
+def _presses_on_full_disk(disk: str) -> dict:
+    """An expert's desk (the Annotate page's :class:`Desk`, with an ``act`` that turns every error into a message,
+    as a page may) taking presses while the disk is full, twice in a row on the same open database, then after
+    freeing it."""
+    import pandas as pd
+    from test_annotations import rankings
+
+    from pages._rating_keys import Desk
+    from probekit import annotations as ann
+    from probekit import store
+    from probekit.errors import ProbekitError
+
+    sid = ann.from_rankings(rankings(2, k=3), name="full disk", k=3)
+    who = ann.join(sid, "Rae")
+    desk = Desk()
+
+    def act(key: str, ms: int | None) -> None:
+        with desk.lock:
+            try:
+                desk.query[sid], desk.flash = ann.press(sid, who, key, query_index=desk.query.get(sid),
+                                                        elapsed_ms=ms)
+            except ProbekitError as e:
+                desk.flash = str(e)
+
+    desk.query[sid] = ann.next_query(sid, who)
+    desk.act = act
+
+    def window(keys: str) -> dict:
+        return {"client": "w", "queue": [[1 + i, k, 100 + i] for i, k in enumerate(keys)]}
+
+    acks = [desk.take(window("54"))]
+    store.close_all()
+    filler = fill(disk)
+    acks += [desk.take(window("54u3")), desk.take(window("54u3"))]  # sent again at once: the same connection
+    problem = desk.problem
+    filler.unlink()
+    acks.append(desk.take(window("54u3")))
+    events = ann.events_frame(sid)
+    presses = store.get_store().fetch("SELECT seq, key, event_id IS NOT NULL FROM annotation_presses "
+                                      "WHERE session_id = ? ORDER BY seq", [sid])
+    return {"acks": acks, "problem": problem, "problem_after": desk.problem,
+            "events": [[k, None if pd.isna(v) else int(v)] for k, v in zip(events.kind, events.score)],
+            "scores": [a["score"] for a in ann.query_view(sid, who, 0)["answers"]], "presses": presses}
+
+
+def _on_full_disk(disk: str, spec: str) -> None:
+    """Run inside the namespace: both scenarios on the tmpfs at ``disk``; prints a JSON report."""
+    os.environ.update(PROBEKIT_DB=f"{disk}/probekit.duckdb", PROBEKIT_DATA_DIR=f"{disk}/data",
+                      PROBEKIT_CACHE_DIR=f"{disk}/cache", PROBEKIT_VOCAB_DIR=f"{disk}/vocabularies")
+    report = {"commands": _commands_on_full_disk(disk, json.loads(spec)), "presses": _presses_on_full_disk(disk)}
+    print(json.dumps(report))
 
 
 # ---------------------------------------------------------------- the tests
-def test_every_writing_command_says_disk_full_in_one_line_and_keeps_what_was_stored(tmp_path):
-    docs = tmp_path / "notes"
+@pytest.fixture(scope="module")
+def full_disk(tmp_path_factory) -> tuple[Path, dict]:
+    """The tmpfs's path and the report of :func:`_on_full_disk` (one process for both tests: Python and probekit
+    start once)."""
+    base = tmp_path_factory.mktemp("full")
+    docs = base / "notes"
     docs.mkdir()
     for name, text in DOCS.items():
         (docs / name).write_text(text)
-    (tmp_path / "facts.csv").write_text(FACTS)
-    spec = {"docs": str(docs), "facts": str(tmp_path / "facts.csv")}
-    disk = tmp_path / "disk"
-    proc = on_small_disk(disk, 8, [sys.executable, __file__, "cli", str(disk), json.dumps(spec)],
-                         env={"PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (base / "facts.csv").write_text(FACTS)
+    spec = {"docs": str(docs), "facts": str(base / "facts.csv")}
+    disk = base / "disk"
+    proc = on_small_disk(disk, 16, [sys.executable, __file__, str(disk), json.dumps(spec)],
+                         env={"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]
-    report = json.loads(out.strip().splitlines()[-1])
+    return disk, json.loads(out.strip().splitlines()[-1])
+
+
+def test_every_writing_command_says_disk_full_in_one_line_and_keeps_what_was_stored(full_disk):
+    disk, report = full_disk
+    report = report["commands"]
     assert report["before"]["rc"] == 0, report["before"]
     said = {}
     for name, res in report["full"].items():
@@ -154,6 +214,18 @@ def test_every_writing_command_says_disk_full_in_one_line_and_keeps_what_was_sto
     assert report["steps"] == ["stored before", "added"]  # kept, and the step refused on the full disk added once
 
 
+def test_presses_on_a_full_disk_wait_unacknowledged_and_apply_once_when_space_returns(full_disk):
+    """5 and 4 stored; then U and 3 typed on the full disk and sent twice: not acknowledged (the browser keeps
+    them), "not saved — disk full"; once freed, the U undoes the 4 and the 3 rates that answer again, each press
+    stored once. (DuckDB answered ``max()`` wrongly on the connection whose commits had failed: the U's number
+    was found stored and the U was skipped.)"""
+    report = full_disk[1]["presses"]
+    assert report["acks"] == [2, 2, 2, 4]
+    assert report["problem"].startswith("not saved — disk full (0.0 MB free for ") and report["problem_after"] is None
+    assert report["events"] == [["rate", 5], ["rate", 4], ["undo", None], ["rate", 3]]
+    assert report["scores"] == [5, 3, None]
+    assert report["presses"] == [[1, "5", True], [2, "4", True], [3, "u", True], [4, "3", True]]
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "cli":
-        _cli_on_full_disk(*sys.argv[2:4])
+    _on_full_disk(*sys.argv[1:3])
