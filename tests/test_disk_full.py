@@ -94,7 +94,7 @@ def _cli(argv: list[str]) -> dict:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(argv)
-    return {"rc": code, "err": err.getvalue(), "out": out.getvalue()[:2000]}
+    return {"rc": code, "err": err.getvalue(), "out": out.getvalue()}
 
 
 def _commands_on_full_disk(disk: str, s: dict) -> dict:
@@ -227,5 +227,57 @@ def test_presses_on_a_full_disk_wait_unacknowledged_and_apply_once_when_space_re
     assert report["presses"] == [[1, "5", True], [2, "4", True], [3, "u", True], [4, "3", True]]
 
 
+def _bench_on_full_disk(disk: str, spec: str) -> None:
+    """Run inside the namespace: ``bench --save`` once with space, once on the full disk, once after freeing it;
+    prints a JSON report with the stored runs."""
+    from probekit.bench import results
+
+    s = json.loads(spec)
+    os.environ.update(PROBEKIT_DB=f"{disk}/probekit.duckdb", PROBEKIT_DATA_DIR=f"{disk}/data",
+                      PROBEKIT_CACHE_DIR=f"{disk}/cache")
+    bench = ["bench", "--model", s["model"], "--dataset", "triples", "--data-dir", s["facts"], "--save", "--fresh",
+             "--quiet", "--format", "json"]
+    first = _cli(bench)
+    from probekit import store
+
+    store.close_all()
+    filler = fill(disk)
+    full = _cli(bench)
+    filler.unlink()
+    freed = _cli(bench)
+    runs = results.list_runs()
+    print(json.dumps({"first": first, "full": full, "freed": freed,
+                      "runs": [[r, st] for r, st in zip(runs.run_id, runs.status)]}))
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(300)
+def test_bench_save_on_a_full_disk_is_one_line_and_keeps_the_runs_stored_before(tmp_path, tiny_encoder_dir):
+    """``bench --save`` on a full disk: one line, rc 2 (it was "unexpected TransactionException … a bug in
+    probekit", rc 1); the run saved before is kept, finished; once space is freed the same command saves."""
+    from conftest import TINY_TRIPLES
+
+    (tmp_path / "facts.csv").write_text(TINY_TRIPLES)
+    disk = tmp_path / "disk"
+    spec = {"model": str(tiny_encoder_dir), "facts": str(tmp_path / "facts.csv")}
+    proc = on_small_disk(disk, 32, [sys.executable, __file__, str(disk), json.dumps(spec), "bench"],
+                         env={"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["first"]["rc"] == 0 and report["freed"]["rc"] == 0, report
+    lines = report["full"]["err"].strip().splitlines()
+    assert report["full"]["rc"] == 2 and len(lines) == 1, report["full"]
+    match = MESSAGE.match(lines[0])
+    assert match and match.group(1).startswith(str(disk / "probekit.duckdb")), lines[0]
+    first, last = json.loads(report["first"]["out"])["run_id"], json.loads(report["freed"]["out"])["run_id"]
+    statuses = dict(report["runs"])
+    assert statuses[first] == "done" and statuses[last] == "done", report["runs"]
+
+
 if __name__ == "__main__":
-    _on_full_disk(*sys.argv[1:3])
+    if sys.argv[3:] == ["bench"]:
+        _bench_on_full_disk(*sys.argv[1:3])
+    else:
+        _on_full_disk(*sys.argv[1:3])
