@@ -19,7 +19,7 @@ from probekit.templates import compare, stored
 
 # a model's name beside the slope chart's points is cut to this many characters ("…"), so the labels and the plot
 # share a 1024 px screen; the hover has the whole name
-SLOPE_NAME_CHARS = 22
+SLOPE_NAME_CHARS = 16
 
 
 def slope_margin(fig) -> int:
@@ -100,6 +100,7 @@ else:
                                        f"#{r[f'{tf} rank']:g} ({100 * r[f'{tf} score']:.1f}) {name}"]))
     # the rank beside each point (#1 = best, at the top), no axis: its ticks and title sat under the left labels
     fig.update_yaxes(autorange="reversed", showticklabels=False, title=None, dtick=1)
+    fig.update_xaxes(tickangle=0)  # the two kinds read level, also when the plot between the labels is narrow
     fig.update_layout(height=120 + 45 * len(cmp.rankings), showlegend=False,
                       margin=dict(l=slope_margin(fig), r=slope_margin(fig), t=20, b=0))
     st.plotly_chart(fig, key="tpl_slope")

@@ -72,7 +72,7 @@ def test_compare_two_models_on_both_kinds(tiny_mlm_dir, stored_runs):
     # the plot: "3.9)", "(22.")
     slope = json.loads(at.get("plotly_chart")[0].proto.spec)
     labels = [t for trace in slope["data"] for t in trace["text"]]
-    assert max(map(len, labels)) <= 36 and all("…" in t for t in labels)  # 22 characters of name, score, rank
+    assert max(map(len, labels)) <= 30 and all("…" in t for t in labels)  # 16 characters of name, score, rank
     assert not slope["layout"]["yaxis"]["showticklabels"]  # the ranks are in the labels: no ticks under them
     assert min(slope["layout"]["margin"]["l"], slope["layout"]["margin"]["r"]) >= 7 * max(map(len, labels))
     assert all(trace["cliponaxis"] is False for trace in slope["data"])  # drawn in the margins, not cut at the axes
