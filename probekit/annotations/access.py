@@ -140,7 +140,8 @@ def issue_token(session_id: str, name: str, *, new_only: bool = False) -> str:
     with store.transaction() as cur:
         cur.execute("UPDATE annotation_tokens SET revoked_at = ? WHERE session_id = ? AND annotator = ? "
                     "AND revoked_at IS NULL", [now, sid, key])
-        cur.execute("INSERT INTO annotation_tokens VALUES (?, ?, ?, ?, NULL)", [_hash(token), sid, key, now])
+        cur.execute("INSERT INTO annotation_tokens (token_hash, session_id, annotator, created_at) "
+                    "VALUES (?, ?, ?, ?)", [_hash(token), sid, key, now])
     if config.organiser_token() is None:  # links exist now: the organiser pages need a credential
 
         generate_organiser_token()

@@ -221,6 +221,16 @@ MIGRATIONS["annotations"] = [
         PRIMARY KEY (session_id, annotator, client, seq)
     )
     """,
+    # 7: a link's role: 'expert' (rates answers; every link issued before is one) or 'reviewer' (records verdicts
+    # on the session's disputed answers); a reviewer is not an annotator of the session, so the link keeps the
+    # reviewer's name as typed (NULL for an expert: theirs is in annotation_annotators). DuckDB alters no table
+    # that an index depends on, so the index goes first and comes back after.
+    """
+    DROP INDEX annotation_tokens_session;
+    ALTER TABLE annotation_tokens ADD COLUMN role VARCHAR NOT NULL DEFAULT 'expert';
+    ALTER TABLE annotation_tokens ADD COLUMN display_name VARCHAR;
+    CREATE INDEX annotation_tokens_session ON annotation_tokens (session_id, annotator)
+    """,
 ]
 
 # context variance (UCM) dataset runs: one row per step
