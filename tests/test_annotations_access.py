@@ -150,3 +150,94 @@ def test_cli_link_experts_revoke(sid, capsys):
         ann.verify_token(url.split("token=")[1])
     code, _, err = run("annotations", "link", "--session", sid)
     assert code == 2 and err.startswith("error: ") and "needs --name" in err
+
+
+def test_a_link_carries_its_role_and_a_reviewer_is_no_annotator(sid):
+    """The rule: a reviewer link records verdicts and cannot rate; an expert link rates and cannot record verdicts;
+    nobody is both in one session (a reviewer settles the ratings blind)."""
+    expert = ann.issue_token(sid, "Carol")
+    reviewer = ann.issue_token(sid, "Dr  Rex", role="reviewer")
+    assert ann.verify_token(expert) == ann.Expert(sid, "carol", "Carol", "expert")
+    assert ann.verify_token(reviewer, session_id=sid) == ann.Expert(sid, "dr rex", "Dr Rex", "reviewer")
+    assert ann.verify_token(reviewer, role="reviewer").name == "Dr Rex"
+    with pytest.raises(ProbekitError, match="expert's annotation link: it rates answers and cannot record"):
+        ann.verify_token(expert, role="reviewer")
+    with pytest.raises(ProbekitError, match="reviewer's link: it records verdicts .* cannot rate"):
+        ann.verify_token(reviewer, role="expert")
+    # the reviewer never joined: not an expert, not an annotator, and the rating API refuses them
+    assert ann.annotators(sid) == ["Carol"] and ann.experts(sid).expert.tolist() == ["Carol"]
+    with pytest.raises(ProbekitError, match="has not joined session"):
+        ann.rate(sid, f"{sid}:0:0", ann.verify_token(reviewer).annotator, 3)
+    assert ann.ratings_frame(sid).empty
+    before = get_store().fetch("SELECT * FROM annotation_tokens ORDER BY ALL")
+    with pytest.raises(ProbekitError, match="'Carol' is an expert of this session"):
+        ann.issue_token(sid, " CAROL ", role="reviewer")
+    with pytest.raises(ProbekitError, match="'Dr Rex' is a reviewer of this session"):
+        ann.issue_token(sid, "dr rex")
+    with pytest.raises(ProbekitError, match=r"unknown link role 'reviwer'; did you mean 'reviewer'; available: "
+                                            r"expert, reviewer"):
+        ann.issue_token(sid, "Dana", role="reviwer")
+    with pytest.raises(ProbekitError, match="unknown link role"):
+        ann.verify_token(reviewer, role="organiser")
+    assert get_store().fetch("SELECT * FROM annotation_tokens ORDER BY ALL") == before
+    assert ann.annotators(sid) == ["Carol"]
+    # a reviewer's link is replaced, revoked and listed like an expert's; a revoked one is simply not valid
+    again = ann.issue_token(sid, "Dr Rex", role="reviewer")
+    with pytest.raises(ProbekitError) as e:
+        ann.verify_token(reviewer)
+    assert str(e.value) == ann.INVALID_LINK
+    team = ann.reviewers(sid)
+    assert team.reviewer.tolist() == ["Dr Rex"] and bool(team["link active"][0]) and team.verdicts[0] == 0
+    assert ann.revoke_tokens(sid, "DR REX") == 1
+    with pytest.raises(ProbekitError, match="not valid"):
+        ann.verify_token(again, role="reviewer")
+    assert not bool(ann.reviewers(sid)["link active"][0])
+    assert ann.reviewer_link("http://lab:8501/", sid, "t0k") == f"http://lab:8501/reviewer?session={sid}&token=t0k"
+
+
+def test_the_role_migration_keeps_every_existing_link_an_experts(tmp_path, monkeypatch):
+    """A database whose links predate roles (annotations schema version 6: an active and a revoked link) opens
+    with both as expert links, the active one still letting its expert in; reviewer links can be issued after."""
+    path = tmp_path / "links6.duckdb"
+    old = Store(path)
+    six = schema.MIGRATIONS["annotations"][:6]
+    old.ensure_schema("annotations", six)
+    cur = old.cursor()
+    cur.execute("INSERT INTO annotation_sessions (session_id, name, organiser, created_at, source, relations, "
+                "n_queries, k, blind, seed) VALUES ('s-six', 'six', '', now(), 'rankings', '[]', 0, 5, true, 0)")
+    cur.execute("INSERT INTO annotation_annotators VALUES ('s-six', 'eve', 'Eve', now()), "
+                "('s-six', 'bo', 'Bo', now())")
+    token = "an-old-expert-link-token-0123456789"
+    cur.execute("INSERT INTO annotation_tokens VALUES (?, 's-six', 'eve', now(), NULL), "
+                "('0' || repeat('f', 63), 's-six', 'bo', now(), now())", [access._hash(token)])
+    cur.close()
+    old.close()
+    monkeypatch.setenv("PROBEKIT_DB", str(path))
+    assert ann.verify_token(token, session_id="s-six", role="expert") == ann.Expert("s-six", "eve", "Eve", "expert")
+    store = get_store()
+    assert store.schema_version("annotations") == len(schema.MIGRATIONS["annotations"]) > 6
+    assert store.fetch("SELECT annotator, role, display_name, revoked_at IS NULL FROM annotation_tokens "
+                       "ORDER BY annotator") == [("bo", "expert", None, False), ("eve", "expert", None, True)]
+    assert ann.experts("s-six").set_index("expert")["link active"].to_dict() == {"Eve": True, "Bo": False}
+    assert ann.verify_token(ann.issue_token("s-six", "Rev", role="reviewer")).role == "reviewer"
+
+
+def test_cli_reviewer_link(sid, capsys):
+    from probekit import cli
+
+    def run(*argv):
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, err = run("annotations", "link", "--session", sid, "--name", "Dr Rev", "--role", "reviewer",
+                         "--url", "http://lab:8501")
+    assert code == 0, err
+    assert out.startswith("reviewer link for Dr Rev") and f"http://lab:8501/reviewer?session={sid}&token=" in out
+    assert ann.verify_token(out.split("token=")[1].strip(), role="reviewer").name == "Dr Rev"
+    code, out, _ = run("annotations", "experts", "--session", sid)
+    assert code == 0 and "no experts yet" in out and "reviewers" in out and "Dr Rev" in out
+    for argv, message in ((("--role", "judge"), "unknown link role 'judge'; available: expert, reviewer"),
+                          (("--role", "expert"), "'Dr Rev' is a reviewer of this session")):
+        code, _, err = run("annotations", "link", "--session", sid, "--name", "dr rev", *argv)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -1,6 +1,7 @@
 """Review and adjudication on a real store: disputed answers, blind ratings, a verdict as one more row (no rating
-lost), statistics that use it and say so, refusals that write nothing, and the CLI (the page's review panel:
-tests/test_annotations_pages.py)."""
+lost), statistics that use it and say so, refusals that write nothing, the CLI, and a reviewer's link (only its
+session's disputed answers, always blind, the verdict under the link's name; the page's review panel:
+tests/test_annotations_pages.py; the reviewer app: tests/test_page_reviewer.py)."""
 
 from __future__ import annotations
 
@@ -124,3 +125,55 @@ def test_cli_review(panel, capsys):
                           (("--item", hot, "--score", "9", "--name", "R"), "1 to 5")):
         code, _, err = run("annotations", "review", "--session", sid, *argv)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_reviewer_link_reaches_only_its_sessions_disputed_answers_blind(panel):
+    """The rule: a reviewer who is not the organiser acts through a reviewer link: the disputed answers of that
+    session only, ratings as rater 1, rater 2… always, the verdict under the link's name; an expert's link cannot
+    review and a reviewer's cannot rate."""
+    sid, hot, mild = panel
+    token = ann.issue_token(sid, "Dr  Rev", role="reviewer")
+    table = ann.reviewer_disputed(token)
+    assert table.equals(ann.disputed(sid)) and table.item_id.tolist() == [hot]
+    view = ann.reviewer_view(token, hot)
+    assert [r["rater"] for r in view["ratings"]] == ["rater 1", "rater 2", "rater 3"]
+    assert not any(n.lower() in json.dumps(view, default=str).lower() for n in NAMES)
+    before = counts()
+    event = ann.reviewer_verdict(token, hot, 5, note="settled")
+    assert counts()["annotation_verdicts"] == before["annotation_verdicts"] + 1
+    assert counts()["annotation_events"] == before["annotation_events"]
+    assert get_store().fetch("SELECT reviewer, score, note FROM annotation_verdicts WHERE event_id = ?",
+                             [event]) == [("Dr Rev", 5, "settled")]  # the link's name, as typed
+    assert ann.stats(sid)["verdict_note"] == "a reviewer's verdict replaces the raters' consensus on 1 answer(s)"
+    assert ann.reviewer_view(token, hot)["verdict"]["reviewer"] == "Dr Rev"
+    assert ann.reviewers(sid).verdicts.tolist() == [1]
+
+
+def test_reviewer_link_refusals_write_nothing(panel):
+    sid, hot, mild = panel
+    reviewer = ann.issue_token(sid, "Rev", role="reviewer")
+    expert = ann.issue_token(sid, "Alice")  # an expert's new link (her earlier ratings stay)
+    other = ann.from_rankings(rankings(1, k=1), name="other", k=1)
+    elsewhere = ann.items_frame(other).item_id[0]
+    agreed = ann.items_frame(sid).item_id.iloc[-1]  # 3, 3, 3
+    before = counts()
+    with pytest.raises(ProbekitError, match="expert's annotation link: it rates answers and cannot record"):
+        ann.reviewer_verdict(expert, hot, 5)
+    for call in (ann.reviewer_disputed, lambda t: ann.reviewer_view(t, hot)):
+        with pytest.raises(ProbekitError, match="cannot record a reviewer's verdict"):
+            call(expert)
+    with pytest.raises(ProbekitError, match="has not joined session"):  # a reviewer's link cannot rate
+        ann.rate(sid, hot, ann.verify_token(reviewer).annotator, 3)
+    assert ann.reviewer_view(reviewer, mild)["ratings"][-1] == {"rater": "rater 3", "score": 5}  # 4, 4, 5: apart
+    for item, message in ((elsewhere, "another session"), (agreed, "not disputed")):
+        with pytest.raises(ProbekitError, match=message):
+            ann.reviewer_view(reviewer, item)
+        with pytest.raises(ProbekitError, match=message):
+            ann.reviewer_verdict(reviewer, item, 4)
+    with pytest.raises(ProbekitError, match="1 to 5"):
+        ann.reviewer_verdict(reviewer, hot, 0)
+    ann.revoke_tokens(sid, "rev")
+    with pytest.raises(ProbekitError) as e:
+        ann.reviewer_verdict(reviewer, hot, 5)
+    assert str(e.value) == ann.INVALID_LINK
+    assert counts() == before

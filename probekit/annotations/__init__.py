@@ -2,12 +2,12 @@
 agreement and expert-adjusted accuracy.
 
 - :mod:`.sessions`: create a session (from rankings, a fresh probe, a stored run), sample, list;
-- :mod:`.access`: annotators and their personal links (tokens);
+- :mod:`.access`: annotators and their personal links (tokens; an expert's or a reviewer's);
 - :mod:`.organiser`: the organiser's credential (token, generated once links exist; the sign-in cookie);
 - :mod:`.rating`: the annotator's side (next query, rate / skip / undo, progress); :mod:`.keyboard`: its keys;
 - :mod:`.presses`: key presses from a browser, each handled exactly once however often it is re-sent;
 - :mod:`.queue`: sessions from where judgement is needed (selection rules over stored runs or a session);
-- :mod:`.review`: a reviewer's verdicts on disputed answers (blind ratings, one more row each);
+- :mod:`.review`: a reviewer's verdicts on disputed answers (blind ratings, one more row each; by a reviewer link);
 - :mod:`.stats`: the organiser's side (frames, statistics, exports).
 """
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 from .access import (  # noqa: F401
     INVALID_LINK,
     MAX_NAME,
+    REVIEW_PATH,
+    ROLES,
     Expert,
     annotator_key,
     annotators,
@@ -23,6 +25,8 @@ from .access import (  # noqa: F401
     experts,
     issue_token,
     join,
+    reviewer_link,
+    reviewers,
     revoke_tokens,
     verify_token,
 )
@@ -45,7 +49,16 @@ from .rating import (  # noqa: F401
     skip,
     undo,
 )
-from .review import disputed, record_verdict, review_view, verdicts  # noqa: F401
+from .review import (  # noqa: F401
+    disputed,
+    record_verdict,
+    review_view,
+    reviewer_disputed,
+    reviewer_of,
+    reviewer_verdict,
+    reviewer_view,
+    verdicts,
+)
 from .sessions import (  # noqa: F401
     COMPONENT,
     GUIDELINES,

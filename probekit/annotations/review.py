@@ -10,6 +10,11 @@ they were; recording another verdict on the same answer supersedes the earlier o
 latest is in effect; :func:`.stats.verdicts` reads them). Statistics (:func:`.stats.stats`) use the verdict in
 place of the raters' consensus where one exists and say on how many answers; agreement and rater quality read
 the ratings only.
+
+A reviewer who is not the organiser acts through a reviewer link (:func:`.access.issue_token` with
+``role="reviewer"``): the ``reviewer_*`` calls take its token, check it on every call (a revoked link stops at
+once; an expert's link is refused), and reach only the disputed answers of the link's session, always blind,
+recording the verdict under the link's name.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..errors import ProbekitError, positive_int
+from .access import Expert, verify_token
 from .rating import _check_score, _item_of, _write
 from .sessions import MAX_NAME, _check_text, _load, _now, _store
 from .stats import ratings_frame, verdicts
@@ -87,3 +93,44 @@ def record_verdict(session_id: str, item_id: str, reviewer: str, score: int, *, 
         return int(rows[0][0])
 
     return _write(write)
+
+
+# ---------------------------------------------------------------- a reviewer's link
+def reviewer_of(token, *, session_id: str | None = None) -> Expert:
+    """Who the reviewer link ``token`` lets in (role ``reviewer``); an expert's link, a wrong or revoked token,
+    or one of another session than ``session_id`` is refused with one line."""
+    return verify_token(token, session_id=session_id, role="reviewer")
+
+
+def _disputed_item(sid: str, item_id) -> None:
+    entry = _load(sid)
+    _item_of(entry, item_id)
+    scores = ratings_frame(sid)
+    scores = scores.loc[scores["item_id"] == item_id, "score"]
+    if len(scores) < 2 or scores.max() == scores.min():
+        raise ProbekitError(f"answer {item_id!r} is not disputed (its raters agree or fewer than two rated it): "
+                            "a reviewer link settles answers whose ratings disagree")
+
+
+def reviewer_disputed(token, *, min_spread: int = 2) -> pd.DataFrame:
+    """The disputed answers of the reviewer link's session, as :func:`disputed` gives them (scores without names)."""
+    who = reviewer_of(token)
+    return disputed(who.session_id, min_spread=min_spread)
+
+
+def reviewer_view(token, item_id: str) -> dict:
+    """:func:`review_view` of one disputed answer of the link's session, always blind (rater 1, rater 2…): the
+    organiser's permission to show names is for the organiser's own review only."""
+    who = reviewer_of(token)
+    _disputed_item(who.session_id, item_id)
+    return review_view(who.session_id, item_id, show_names=False)
+
+
+def reviewer_verdict(token, item_id: str, score: int, *, note: str = "") -> int:
+    """Record the link's reviewer's verdict (under the link's name) on one disputed answer of its session;
+    returns the event id. Refused with one line, writing nothing: an expert's link or a wrong or revoked token,
+    an answer of another session or one that is not disputed, a score outside 1..5."""
+    who = reviewer_of(token)
+    _check_score(score)
+    _disputed_item(who.session_id, item_id)
+    return record_verdict(who.session_id, item_id, who.name, score, note=note)

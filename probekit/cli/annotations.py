@@ -9,6 +9,7 @@ import pandas as pd
 from probekit.annotations import (
     EXPORT_FORMATS,
     EXPORT_TABLES,
+    ROLES,
     SELECTIONS,
     describe,
     disputed,
@@ -23,6 +24,8 @@ from probekit.annotations import (
     list_sessions,
     record_verdict,
     review_view,
+    reviewer_link,
+    reviewers,
     revoke_tokens,
     select,
     stats,
@@ -152,9 +155,10 @@ def _cmd_review(args) -> int:
 
 def _cmd_link(args) -> int:
     session, name = _session(args), _expert(args)
-    token = issue_token(session, name)
-    print(f"personal link for {' '.join(name.split())} (shown once; send it to them only):\n"
-          f"{expert_link(args.url, session, token)}")
+    token = issue_token(session, name, role=args.role)
+    make, what = (reviewer_link, "reviewer link") if args.role == "reviewer" else (expert_link, "personal link")
+    print(f"{what} for {' '.join(name.split())} (shown once; send it to them only):\n"
+          f"{make(args.url, session, token)}")
     return 0
 
 
@@ -166,8 +170,13 @@ def _cmd_revoke(args) -> int:
 
 
 def _cmd_experts(args) -> int:
-    frame = experts(_session(args))
+    session = _session(args)
+    frame = experts(session)
     print(frame.to_string(index=False) if len(frame) else "no experts yet (`annotations link --name NAME`)")
+    team = reviewers(session)
+    if len(team):
+        print("\nreviewers (they record verdicts on disputed answers; `annotations revoke --name NAME` ends a link):")
+        print(team.to_string(index=False))
     return 0
 
 
@@ -282,18 +291,22 @@ def register(sub) -> None:
     a.add_argument("--format", default=None, metavar="{table,json}", help="table | json")
     a.set_defaults(func=_cmd_list)
 
-    a = actions.add_parser("link", help="a personal link for one expert (shown once)")
+    a = actions.add_parser("link", help="a personal link for one expert, or with --role reviewer one reviewer "
+                                        "(shown once)")
     a.add_argument("--session", **session)
     a.add_argument("--name", **expert)
     a.add_argument("--url", default="http://localhost:8501", help="the app's address as experts reach it")
+    a.add_argument("--role", default="expert", metavar="{" + ",".join(ROLES) + "}",
+                   help="expert: rates the answers (default); reviewer: records verdicts on the disputed answers, "
+                        "their ratings shown blind (a review-only app)")
     a.set_defaults(func=_cmd_link)
 
-    a = actions.add_parser("revoke", help="revoke every link of one expert")
+    a = actions.add_parser("revoke", help="revoke every link of one expert or reviewer")
     a.add_argument("--session", **session)
     a.add_argument("--name", **expert)
     a.set_defaults(func=_cmd_revoke)
 
-    a = actions.add_parser("experts", help="a session's experts and whether their link is active")
+    a = actions.add_parser("experts", help="a session's experts and reviewers and whether their link is active")
     a.add_argument("--session", **session)
     a.set_defaults(func=_cmd_experts)
 
