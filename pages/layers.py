@@ -7,7 +7,6 @@ import streamlit as st
 
 from pages import _bench
 from pages import _ui as ui
-from pages._display import STAR_OFFSET
 from probekit.bench import layers, runs, views
 from probekit.datasets import VOCABS
 from probekit.index import SIMILARITIES
@@ -106,12 +105,13 @@ marked = best.dropna(subset=["best layer"]).astype({"best layer": int})  # relat
 rel_text = {rel: ui.chart_text(rel) for rel in acc.index}
 
 st.subheader(f"{metric} (%) per relation and layer, {which}")
-fig = px.imshow(acc.rename(index=rel_text), aspect="auto", text_auto=".1f", color_continuous_scale="Blues",
-                zmin=0, labels={"x": "layer", "y": "relation", "color": f"{metric} (%)"})
-fig.add_scatter(x=(marked["best layer"] + STAR_OFFSET).tolist(), y=marked["relation"].map(rel_text), mode="markers",
-                name="best layer", customdata=marked["best layer"].tolist(),  # the cell's right edge, by its value
-                marker=dict(symbol="star", size=11, color="#c62828", line=dict(width=1, color="white")),
-                hovertemplate="%{y}: best layer %{customdata}<extra></extra>")
+fig = px.imshow(acc.rename(index=rel_text), aspect="auto", color_continuous_scale="Blues", zmin=0,
+                labels={"x": "layer", "y": "relation", "color": f"{metric} (%)"})
+best_at = dict(zip(marked["relation"], marked["best layer"]))  # the star follows the value in its own cell, so
+cell_text = [[("–" if v != v else f"{v:.1f}") + (" ★" if best_at.get(rel) == layer else "")  # the two never collide
+              for layer, v in row.items()] for rel, row in acc.iterrows()]
+fig.update_traces(text=cell_text, texttemplate="%{text}",
+                  hovertemplate="%{y}, layer %{x}: %{z:.1f}%<extra></extra>")
 fig.update_layout(xaxis=dict(dtick=1), coloraxis_colorbar=dict(ticksuffix="%"))
 st.plotly_chart(ui.legible(fig, height=max(340, 28 * len(acc) + 80)), key="ly_heatmap")
 

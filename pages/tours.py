@@ -1,11 +1,18 @@
 """Tours: the saved views a talk walks through. Reorder or remove steps, check every step before the talk (what is
 missing, and the time each takes cold and warm), export / import the tour as YAML, and start presenting."""
 
+from urllib.parse import unquote
+
 import streamlit as st
 
 from pages import _presenter as _present
 from pages import _ui as ui
 from probekit import tours
+
+
+def _steps(n: int) -> str:
+    return f"{n} step{'' if n == 1 else 's'}"
+
 
 ui.title("Tours")
 st.caption("A tour is an ordered list of saved views: press **Add to tour** next to any page's share link. "
@@ -19,7 +26,7 @@ with st.expander("Import a tour file (YAML)", icon=":material/upload:"):
             text = up.getvalue().decode("utf-8", errors="replace")
             tour = tours.import_text(text, where=up.name, replace=replace)
             st.session_state.tr_tour = tour.name
-            st.success(f"Imported tour '{ui.md(tour.name)}' ({len(tour.steps)} steps): check it below.")
+            st.success(f"Imported tour '{ui.md(tour.name)}' ({_steps(len(tour.steps))}): check it below.")
 
 names: list[str] = []
 with ui.guard("Listing tours"):
@@ -38,12 +45,12 @@ present = f"./?tour={name}&present=1"
 st.markdown(f"<a href='{present}' target='_self' class='pk-present'>▶ Present “{ui.chart_text(name)}”</a> "
             f"&nbsp;(or open <code>{ui.chart_text(present[1:])}</code>)", unsafe_allow_html=True)
 
-st.subheader(f"{len(tour.steps)} steps")
+st.subheader(_steps(len(tour.steps)))
 for i, step in enumerate(tour.steps):
     c0, c1, c2, c3, c4 = st.columns([6, 1, 1, 1, 0.2], vertical_alignment="center")
     label = tours.STEP_KINDS[step.page].label if step.page in tours.STEP_KINDS else step.page
     c0.markdown(f"**{i + 1}. {ui.md(step.title)}** · {ui.md(label)}" + (f" — {ui.md(step.note)}" if step.note else "")
-                + f"  \n[{ui.md(step.link)}]({step.link})")
+                + f"  \n[{ui.md(unquote(step.link))}]({step.link})")  # read decoded, linked as stored
     if c1.button("Up", key=f"tr_up_{i}", disabled=i == 0, icon=":material/arrow_upward:"):
         tours.move_step(name, i, -1)
         st.rerun()

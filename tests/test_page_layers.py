@@ -5,7 +5,6 @@ import json
 from apptest_tables import shown, table_with
 from apptest_utils import downloads, errors, immediate, open_app
 
-from pages._display import STAR_OFFSET
 from probekit import jobs, models
 from probekit.bench import layers
 from probekit.datasets import load_dataset
@@ -37,8 +36,16 @@ def test_layer_sweep_heatmap_and_reuse(tiny_encoder_dir):
     assert list(best["best layer"].fillna(-1)) == list(expected.fillna(-1))
     assert set(best["best layer"].dropna()) <= {1, 2}
     heat = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
-    stars = next(d for d in heat if d.get("name") == "best layer")  # beside each cell's value, not over it
-    assert [round(x - c, 6) for x, c in zip(stars["x"], stars["customdata"])] == [STAR_OFFSET] * len(stars["x"])
+    # the best layer's star follows the value in its own cell's text ("12.5 ★"), never drawn over the value
+    cells = next(d for d in heat if d["type"] == "heatmap")
+    acc = result.accuracy(metric="acc@1", subset="full") * 100
+    marked = result.best_layers(metric="acc@1").dropna(subset=["best layer"])
+    starred = set(zip(marked["relation"], marked["best layer"].astype(int)))
+    assert cells["texttemplate"] == "%{text}" and len(cells["text"]) == len(acc)
+    for (rel, row), texts in zip(acc.iterrows(), cells["text"]):
+        assert texts == [f"{v:.1f}" + (" ★" if (rel, layer) in starred else "") for layer, v in row.items()]
+    assert sum(t.endswith(" ★") for row in cells["text"] for t in row) == len(starred) > 0
+    assert [d for d in heat if d["type"] != "heatmap"] == []  # no marker laid over the cells
     per_layer = _frame(at, "macro acc@1")
     assert list(per_layer.layer) == [1, 2]
     want = result.averages()  # each layer's value lies in its 95 % interval, shown beside it and on the chart

@@ -4,7 +4,7 @@ prepared step, no sidebar, and a step whose data are missing says so."""
 
 from __future__ import annotations
 
-from apptest_utils import downloads, errors, immediate, open_app
+from apptest_utils import as_text, downloads, errors, immediate, open_app, rendered
 
 from probekit import models, tours
 from probekit.bench import runs
@@ -79,3 +79,16 @@ def test_presenting_an_unknown_tour_says_so():
     at = open_app(None, query_params={"tour": "nope", "present": "1"})
     assert [e.value for e in at.error] == ["no tour 'nope' in this store (none yet: press 'Add to tour' next to a "
                                            "share link, or import a tour file)"]
+
+
+def test_a_one_step_tour_reads_1_step_and_its_link_reads_as_typed():
+    """A person reads the step's link decoded (``acc@10``, not ``acc%4010``); the link itself stays percent-encoded
+    (RFC 3986 §2.1), so following it gives the page the same parameters."""
+    tours.add_step("one", tours.step_from_link("/compare?runs=a,b&metric=acc%4010", title="Compare"))
+    at = open_app("tours", query_params={"tour": "one"})
+    assert errors(at) == []
+    assert "1 step" in [s.value for s in at.subheader]
+    step = next(as_text(h) for h in rendered(at) if "Compare" in h and "metric=" in h)
+    assert "metric=acc@10" in step and "%40" not in step and "runs=a,b" in step
+    link = tours.get_tour("one").steps[0].link
+    assert "metric=acc%4010" in link and any(f"]({link})" in m.value for m in at.markdown)
