@@ -57,12 +57,16 @@ def subject_note(loaded: dict, *, other: str = "tick *Exclude subject* above and
 
 def accuracy_columns(table, *, first: str, metrics) -> tuple[list[str], dict]:
     """The accuracy table's columns for the screen, and their widths: run and average, then metric by metric (the
-    metric picked below first, its subsets side by side), the query counts last; each number column as wide as its
-    header. In the stored order (subset by subset) acc@10 hid behind a sideways scroll at 1280 px."""
+    metric picked below first, its subsets side by side, each value's ``[lo, hi]`` interval column, when the table
+    has one, right after it), the query counts last; each column as wide as its header. In the stored order (subset
+    by subset) acc@10 hid behind a sideways scroll at 1280 px."""
     order = [first, *[m for m in metrics if m != first]]
     numbers = [c for m in order for c in table.columns if c.split(" ", 1)[-1] == m]
+    brackets = [f"{c} [lo, hi]" for c in numbers if f"{c} [lo, hi]" in table.columns]  # each right after its value
+    shown = [x for c in numbers for x in (c, f"{c} [lo, hi]") if x == c or x in brackets]
     lead = [c for c in ("run", "average") if c in table.columns]
-    rest = [c for c in table.columns if c not in lead and c not in numbers and c != "counting"]
+    rest = [c for c in table.columns if c not in lead and c not in shown and c != "counting"]
     config = {"run": st.column_config.TextColumn(width="medium"),
-              **{c: st.column_config.NumberColumn(width=16 + 8 * len(c)) for c in numbers}}
-    return [*lead, *numbers, *rest], config
+              **{c: st.column_config.NumberColumn(width=16 + 8 * len(c)) for c in numbers},
+              **{c: st.column_config.TextColumn(width=16 + 7 * len(c)) for c in brackets}}
+    return [*lead, *shown, *rest], config

@@ -9,6 +9,7 @@ from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import runs, views
 from probekit.metrics import compare as rm
+from probekit.metrics import intervals as ci
 from probekit.metrics.accuracy import COUNTINGS, DEFAULT_COUNTING, counting_label
 from probekit.metrics.registry import METRICS, hit_depth, metric_names
 from probekit.probes import get_probe, probes_for
@@ -102,16 +103,18 @@ counting = st.segmented_control("Counting", list(COUNTINGS), key="bm_counting",
                                 help="; ".join(f"{k}: {v}" for k, v in COUNTINGS.items())) or DEFAULT_COUNTING
 depths = {label: run.meta.get("answers_per_query") for label, run in loaded.items()}
 table = rm.full_hard_table(frames, hard_set=hard_set, counting=counting, depths=depths)
-pct = [c for c in table.columns if c.split(" ", 1)[-1] in METRICS]
+pct = [c for c in table.columns if c.split(" ", 1)[-1] in METRICS]  # not the "… [lo, hi]" text merged below
 table = views.percent(table, pct)
-columns, widths = _bench.accuracy_columns(table, first=st.session_state.get("bm_show_metric") or "acc@10",
-                                          metrics=metric_names())
+shown = st.session_state.get("bm_show_metric") or "acc@10"  # its intervals only: the table stays 1280 px wide
+table = table.merge(ci.full_hard_intervals(frames, metrics=[shown], hard_set=hard_set, counting=counting,
+                                           depths=depths), on=["run", "average"], how="left")
+columns, widths = _bench.accuracy_columns(table, first=shown, metrics=metric_names())
 st.dataframe(views.styled(table[columns], numbers=pct), hide_index=True, key="bm_table", column_config=widths)
 present = views.subsets_of(run.hard_set for run in loaded.values())
 st.caption(f"Every run here by one rule: {counting_label(counting)}. Macro = mean over relations, micro = over "
            "the items counted; MRR = mean reciprocal rank of the gold (0 when it is not ranked). \u2013 = not defined "
            "(a method with one answer per query has no acc@5/10). "
-           + " ".join(views.subset_note(s) for s in present))
+           + " ".join(views.subset_note(s) for s in present) + " " + ci.interval_note(shown))
 _bench.subject_note(loaded)
 for label, run in loaded.items():  # a top-k served by an approximate index says so, with its measured recall
     if run.meta.get("search"):
@@ -123,12 +126,15 @@ metric = c1.segmented_control("Metric", metric_names(), key="bm_show_metric", pe
 if st.session_state.get("bm_show_set") not in present:
     st.session_state.bm_show_set = present[0]
 which = c2.segmented_control("Queries", present, key="bm_show_set", persist_state="session") or present[0]
-per = rm.relation_accuracy(frames, metric=metric, which=which, hard_set=hard_set, counting=counting,
-                          depths=depths).assign(value=lambda d: d.value * 100,
-                                                relation=lambda d: d.relation.map(ui.chart_text),
-                                                run=lambda d: d.run.map(ui.chart_text))
-fig = px.bar(per, x="relation", y="value", color="run", barmode="group", hover_data=["n"],
-             labels={"value": f"{metric} (%), {which}, counting: {counting}"})
+per = rm.relation_accuracy(frames, metric=metric, which=which, hard_set=hard_set, counting=counting, depths=depths)
+bars = ci.relation_intervals(frames, metric=metric, which=which, hard_set=hard_set, counting=counting,
+                             depths=depths)  # its rows in relation_accuracy's order: an error bar per bar
+per = per.assign(value=per.value * 100, relation=per.relation.map(ui.chart_text), run=per.run.map(ui.chart_text),
+                 up=(bars.hi.to_numpy() - per.value.to_numpy()) * 100,
+                 down=(per.value.to_numpy() - bars.lo.to_numpy()) * 100, interval=bars["[lo, hi]"].to_numpy())
+fig = px.bar(per, x="relation", y="value", color="run", barmode="group", hover_data=["n", "interval"],
+             error_y="up", error_y_minus="down", labels={"value": f"{metric} (%), {which}, counting: {counting}",
+                                                         "interval": "95 % interval (%)"})
 st.plotly_chart(ui.legible(fig, height=440, percent_axis="y"), key="bm_rel_chart")
 by_len = rm.accuracy_by_length({ui.chart_text(lab): rm.subset(f, which, hard_set=lab in hard_set)
                                 for lab, f in frames.items()}, metrics=[metric])

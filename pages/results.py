@@ -11,6 +11,7 @@ from pages._review import review_panel
 from probekit import annotations as ann
 from probekit.bench import runs
 from probekit.metrics import agreement
+from probekit.metrics import intervals as ci
 from probekit.probes import PROBES
 
 ui.title("Annotation results")
@@ -128,13 +129,16 @@ m3.metric(f"Rated ≥ {s['threshold']} (share of answers)", f"{100 * s['expert_s
           help=f"{s['expert_hits']} of {s['rated']}: MedLAMA §5.3's expert acc@10")
 
 st.subheader("acc@k two ways: per query and as a share of answers")
-acc = result["accuracy"]
-pct = [c for c in acc.columns if "acc" in c]
+acc = result["accuracy"].merge(result["accuracy_intervals"], on=["k", "relation"], how="left")
+pct = [c for c in acc.columns if "acc" in c and not c.endswith("[lo, hi]")]  # the intervals are text, in % already
+acc = acc[[x for c in acc.columns if not c.endswith("[lo, hi]")
+           for x in (c, f"{c} [lo, hi]") if x in acc.columns]]  # each interval right after its value
 st.markdown("**Per query**: a query is a hit when one of its top-k answers is gold (gold acc) or rated "
             f"≥ {threshold} by the experts (expert acc).")
 st.dataframe(acc.assign(**{c: acc[c] * 100 for c in pct}), hide_index=True, key="rs_acc",
              column_config={c: st.column_config.NumberColumn(format="%.1f") for c in pct})
-st.caption("A query counts once all its top-k answers are rated; gold acc is on the same queries.")
+st.caption("A query counts once all its top-k answers are rated; gold acc is on the same queries. "
+           f"{ci.interval_note(None, ['macro'])}; a relation and all (shares of queries): Wilson score (Wilson 1927).")
 shares = result["answer_shares"]
 spct = [c for c in shares.columns if "share" in c]
 st.markdown(f"**Share of answers** (MedLAMA §5.3's acc@10): of the rated top-k answers, the share that are gold "

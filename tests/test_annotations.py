@@ -283,6 +283,11 @@ def test_stats_and_exports(session, tmp_path):
     assert result["shares"]["gold_hits"] == 2 and result["shares"]["expert_hits"] == 4
     acc = result["accuracy"].set_index(["k", "relation"])
     assert acc.loc[(1, "all"), "gold acc"] == 0.5 and acc.loc[(1, "all"), "expert acc (≥5)"] == 1.0
+    # beside them, in the same rows, their 95 % Wilson intervals (Wilson 1927): 2 of 4 queries and 4 of 4
+    ci = result["accuracy_intervals"].set_index(["k", "relation"])
+    assert list(ci.index) == list(acc.index)
+    assert ci.loc[(1, "all"), "gold acc [lo, hi]"] == "[15.0, 85.0]"
+    assert ci.loc[(1, "all"), "expert acc (≥5) [lo, hi]"] == "[51.0, 100.0]"
     facts = result["missing_facts"]
     assert sorted(facts.answer) == ["a1-1", "a3-1"]  # rated 5 by both, not gold
     assert set(result["table5_by_annotator"]) == {"alice", "bob"}

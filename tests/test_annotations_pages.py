@@ -21,6 +21,16 @@ def test_results_page_quality_review_and_queue(rated):  # noqa: F811
     quality = frame_with(res, "reliability")
     assert sorted(quality.annotator) == ["alice", "bob", "carol"]
     assert frame_with(res, "reliability-weighted expert acc (≥5)").relation.tolist()[:1] == ["may_prevent"]
+    # expert acc@k per query: each share's 95 % interval right after it, the value inside it, the method named
+    acc = frame_with(res, "gold acc [lo, hi]")
+    values = ["gold acc", "expert acc (≥5)", "gold or expert acc"]
+    assert list(acc.columns[-6:]) == [x for c in values for x in (c, f"{c} [lo, hi]")]
+    for c in values:
+        for value, text in zip(acc[c], acc[f"{c} [lo, hi]"]):
+            lo, hi = (float(x) for x in text.strip("[]").split(","))
+            assert 0 <= lo and lo - 0.05 <= value <= hi + 0.05 and hi <= 100, (c, value, text)  # the value in %
+    assert any("Wilson score (Wilson 1927)" in c.value and "macro: bootstrap over queries within relations"
+               in c.value for c in res.caption)
     # the review panel: the disputed answers, their ratings without names until the organiser allows them
     disputed = frame_with(res, "spread")
     assert disputed.item_id.tolist() == ann.disputed(rated).item_id.tolist() and len(disputed)

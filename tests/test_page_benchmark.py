@@ -1,7 +1,9 @@
 """AppTest of the Benchmark page: background run with progress/cancel, tables, charts, drill-down, Probe link."""
 
+import base64
 import json
 
+import numpy as np
 import pandas as pd
 from apptest_tables import shown, table_with
 from apptest_utils import downloads, errors, immediate, open_app
@@ -59,6 +61,7 @@ def test_run_tables_charts_and_second_run(tiny_encoder_dir):
     assert errors(at) == [] and "hit@1" in _frame(at, "query_id").columns
     at.segmented_control(key="bm_show_metric").set_value("MRR").run()
     assert errors(at) == [] and "full MRR" in _frame(at, "full acc@1").columns
+    _inside(_frame(at, "full acc@1"), ["full MRR", "hard-in-full MRR"])  # MRR's: a bootstrap, still around it
     # the same settings again open the stored run instead of computing
     at.button(key="bm_start").click().run()
     assert _finish(at).result == second.result
@@ -79,8 +82,35 @@ def test_stored_results_come_first_and_the_settings_fold(tiny_encoder_dir):
     # the picked metric (acc@10) right after the run, its subsets side by side, so it is on screen at 1280 px (it
     # hid behind a sideways scroll, the table's columns subset by subset); the counting is the caption's
     shown = _frame(at, "full acc@1")
-    assert list(shown.columns[:4]) == ["run", "average", "full acc@10", "hard-in-full acc@10"]
+    assert list(shown.columns[:6]) == ["run", "average", "full acc@10", "full acc@10 [lo, hi]", "hard-in-full acc@10",
+                                       "hard-in-full acc@10 [lo, hi]"]  # each value's 95 % interval beside it
     assert "counting" not in shown.columns
+    _inside(shown, ["full acc@10", "hard-in-full acc@10"])
+    assert "acc@1 [lo, hi]" not in " ".join(shown.columns)  # the shown metric's only: the table stays 1280 px wide
+    [note] = [c.value for c in at.caption if "[lo, hi]: 95 % intervals" in c.value]
+    assert "micro acc@10: Wilson score" in note and "macro acc@10: bootstrap over queries within relations" in note
+    # the per-relation bars carry error bars: each bar's interval, in %, around its value
+    bars = [t for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"] if t["type"] == "bar"]
+    assert bars
+    for t in bars:
+        y, up, down = _numbers(t["y"]), _numbers(t["error_y"]["array"]), _numbers(t["error_y"]["arrayminus"])
+        assert len(y) == len(up) == len(down) and len(y)
+        assert (up >= 0).all() and (down >= 0).all() and (y - down >= -1e-9).all() and (y + up <= 100 + 1e-9).all()
+
+
+def _numbers(values) -> np.ndarray:
+    """A plotly JSON array: a list, or (plotly 6) ``{"dtype", "bdata"}``, base64 of the raw values."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).astype(float)
+    return np.asarray(values, dtype=float)
+
+
+def _inside(table, columns):
+    """Each value of ``columns`` (in %, the table's numbers) lies in its ``[lo, hi]`` text (one decimal)."""
+    for c in columns:
+        for value, text in zip(table[c], table[f"{c} [lo, hi]"]):
+            lo, hi = (float(x) for x in text.strip("[]").split(","))
+            assert lo - 0.05 <= value <= hi + 0.05, (c, value, text)
 
 
 def test_open_query_on_probe_page(tiny_encoder_dir):

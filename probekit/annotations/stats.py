@@ -101,7 +101,8 @@ def apply_verdicts(scores: pd.Series, verdict_frame: pd.DataFrame) -> pd.Series:
 def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks: Sequence[int] = (1, 10)) -> dict:
     """Everything the Results page shows, as frames: Table 5 (consensus and per annotator), shares of gold
     vs expert hits among the answers (``shares``, ``answer_shares``: MedLAMA §5.3's acc@10), expert-adjusted
-    acc@k per query next to gold acc@k (``accuracy``), agreement overall and per relation, pairwise kappas,
+    acc@k per query next to gold acc@k (``accuracy``) and their 95 % intervals in its rows (``accuracy_intervals``:
+    how sure a share of a few dozen rated queries is), agreement overall and per relation, pairwise kappas,
     ordinal agreement (``ordinal``: ICC, weighted kappa, ordinal alpha), rater quality (``raters``: bias,
     consistency, Dawid–Skene reliability), expert acc@k weighted by that reliability beside the plain one
     (``adjusted_accuracy``) and the candidate missing facts. Where a reviewer recorded a verdict
@@ -131,6 +132,7 @@ def stats(session_id: str, *, threshold: int = 5, consensus: str = "median", ks:
         "shares": agreement.shares(items, scores, k=min(kmax, meta["k"]), threshold=threshold),
         "answer_shares": agreement.answer_shares(items, scores, ks=ks, threshold=threshold),
         "accuracy": accuracy,
+        "accuracy_intervals": agreement.expert_accuracy_intervals(queries, items, scores, threshold=threshold, ks=ks),
         "agreement": agreement.agreement(ratings, items),
         "kappa": agreement.pairwise_kappa(ratings),
         "ordinal": agreement_ordinal.ordinal_agreement(ratings),
