@@ -10,6 +10,7 @@ from pages import _ui as ui
 from probekit import context as ctx
 from probekit.context import store as context_runs
 from probekit.metrics.accuracy import DEFAULT_COUNTING, counting_label
+from probekit.metrics.intervals import interval_note
 from probekit.metrics.registry import metric_names
 
 UCM_COLOURS = {"U": "#2e7d32", "C": "#9e9e9e", "M": "#c62828"}
@@ -140,7 +141,7 @@ def result(res) -> None:
     if len(acc):
         st.dataframe(percent(acc), hide_index=True, key="ctx_d_acc", column_config=PCT)
         st.caption("acc@k and MRR (macro, %) with the prompt alone (none) and with the whole context (full), per "
-                   f"context; {counting_label(DEFAULT_COUNTING)}.")
+                   f"context; {counting_label(DEFAULT_COUNTING)}. {interval_note(None, ['macro'])}.")
 
 
 def stored() -> None:

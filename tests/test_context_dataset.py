@@ -14,6 +14,7 @@ from probekit.context import CorpusScan, IndexSource
 from probekit.context import store as context_runs
 from probekit.errors import ProbekitError
 from probekit.jobs import Cancelled
+from probekit.metrics.intervals import METHOD, bracket
 
 # one sentence a line, lower-cased like the shipped PubMed corpora
 CORPUS = [
@@ -89,6 +90,22 @@ def test_real_contexts_coverage_and_rows(tiny_dataset, tiny_encoder):
     assert {r["target"] for r in neg} == {"type 1 diabetes"} and cov["no_incor"] == 3
     acc = res.summary["target"]["acc"]
     assert 0 <= acc["none"]["macro"]["acc@1"] <= 1 and acc["full"]["micro"]["acc@5"] == 1.0  # 5 names in the pool
+    # each score with its 95 % interval, and how it was made: Wilson's for n hits of n reaches 1 (Wilson 1927)
+    assert acc["full"]["intervals"]["method"] == METHOD and acc["full"]["intervals"]["micro"]["acc@5"][1] == 1.0
+    for label in ("none", "full"):
+        for average in ("macro", "micro"):
+            for name, value in acc[label][average].items():
+                lo, hi = acc[label]["intervals"][average][name]
+                assert value != value or lo <= value <= hi, (label, average, name)
+    _, table = context.summary_frames(res.summary)
+    assert list(table.columns[2:4]) == ["acc@1", "acc@1 [lo, hi]"]
+    target_rows = table[table["mode"] == "target"]
+    assert target_rows["acc@5 [lo, hi]"].tolist() == [bracket(*acc[c]["intervals"]["macro"]["acc@5"])
+                                                      for c in target_rows.context]
+    # a summary from before intervals were kept: its table says "–" there
+    old = {m: {**s, "acc": {c: {k: v for k, v in a.items() if k != "intervals"} for c, a in s["acc"].items()}}
+           for m, s in res.summary.items()}
+    assert set(context.summary_frames(old)[1]["MRR [lo, hi]"]) == {"–"}
 
 
 @pytest.mark.parametrize("variant", ["knowledge-only", "knowledge-sorted", "knowledge-random"])

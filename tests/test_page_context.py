@@ -110,6 +110,13 @@ def test_dataset_mode_runs_stores_and_compares(tiny_encoder_dir):
     # accuracy as a percentage: the table shows 100 x the stored fraction
     want = 100 * res.summary["target"]["acc"]["full"]["macro"]["acc@10"]
     assert acc[(acc["mode"] == "target") & (acc.context == "full")]["acc@10"].iloc[0] == want
+    # each macro score's 95 % interval right after it, the value inside it, how it was made in the caption
+    assert list(acc.columns[2:4]) == ["acc@1", "acc@1 [lo, hi]"] and "MRR [lo, hi]" in acc.columns
+    for c in ("acc@1", "acc@10", "MRR"):
+        for value, text in zip(acc[c], acc[f"{c} [lo, hi]"]):
+            lo, hi = (float(x) for x in text.strip("[]").split(","))
+            assert lo - 0.05 <= value <= hi + 0.05, (c, value, text)
+    assert any("95 % intervals, in %; macro: bootstrap over queries within relations" in c.value for c in at.caption)
     assert len(at.get("plotly_chart")) == 2  # UCM_k bars of this run, UCM_m of the stored runs
     assert res.settings["run_id"] in list(_frame(at, "run_id").run_id)
 

@@ -27,6 +27,7 @@ from ..datasets import hardness
 from ..errors import ProbekitError, UnknownNameError, positive_int
 from ..jobs import Cancelled, Progress, no_progress
 from ..metrics import accuracy
+from ..metrics.intervals import bracket_columns, run_intervals
 from ..types import Query, Ranking, normalize_name
 from .rank import pool_candidates, rank_inputs
 from .segment import Mention, Segmentation, negative_target, segment, segment_document, unique_names
@@ -124,7 +125,8 @@ def _rankings(rows: Sequence[dict]) -> tuple[list[Ranking], list[Ranking]]:
 
 def _acc(rows: list[dict], names: Sequence[str] | None) -> dict:
     """Every registered metric (acc@k, MRR) or ``names`` without context (step 0) and with the full context (last
-    step), macro and micro, per context sequence, through :func:`probekit.metrics.accuracy.summary`.
+    step), macro and micro, per context sequence, through :func:`probekit.metrics.accuracy.summary`, with their
+    95 % intervals (:func:`probekit.metrics.intervals.run_intervals`: a few dozen triples move acc@k a lot).
 
     With KB contexts the target and negative-target runs of a triple share both of these inputs (the
     prompt alone; the whole knowledge-only context in document order), so their acc@k agree by
@@ -134,7 +136,11 @@ def _acc(rows: list[dict], names: Sequence[str] | None) -> dict:
     out = {}
     for label, rs in (("none", none), ("full", full)):
         s = accuracy.summary(rs, metrics=names)
-        out[label] = {"relations": s["relations"], "macro": s["macro"], "micro": s["micro"]}
+        # the bootstrap resamples in the order it is given: in one order (the rows' content), the run reloaded
+        # from the store, its rows read back in another order, gets the same interval
+        ordered = sorted(rs, key=lambda r: (r.query.relation, r.query.id, r.query.golds, str(r.gold_ranks)))
+        out[label] = {"relations": s["relations"], "macro": s["macro"], "micro": s["micro"],
+                      "intervals": run_intervals(ordered, metrics=names)}
     return out
 
 
@@ -356,7 +362,8 @@ def run_dataset(model, dataset, *, contexts: str | ContextSource = "kb", probe: 
 
 
 def summary_frames(summary: dict):
-    """(UCM table: mode, relation, U, C, M, n with ``UCM_m`` rows; acc table: mode, context, acc@k (macro))."""
+    """(UCM table: mode, relation, U, C, M, n with ``UCM_m`` rows; acc table: mode, context, acc@k (macro) and
+    ``acc@k [lo, hi]`` (its interval, text in %))."""
     import pandas as pd
 
     ucm_rows, acc_rows = [], []
@@ -364,5 +371,8 @@ def summary_frames(summary: dict):
         for rel, u in [*summ["ucm_k"].items(), ("UCM_m", summ["ucm_m"])]:
             ucm_rows.append({"mode": mode, "relation": rel, **u})
         for label, acc in summ["acc"].items():
-            acc_rows.append({"mode": mode, "context": label, **acc["macro"]})
+            got = bracket_columns(acc.get("intervals"), list(acc["macro"]))  # a summary stored before: "–"
+            acc_rows.append({"mode": mode, "context": label,
+                             **{c: v for n, x in acc["macro"].items() for c, v in ((n, x), (f"{n} [lo, hi]",
+                                                                                         got[f"{n} [lo, hi]"]))}})
     return pd.DataFrame(ucm_rows), pd.DataFrame(acc_rows)
