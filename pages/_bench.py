@@ -68,5 +68,7 @@ def accuracy_columns(table, *, first: str, metrics) -> tuple[list[str], dict]:
     rest = [c for c in table.columns if c not in lead and c not in shown and c != "counting"]
     config = {"run": st.column_config.TextColumn(width="medium"),
               **{c: st.column_config.NumberColumn(width=16 + 8 * len(c)) for c in numbers},
-              **{c: st.column_config.TextColumn(width=16 + 7 * len(c)) for c in brackets}}
+              # "[lo, hi]" under its header, right after the value it bounds: both subsets' fit at 1280 px
+              **{c: st.column_config.TextColumn("[lo, hi]", help=f"{c}: 95 % interval, in %", width=112)
+                 for c in brackets}}
     return [*lead, *shown, *rest], config
