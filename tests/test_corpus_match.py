@@ -98,6 +98,22 @@ def test_random_texts_match_the_naive_scan(seed):
     assert automaton_mentions(texts, keys) == [naive_mentions(t, keys) for t in texts]
 
 
+@pytest.mark.parametrize("piece", [1, 40, match.CHUNK_CHARS])
+def test_where_a_batch_is_cut_never_changes_a_mention(monkeypatch, piece):
+    """Texts and names are rewritten and searched a piece at a time, and an ASCII, a Latin-1 and a wider piece
+    each take their own path; the mentions are the naive scan's whatever the pieces."""
+    rng = random.Random(piece)
+    words = ["heart", "failure", "Café", "naïve", "T", "cell", "İb", "\U0001d518x", "x1", "_", "au", "lait"]
+    seps = [" ", "  ", "\n", "-", "", ".", "\u00a0", "\u3000"]
+    keys = sorted({name_key(k) for k in ["heart failure", "heart", "café au lait", "naïve t cell", "t cell", "cell",
+                                         "\U0001d518x", "x1 heart", "ib", "au", "_"]})
+    texts = ["".join(rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12))) for _ in range(120)]
+    kinds = {("ascii" if t.isascii() else "latin-1" if max(t) < "\u0100" else "wide") for t in texts}
+    assert kinds == {"ascii", "latin-1", "wide"}
+    monkeypatch.setattr(match, "CHUNK_CHARS", piece)
+    assert automaton_mentions(texts, keys) == [naive_mentions(t, keys) for t in texts]
+
+
 @pytest.mark.skipif(not ELICIT.is_dir(), reason="shared elicit corpora not present")
 def test_real_pubmed_lines_match_the_naive_scan():
     """The shipped corpora (lower-cased PubMed, double spaces where punctuation was) against MedLAMA-style
