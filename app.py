@@ -1,7 +1,8 @@
 """probekit: the Streamlit entry point. Run with `make app` (or see README).
 
-Two apps in one: an expert's personal link (``/annotate?session=…&token=…``) opens the annotation-only app (the
-Annotate page alone: no navigation, no sidebar, no model or dataset pickers); everyone else gets the research
+Three apps in one: an expert's personal link (``/annotate?session=…&token=…``) opens the annotation-only app (the
+Annotate page alone: no navigation, no sidebar, no model or dataset pickers), a reviewer's link
+(``/reviewer?session=…&token=…``) the review-only app (pages/_reviewer.py alone); everyone else gets the research
 app, behind the organiser's sign-in once the server asks for one (pages/_access.py, ``access``). ``serve.py``
 serves this script with the gate that also keeps exports behind the sign-in.
 """
@@ -13,6 +14,7 @@ import streamlit as st
 from pages import _nav, _server_log
 from pages import _presenter as _present
 from pages import _ui as ui
+from probekit.annotations import REVIEW_PATH
 
 _server_log.install()  # a tab closed while its page is sent logs no traceback (an upstream record; see the module)
 
@@ -30,12 +32,21 @@ def _page(r: _nav.Route):
 TOURS = _page(_nav.route("tours"))
 PAGES = [(r.section, TOURS if r.name == "tours" else _page(r)) for r in _nav.PAGES]
 
-if ui.access(pages=[page for _, page in PAGES]) == "expert":
+ROLE = ui.access(pages=[page for _, page in PAGES])
+if ROLE == "expert":
     # Streamlit serves the default page at "/" only, so the Annotate page is not the default (its link,
     # /annotate?…, opens it without a "page not found"); the default page, "/" and any other path, goes there.
     ANNOTATE = st.Page("pages/annotate.py", title="Annotate", icon=_nav.route("annotate").icon)
     nav = st.navigation([st.Page(lambda: st.switch_page(ANNOTATE), title="Annotate", url_path="start",
                                  default=True), ANNOTATE], position="hidden")
+    with ui.shell():
+        nav.run()
+    st.stop()
+
+if ROLE == "reviewer":  # the review page alone, served at its link's path; any other path goes there
+    REVIEW = st.Page("pages/_reviewer.py", title="Review", icon=":material/gavel:", url_path=REVIEW_PATH)
+    nav = st.navigation([st.Page(lambda: st.switch_page(REVIEW), title="Review", url_path="start", default=True),
+                         REVIEW], position="hidden")
     with ui.shell():
         nav.run()
     st.stop()

@@ -1,4 +1,4 @@
-"""Who a browser session is: an expert (by the token of their link) or the organiser."""
+"""Who a browser session is: an expert or a reviewer (by the token of their link), or the organiser."""
 
 from __future__ import annotations
 
@@ -16,24 +16,35 @@ log = logging.getLogger("probekit.app")
 
 # ---------------------------------------------------------------- access: expert links and the organiser
 # Who a browser session is decides which app it gets (app.py): an expert link's token opens the annotation-only
-# app; everyone else is the organiser, asked for PROBEKIT_ORGANISER_TOKEN when it is set. The token checks live
-# in probekit.annotations.access; these helpers only keep the answer in the browser session's state.
+# app, a reviewer link's the review-only app; everyone else is the organiser, asked for PROBEKIT_ORGANISER_TOKEN
+# when it is set. The token checks live in probekit.annotations.access; these helpers only keep the answer in
+# the browser session's state (server side: never in the page or a cookie).
 EXPERT_KEY, ORGANISER_KEY = "pk_expert", "pk_organiser"
 
 
 def expert():
-    """The :class:`probekit.annotations.Expert` this browser session acts as, or None on the organiser side."""
+    """The :class:`probekit.annotations.Expert` this browser session acts as, or None on the organiser side.
+    A reviewer's link gives its holder too (``.role`` says which): never None for a link, so a page that only
+    an expert should reach can never take a reviewer for the organiser."""
     held = st.session_state.get(EXPERT_KEY)
     return held[0] if held else None
 
 
+def reviewer():
+    """``(who, token)`` of the reviewer link this browser session acts by, or None (an expert, the organiser).
+    The reviewer app passes the token to every core call, which checks it again (role, revocation)."""
+    held = st.session_state.get(EXPERT_KEY)
+    return held if held and held[0].role == "reviewer" else None
+
+
 def access(pages=()) -> str:
-    """``"expert"`` or ``"organiser"`` for this browser session; stops the run with a message (and no data) when
-    an expert link's token is wrong or revoked, or when the organiser pages ask for a credential
+    """``"expert"``, ``"reviewer"`` or ``"organiser"`` for this browser session; stops the run with a message
+    (and no data) when a link's token is wrong or revoked, or when the organiser pages ask for a credential
     (:mod:`probekit.annotations.organiser`) and this browser has none.
 
-    A token in the URL (``?token=…``) makes the session an expert's; it is checked again on every run (so a
-    revoked link stops working at once) and remembered, so the expert stays in when the URL loses it. The
+    A token in the URL (``?token=…``) makes the session an expert's or a reviewer's (the link's role); it is
+    checked again on every run (so a revoked link stops working at once) and remembered, so the holder stays in
+    when the URL loses it. The
     organiser is in by a sign-in in this session, or by the signed cookie a sign-in leaves for the browser session.
     ``pages``: the app's pages; the sign-in screen answers at each of their paths (and lists none), so a shared link
     keeps its page and parameters through the sign-in.
@@ -58,7 +69,7 @@ def access(pages=()) -> str:
         st.session_state[EXPERT_KEY] = (who, token)
         if qp.get("token") != token or qp.get("session") != who.session_id:
             qp.from_dict({"session": who.session_id, "token": token})
-        return "expert"
+        return who.role
     if st.session_state.get(ORGANISER_KEY):
         return "organiser"
     if not ann.organiser_token_required():  # a workbench with no expert links asks nothing; this browser session

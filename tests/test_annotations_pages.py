@@ -1,6 +1,7 @@
 """AppTest of the Annotation results page's additions: ordinal agreement, rater quality and the reliability-weighted
-acc@k tables; the review panel (blind ratings, a verdict recorded); the "where judgement is needed" form (preview,
-create, the rule shown with the session). One page session for all, as an organiser would go through it."""
+acc@k tables; the review panel (blind ratings, a verdict recorded); a reviewer's link (the reviewer app:
+tests/test_page_reviewer.py); the "where judgement is needed" form (preview, create, the rule shown with the
+session). One page session for all, as an organiser would go through it."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ def test_results_page_quality_review_and_queue(rated):  # noqa: F811
     res.toggle(key="rv_names").set_value(True)
     res.segmented_control(key="rv_score").set_value(5)
     res.text_input(key="rv_reviewer").set_value("Dr Reviewer")
+    res.text_input(key="rs_expert").set_value("Dr  Rev")  # a reviewer link, created below
+    res.segmented_control(key="rs_role").set_value("reviewer")
     res.selectbox(key="rq_rule").set_value("expert-disagreement").run()
     assert errors(res) == [] and any("carol" in m.value for m in res.markdown)
     res.selectbox(key="rq_session").set_value(rated)
@@ -47,6 +50,14 @@ def test_results_page_quality_review_and_queue(rated):  # noqa: F811
     assert errors(res) == []
     assert ann.verdicts(rated)[["item_id", "score"]].values.tolist() == [[disputed.item_id[0], 5]]
     assert any("replaces the raters' consensus on 1 answer" in c.value.replace("\\", "") for c in res.caption)
+    # a reviewer who is not the organiser: a reviewer link, shown once, and the reviewer listed apart from experts
+    res.button(key="rs_link").click().run()
+    assert errors(res) == [] and any("Reviewer link for **Dr Rev**" in s.value for s in res.success)
+    url = next(c.value for c in res.code)
+    assert f"/reviewer?session={rated}&token=" in url
+    assert ann.verify_token(url.split("token=")[1], session_id=rated, role="reviewer").name == "Dr Rev"
+    assert frame_with(res, "reviewer").reviewer.tolist() == ["Dr Rev"]
+    assert "Dr Rev" not in frame_with(res, "joined").expert.tolist()
     # a second round over the answers the experts disputed: the preview, then the session
     preview = frame_with(res, "largest spread")
     assert len(preview) and (preview["largest spread"] >= 2).all()
