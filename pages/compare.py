@@ -32,13 +32,17 @@ if listed is None or len(listed) < 2:
             "(or `probekit bench --save`).")
     st.stop()
 names = views.run_names(listed, sweeps)
-st.session_state.cmp_sel = views.keep_known(st.session_state.get("cmp_sel"), names) or views.default_runs(
-    listed, sweeps, n=2)
+kept, pair = views.keep_known(st.session_state.get("cmp_sel"), names), []
+if not kept:  # by default the newest two runs that can be compared (sharing queries), not merely the newest two
+    with ui.guard("Stored runs"):
+        pair = paired_runs.default_pair(listed, sweeps)
+st.session_state.cmp_sel = kept or pair
 selected = st.multiselect("Runs (the first is the baseline)", list(names), key="cmp_sel",
                           persist_state="session", format_func=names.get,
                           max_selections=8, help="Checkpoint-sweep points are listed last, as 'sweep … › step N'.")
 if len(selected) < 2:
-    st.info("Pick at least two runs.")
+    st.info("Pick at least two runs." if kept or pair else "No two finished runs share a query (runs of one "
+            "dataset do): pick two runs to see them side by side anyway.")
     st.stop()
 loaded = {}
 short = rm.short_labels({r: names[r] for r in selected})
@@ -50,10 +54,11 @@ frames = {label: run.frame for label, run in loaded.items()}
 hard_set = {label for label, run in loaded.items() if run.hard_set}
 labels = list(frames)
 present = views.subsets_of(run.hard_set for run in loaded.values())
-c1, c2, c3 = st.columns(3)
 st.session_state.setdefault("cmp_metric", "acc@10")
-metric = c1.segmented_control("Metric", metric_names(), key="cmp_metric", persist_state="session") or "acc@10"
+metric = st.segmented_control("Metric", metric_names(), key="cmp_metric",  # its own row: all metrics at 1024 px
+                              persist_state="session") or "acc@10"
 k = hit_depth(metric)  # the top-k of the hit/miss and agreement views
+c2, c3 = st.columns(2)
 st.session_state.setdefault("cmp_counting", DEFAULT_COUNTING)
 counting = c3.segmented_control("Counting", list(COUNTINGS), key="cmp_counting",
                                 help="; ".join(f"{k_}: {v}" for k_, v in COUNTINGS.items())) or DEFAULT_COUNTING
@@ -103,6 +108,8 @@ if a == b:
     st.info("Pick two different runs as A and B above to test their difference.")
 elif any(which not in rm.run_subsets(lab in hard_set) for lab in (a, b)):
     st.info(f"A and B do not both have {which} queries: nothing to pair (pick another set of queries).")
+elif not paired_runs.shared_queries(run_ids[a], run_ids[b]):
+    st.info("A and B share no query (runs of one dataset do): nothing to pair.")
 else:
     tested = None
     with ui.guard("Paired test"):

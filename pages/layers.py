@@ -91,7 +91,7 @@ if sel != matching:
     st.warning("This stored sweep was made with other settings than those above (its own are in the caption "
                "below); press **Run** for these settings.", icon=":material/history:")
 present = result.subsets
-c1, c2 = st.columns(2)
+c1, c2 = st.columns([3, 2])  # the metric's column wide enough for every metric at 1024 px
 st.session_state.setdefault("ly_metric", "acc@1")
 metric = c1.segmented_control("Metric", metric_names(), key="ly_metric", persist_state="session") or "acc@1"
 if st.session_state.get("ly_set") not in present:

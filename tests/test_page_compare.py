@@ -11,7 +11,7 @@ from conftest import shared_paths, use_store
 from probekit import models, rewire
 from probekit.bench import paired as paired_runs
 from probekit.bench import runs
-from probekit.datasets import load_dataset
+from probekit.datasets import freetext, load_dataset
 from probekit.metrics import compare as rm
 
 
@@ -127,3 +127,36 @@ def test_sweep_points_are_not_the_default_pair(tiny_encoder_dir, two_runs, monke
     assert errors(at) == []
     assert set(at.session_state["cmp_sel"]) == {a.run_id, b.run_id}
     assert at.multiselect(key="cmp_sel").options[-1].startswith("sweep rw [ab12] · demo › step 6")
+
+
+def _free_text_run(model):
+    text = "prompt,object\nAspirin treats [MASK].,pain\nInsulin lowers [MASK].,glucose\n"
+    return runs.run_benchmark(model, freetext.parse(text, name="notes"), k=10)
+
+
+def test_default_pair_is_the_newest_that_shares_queries(tiny_encoder_dir, two_runs):
+    """A free-text run stored after two demo runs shares no query with either: the page opens on the demo pair
+    (the newest pair a paired comparison accepts) instead of the error "the two runs share no full query"."""
+    a, b = two_runs
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    free = _free_text_run(model)  # the newest
+    at = open_app("compare", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    assert at.session_state["cmp_sel"] == [b.run_id, a.run_id]  # the newer first, as baseline
+    assert free.run_id not in at.session_state["cmp_sel"]
+    assert any("paired queries" in m.value for m in at.markdown)
+    # picked by hand, a pair with nothing in common is said in one line, never an error
+    at.multiselect(key="cmp_sel").set_value([free.run_id, a.run_id]).run()
+    assert errors(at) == []
+    assert [i.value for i in at.info] == ["A and B share no query (runs of one dataset do): nothing to pair."]
+
+
+def test_no_pair_shares_queries_says_so_in_one_line(tiny_encoder_dir):
+    model = models.load(str(tiny_encoder_dir), device="cpu")
+    runs.run_benchmark(model, load_dataset("demo").filter(sample=3), k=10)
+    _free_text_run(model)
+    at = open_app("compare", model=str(tiny_encoder_dir))
+    assert errors(at) == []
+    assert at.session_state["cmp_sel"] == []
+    assert [i.value for i in at.info] == ["No two finished runs share a query (runs of one dataset do): pick two "
+                                          "runs to see them side by side anyway."]

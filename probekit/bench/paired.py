@@ -10,8 +10,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ..memo import Memo
+from ..metrics.compare import query_keys
 from ..metrics.paired import PairedComparison, compare_paired
 from .results import load_run
+from .views import sweep_points
 
 _DONE: Memo[tuple, PairedComparison] = Memo(max_entries=16)
 
@@ -37,3 +39,24 @@ def compare_runs(run_a: str, run_b: str, *, metric: str = "acc@10", which: str |
                                correction=correction, depths=(_depth(a.meta), _depth(b.meta)))
         _DONE.put(key, found)
     return found
+
+
+def shared_queries(run_a: str, run_b: str) -> int:
+    """How many queries two stored runs both hold (same relation, subject, template and golds, the key every
+    comparison pairs on): 0 means there is nothing to compare them on."""
+    a, b = load_run(run_a), load_run(run_b)
+    return len(set(query_keys(a.frame)) & set(query_keys(b.frame)))
+
+
+def default_pair(listed: pd.DataFrame, sweeps: pd.DataFrame | None = None, *, look: int = 12) -> list[str]:
+    """The newest two finished, sweep-free runs (of ``listed``, newest first, as ``list_runs`` gives) that share
+    queries, newest first; ``[]`` when no two of the newest ``look`` do. Newest pair: the one whose older run is
+    the newest (then the newer of the two), so a free-text run stored after two demo runs opens on the demo pair
+    instead of a pair with nothing in common. Runs of different datasets are not loaded to find out."""
+    own = listed[(listed["status"] == "done") & ~listed["run_id"].isin(list(sweep_points(sweeps)))].head(look)
+    ids, data = own["run_id"].tolist(), own["dataset"].tolist()
+    for j in range(1, len(ids)):
+        for i in range(j):
+            if data[i] == data[j] and shared_queries(ids[i], ids[j]):
+                return [ids[i], ids[j]]
+    return []
