@@ -11,11 +11,13 @@ from probekit.bench.export_table import frame_bytes
 from probekit.diskne import build, data, recipes, results, runs, splits
 
 ui.title("DisKnE: disease knowledge by fine-tuning")
-st.caption("Binary entailment (premise → the disease name), fine-tuned per target disease on data that never "
-           "mentions it or its negatives, so a correct test answer reflects what the pre-trained model knew. "
-           "**To reproduce the paper**, build DisKnE itself from the repository's public annotation CSVs and your own "
-           "MedNLI / MEDIQA-NLI copy (`probekit diskne build --source licensed … --out FILE`) and pick "
-           "*licensed DisKnE set*. " + build.SMOKE_NOTE)
+with st.expander("Does a model know which disease a premise implies? About DisKnE and the sets offered",
+                 icon=":material/info:"):  # folded, so Start is on a 1024×768 screen's first view
+    st.caption("Binary entailment (premise → the disease name), fine-tuned per target disease on data that never "
+               "mentions it or its negatives, so a correct test answer reflects what the pre-trained model knew. "
+               "**To reproduce the paper**, build DisKnE itself from the repository's public annotation CSVs and "
+               "your own MedNLI / MEDIQA-NLI copy (`probekit diskne build --source licensed … --out FILE`) and pick "
+               "*licensed DisKnE set*. " + build.SMOKE_NOTE)
 
 job = st.session_state.get("dk_job")
 running = job is not None and not job.finished
@@ -76,10 +78,11 @@ with st.container(border=True):
                               help="canonical: the disease name only (§3.4); full: the original sentence")
         hyp_only = e3.checkbox("Hypothesis-only baseline", key="dk_hyp_only", persist_state="session")
     n_targets = len(splits.targets(ds, cats)) if cats else 0
-    st.caption(f"{len(chosen) * len(seeds) * n_targets} fine-tunings ({n_targets} diseases × {len(seeds)} seeds × "
+    b1, b2 = st.columns([1, 5], vertical_alignment="center")  # Start beside what it will run, not below it
+    b2.caption(f"{len(chosen) * len(seeds) * n_targets} fine-tunings ({n_targets} diseases × {len(seeds)} seeds × "
                f"{len(chosen)} models). On CPU one takes seconds (tiny models) to many minutes (BERT-base): see "
                "docs/diskne.md for measured rates.")
-    if st.button("Start", type="primary", icon=":material/play_arrow:", key="dk_start",
+    if b1.button("Start", type="primary", icon=":material/play_arrow:", key="dk_start",
                  disabled=running or not (chosen and cats and seeds)):
         with ui.guard("Starting the DisKnE run"):
             finetune = {"recipe": recipe, "lr": lr, "max_epochs": epochs, "batch_size": batch, "patience": patience,

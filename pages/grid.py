@@ -24,8 +24,10 @@ running = job is not None and not job.finished
 has_ray = importlib.util.find_spec("ray") is not None
 
 with st.container(border=True):
-    how = st.segmented_control("Declare the grid", ["Pick", "YAML"], default="Pick", key="gr_how",
+    h1, h2 = st.columns([1, 2], vertical_alignment="bottom")
+    how = h1.segmented_control("Declare the grid", ["Pick", "YAML"], default="Pick", key="gr_how",
                                persist_state="session") or "Pick"
+    action = h2.container()  # Run grid at the top, on the first screen: filled once the grid below is read
     if how == "Pick":
         model_names = dict(models.available_models())
         c1, c2 = st.columns(2)
@@ -41,11 +43,11 @@ with st.container(border=True):
                                        help="every chosen model runs every chosen probe; each probe's options "
                                             "below are grid axes")
         probes = [{"name": name, "options": ui.option_axes(PROBES[name], key="gr_opt")} for name in chosen_probes]
-        c1, c2 = st.columns(2)
+        c1, c2, c3 = st.columns(3)
         layers = c1.text_input("Layers", "", key="gr_layers", persist_state="session",
                                placeholder="e.g. 2 4 6 (empty: last)")
         vocab = c2.selectbox("Candidates", available_vocabs(), key="gr_vocab", persist_state="session")
-        spec_dict = {"name": st.text_input("Grid name", "grid", key="gr_name", persist_state="session"),
+        spec_dict = {"name": c3.text_input("Grid name", "grid", key="gr_name", persist_state="session"),
                      "models": chosen_models,
                      "datasets": chosen_data, "vocab": vocab, "probes": probes,
                      "layers": layers.replace(",", " ").split()}
@@ -65,10 +67,11 @@ with st.container(border=True):
     workers = c2.number_input("Workers", 1, 64, 2, key="gr_workers", persist_state="session", disabled=backend != "ray")
     address = c3.text_input("Ray address", "", key="gr_address", persist_state="session", disabled=backend != "ray",
                             placeholder="empty: a local Ray on this machine (or RAY_ADDRESS)")
+    r1, r2 = action.columns([1, 2], vertical_alignment="center")
     if spec is not None:
         n_cells = len(spec.cells())
-        st.caption(f"{n_cells} cell{'s' if n_cells != 1 else ''} · grid id {grid.grid_id_of(spec)}")
-    go = st.button("Run grid", type="primary", icon=":material/play_arrow:", key="gr_run",
+        r2.caption(f"{n_cells} cell{'s' if n_cells != 1 else ''} · grid id {grid.grid_id_of(spec)}")
+    go = r1.button("Run grid", type="primary", icon=":material/play_arrow:", key="gr_run",
                    disabled=running or spec is None or (backend == "ray" and not has_ray))
     if go:
         with ui.guard("Starting the grid"):

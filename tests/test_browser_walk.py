@@ -228,6 +228,28 @@ def slope_labels_cut(page, shot: Path) -> list[str]:
     return out
 
 
+FIRST_SCREEN = {"compare": ("cmp_metric",), "layers": ("ly_metric",), "grid": ("gr_run",), "diskne": ("dk_start",)}
+"""Per page, the controls every option (button) of which must be whole on the first 1024×768 screen: the Metric
+control's options (MRR was cut behind a scroll at 1024 px), the primary action of a page that opens on its form."""
+
+
+def first_screen_cut(page, keys) -> list[str]:
+    """The buttons of the ``keys`` controls not wholly inside their control's visible box or below the fold."""
+    out = []
+    for k in keys:
+        control = page.locator(key(k)).first
+        box = control.bounding_box()
+        if box is None:
+            out.append(f"{k} not drawn")
+            continue
+        for button in control.locator("button").all():
+            b = button.bounding_box()
+            right, bottom = b and b["x"] + b["width"], b and b["y"] + b["height"]
+            if b is None or right > box["x"] + box["width"] + 1 or bottom > SCREEN["height"]:
+                out.append(f"{k}: {button.inner_text().split()[-1]!r} cut or below the fold ({b})")
+    return out
+
+
 def headers(table) -> list[str]:
     """The column headers a dataframe draws now (its grid draws the columns in view only, and names them in its
     accessible table)."""
@@ -302,6 +324,7 @@ def test_walk_every_page_at_1024x768(walk_server, tmp_path):
                 problems.append(f"{name}: icons drawn as words: {words}")
             if name == "templates":
                 problems += slope_labels_cut(target, out / f"{i:02d}_{name}_slope.png")
+            problems += [f"{name}: {p}" for p in first_screen_cut(target, FIRST_SCREEN.get(name, ()))]
             if target is not page:
                 target.context.close()
         # at 1280 px the accuracy tables show their acc@10 without a horizontal scroll

@@ -96,3 +96,16 @@ def test_diskne_page_bad_model_is_a_message():
     assert job.wait(60) and job.status == "failed" and "does not exist" in job.error
     at.run()
     assert any("does not exist" in e.value for e in at.error)
+
+
+def test_the_intro_is_folded_and_start_sits_beside_its_count():
+    """The page opens on its form with Start on a 1024×768 screen's first view: the long intro is folded into an
+    expander (still one click away), and Start shares a row with the count of fine-tunings it will run."""
+    at = open_app("diskne")
+    assert errors(at) == []
+    about = next(e for e in at.expander if e.label.startswith("Does a model know"))
+    assert any("To reproduce the paper" in c.value for c in about.caption)
+    assert not any("To reproduce the paper" in c.value for c in at.main.caption if c not in about.caption)
+    start = next(c for c in at.columns if any(b.key == "dk_start" for b in c.button))  # a column of a row, ...
+    assert [b.key for b in start.button] == ["dk_start"] and not start.caption
+    assert any("fine-tunings" in cap.value for c in at.columns for cap in c.caption)  # ... its count beside it

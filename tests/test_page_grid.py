@@ -104,3 +104,21 @@ def test_malformed_yaml_is_one_line_naming_line_and_column(caplog):
     assert len(shown) == 1 and "line 3, column 9" in shown[0] and "failed unexpectedly" not in shown[0], shown
     assert not [r for r in caplog.records if r.name == "probekit.app"]
     assert at.button(key="gr_run").disabled
+
+
+def _keys_in_order(node) -> list[str]:
+    """The widget keys of a page in the order it draws them (top to bottom, left column first)."""
+    found = [node.key] if isinstance(getattr(node, "key", None), str) else []
+    for child in getattr(node, "children", {}).values():
+        found += _keys_in_order(child)
+    return found
+
+
+def test_run_grid_is_drawn_above_the_form():
+    """With nothing stored the page is its form, taller than a 1024×768 screen: its one action, Run grid, sits at
+    the top beside the cell count, not below the form (the fold; the browser walk measures it)."""
+    at = open_app("grid")
+    assert errors(at) == []
+    order = _keys_in_order(at.main)
+    assert order.index("gr_how") < order.index("gr_run") < order.index("gr_models") < order.index("gr_backend")
+    assert any(c.value.startswith("1 cell · grid id") for c in at.caption)
