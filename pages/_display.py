@@ -71,9 +71,6 @@ def legible(fig, *, height: int = 360, legend: bool = True, percent_axis: str | 
     return fig
 
 
-STAR_OFFSET = 0.34
-"""How far right of a heatmap cell's centre (cells are 1 wide) the best-layer star sits: beside the cell's printed
-value, not over it (it read "1★5")."""
 RANK_TICKS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
               500_000, 1_000_000)
 

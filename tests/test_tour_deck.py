@@ -194,3 +194,18 @@ def test_the_tours_page_offers_the_deck_and_names_what_it_left_out(tiny_mlm_dir)
     assert [w.value for w in at.warning][-1].startswith("Left out of the deck: step 2 'Where it sits'")
     button = downloads(at)["Download as offline deck (HTML)"]
     assert immediate(button)
+
+
+def test_the_layer_heatmap_puts_the_best_layers_star_in_its_own_cell():
+    """The rule: the star follows the best layer's value in that cell's own text, so the two never overlap (a
+    marker laid beside the value read "12.★" in narrow cells); a relation without a best layer has no star."""
+    import pandas as pd
+
+    from probekit.tours.figures import layer_heatmap
+
+    acc = pd.DataFrame([[10.0, 12.5, 3.0], [float("nan"), 0.0, 0.0]], index=["may_treat", "none_hit"],
+                       columns=[0, 1, 2])
+    best = pd.DataFrame({"relation": ["may_treat", "none_hit"], "best layer": [1, float("nan")]})
+    fig = layer_heatmap(acc, best, metric="acc@10")
+    assert [t.type for t in fig.data] == ["heatmap"]  # no marker trace over the cells
+    assert [list(r) for r in fig.data[0].text] == [["10", "12 ★", "3"], ["–", "0", "0"]]

@@ -20,8 +20,6 @@ ROLE_COLOURS = {"target": "#1565c0", "cor": "#2e7d32", "incor": "#c62828"}
 LABEL_CHARS = 32
 """Longest category label drawn on an axis (MedLAMA names run past 60 characters); longer ones are shortened with
 "…", the full name on hover."""
-STAR_OFFSET = 0.34
-"""How far right of a heatmap cell's centre the best-layer star sits: beside the cell's printed value, not over it."""
 RANK_TICKS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
               500_000, 1_000_000)
 
@@ -124,15 +122,19 @@ def context_curve(rows):
 
 
 def layer_heatmap(acc, best, *, metric: str):
-    """A sweep's ``acc`` (relation × layer, percent) with a star beside each relation's ``best`` layer."""
+    """A sweep's ``acc`` (relation × layer, percent) with a star after each relation's ``best`` layer's value, in
+    that cell's own text (a marker laid beside the value collided with it in narrow cells: "12.★")."""
     _go()
     import plotly.express as px  # type: ignore[import-untyped]
 
     rel_text = {rel: chart_text(rel) for rel in acc.index}
-    fig = px.imshow(acc.rename(index=rel_text), aspect="auto", text_auto=".0f", color_continuous_scale="Blues",
+    fig = px.imshow(acc.rename(index=rel_text), aspect="auto", color_continuous_scale="Blues",
                     zmin=0, labels={"x": "layer", "y": "relation", "color": f"{metric} (%)"})
-    fig.add_scatter(x=(best["best layer"].astype(int) + STAR_OFFSET).tolist(),
-                    y=best["relation"].map(rel_text).tolist(), mode="markers", name="best layer",
-                    marker=dict(symbol="star", size=14, color="#c62828", line=dict(width=1, color="white")))
+    marked = best.dropna(subset=["best layer"])
+    best_at = dict(zip(marked["relation"], marked["best layer"].astype(int)))
+    cell_text = [[("–" if v != v else f"{v:.0f}") + (" ★" if best_at.get(rel) == layer else "")
+                  for layer, v in row.items()] for rel, row in acc.iterrows()]  # (relations, layers)
+    fig.update_traces(text=cell_text, texttemplate="%{text}",
+                      hovertemplate="%{y}, layer %{x}: %{z:.1f}%<extra></extra>")
     fig.update_layout(xaxis=dict(dtick=1), coloraxis_colorbar=dict(ticksuffix="%"))
     return projector(fig, height=min(520, max(360, 34 * len(acc) + 120)))
