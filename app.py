@@ -2,7 +2,7 @@
 
 Three apps in one: an expert's personal link (``/annotate?session=…&token=…``) opens the annotation-only app (the
 Annotate page alone: no navigation, no sidebar, no model or dataset pickers), a reviewer's link
-(``/reviewer?session=…&token=…``) the review-only app (pages/_reviewer.py alone); everyone else gets the research
+(``/reviewer?session=…&token=…``) the review-only app (pages/_reviewer.py's one page); everyone else gets the research
 app, behind the organiser's sign-in once the server asks for one (pages/_access.py, ``access``). ``serve.py``
 serves this script with the gate that also keeps exports behind the sign-in.
 """
@@ -14,6 +14,7 @@ import streamlit as st
 from pages import _nav, _server_log
 from pages import _presenter as _present
 from pages import _ui as ui
+from pages._reviewer import review_app
 from probekit.annotations import REVIEW_PATH
 
 _server_log.install()  # a tab closed while its page is sent logs no traceback (an upstream record; see the module)
@@ -44,7 +45,7 @@ if ROLE == "expert":
     st.stop()
 
 if ROLE == "reviewer":  # the review page alone, served at its link's path; any other path goes there
-    REVIEW = st.Page("pages/_reviewer.py", title="Review", icon=":material/gavel:", url_path=REVIEW_PATH)
+    REVIEW = st.Page(review_app, title="Review", icon=":material/gavel:", url_path=REVIEW_PATH)
     nav = st.navigation([st.Page(lambda: st.switch_page(REVIEW), title="Review", url_path="start", default=True),
                          REVIEW], position="hidden")
     with ui.shell():

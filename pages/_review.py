@@ -41,6 +41,13 @@ def verdict_controls(*, ask_name: bool):
     return score, name, note, pressed
 
 
+def recorded() -> None:
+    """After a verdict: the next answer starts with no score chosen (a second click must not record the last
+    score on another answer) and no note."""
+    for key in ("rv_score", "rv_note"):
+        st.session_state.pop(key, None)
+
+
 def review_panel(sid: str) -> None:
     """List the disputed answers, show one's ratings (as "rater 1"… unless names are allowed) and record a
     verdict; the ratings stay, the verdict is one more row and the statistics above use it."""
@@ -66,4 +73,5 @@ def review_panel(sid: str) -> None:
     if pressed:
         with ui.guard("Recording the verdict"):
             ann.record_verdict(sid, item, reviewer, score, note=note)
+            recorded()
             st.rerun()

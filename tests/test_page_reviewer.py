@@ -60,6 +60,7 @@ def test_a_reviewer_link_opens_the_review_app_alone_and_its_verdict_counts(sessi
     assert ann.verdicts(sid)[["item_id", "reviewer", "score", "note"]].values.tolist() == \
         [[hot, "Dr Rev", 5, "a known treatment"]]
     assert "Verdict in effect: 5 by Dr Rev" in texts(at)
+    assert at.segmented_control(key="rv_score").value is None and at.button(key="rv_record").disabled  # for the next
     # the organiser's results use it (the page shows this note: tests/test_annotations_pages.py)
     assert ann.stats(sid)["verdict_note"] == "a reviewer's verdict replaces the raters' consensus on 1 answer(s)"
     # a revoked reviewer link shows nothing at the next click (an expert's link opens Annotate alone:
