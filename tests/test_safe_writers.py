@@ -68,7 +68,7 @@ WRITES = re.compile(
     r"""|open\([^)]*\"ab\" if"""
     r"""|(?<!atomic)\.write_(text|bytes)\("""  # Path.write_text / write_bytes
     r"""|\.to_(csv|parquet|json|pickle|feather|excel)\((?!\)|index=|fh|buf|orient)"""  # pandas to a path
-    r"""|\bnp\.save[z]?\((?!fh)|\btorch\.save\(|\.save_pretrained\(|\bjson\.dump\((?!.*sys\.stdout)"""
+    r"""|\bnp\.save[z]?\((?!fh)|\btorch\.save\((?![^)]*,\s*fh\))|\.save_pretrained\(|\bjson\.dump\((?!.*sys\.stdout)"""
     r"""|\bos\.(replace|rename)\(|\bshutil\.(copy|copyfile|copy2|copytree|move)\(|\bCOPY\b.*\bTO\b""")
 
 ALLOWED = {
@@ -128,6 +128,7 @@ def test_the_scan_finds_a_hand_made_writer(line):
 @pytest.mark.parametrize("line", [
     "atomic.write_text(path, text)", "frame.to_csv(index=False).encode()", "result.frame().to_csv(fh, index=False)",
     "atomic.write(path, lambda fh: np.save(fh, vec, allow_pickle=False))", 'open(path, "rb")',
+    "atomic.write(path, lambda fh: torch.save(state, fh))",
     "json.dump(obj, sys.stdout, indent=2)"])
 def test_the_scan_leaves_safe_writes_alone(line):
     assert not WRITES.search(line)
