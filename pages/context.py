@@ -127,13 +127,17 @@ with single:
         if st.button("Run", type="primary", key="ctx_run", disabled=seg is None) or autorun:
             ui.forget("ctx_result")
             with ui.guard("Context run"), (bar := st.empty()).container():
+                report = ui.progress("Ranking the pool", stop_key="ctx_stop")
                 result = ctx.run_context(
                     model, query, target=target, pool=pool, document=document, variant=variant, probe=probe,
-                    seed=int(seed), permutations=int(perms), progress=ui.progress("Ranking the pool"))
+                    seed=int(seed), permutations=int(perms), progress=report)
                 documents.save_document(document)  # the share link names it by its hash
                 ui.keep("ctx_result", inputs, result)
             bar.empty()
     with result_box:  # above the settings
+        if ui.stopped("ctx_stop"):
+            st.info("Stopped: nothing was computed or cached. Press **Run** to start again.",
+                    icon=":material/stop_circle:")
         result = ui.kept("ctx_result", inputs)
         view = views.ContextView(relation=rel, query=query.id, target=target, variant=variant, probe=probe,
                                  permutations=int(perms), seed=int(seed), doc=doc_hash if result else None,

@@ -67,7 +67,7 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
                 else:
                     sid = ann.from_run(run_id, **common)
             elif ds is not None and (model := ui.current_model()) is not None:
-                bar = ui.progress("Probing the sampled queries")
+                bar = ui.progress("Probing the sampled queries", stop_key="rs_stop")
                 sid = ann.from_probe(model, ds, probe=probe, exclude_subject=exclude, progress=bar, **common)
                 bar.clear()
             if sid:
@@ -75,6 +75,8 @@ with st.expander("New annotation session", expanded=sessions.empty, icon=":mater
                 qp["session"] = sid
                 st.rerun()
 
+if ui.stopped("rs_stop"):
+    st.info("Stopped: no session was created. Press **Create session** to start again.", icon=":material/stop_circle:")
 queue_start(qp, sessions)
 
 if sessions.empty:

@@ -146,11 +146,15 @@ if model is not None:
                    "pseudo-perplexity.")
     elif st.button(f"Score the prompts of {len(selected)} runs with {ui.md(ui.model_label())}", key="tpl_score"):
         with ui.guard("Scoring prompts"):
-            report = ui.progress("Pseudo-perplexity")
+            report = ui.progress("Pseudo-perplexity", stop_key="tpl_stop")
             for rid in selected:
                 stored.score_run(rid, model, progress=report)
             report.clear()
             st.rerun()
+
+if ui.stopped("tpl_stop"):
+    st.info("Stopped: the runs scored before the stop keep their perplexities; press the button to score the rest.",
+            icon=":material/stop_circle:")
 
 # ---- prediction frequency
 st.subheader("Prediction frequency")

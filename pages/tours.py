@@ -66,10 +66,12 @@ st.caption("Prepares every step as the presenter will (cold: first time, model l
            "says what is missing on this machine.")
 if st.button("Check every step", key="tr_check", type="primary", icon=":material/fact_check:"):
     with ui.guard("Checking the tour"):
-        bar = ui.progress("Checking")
+        bar = ui.progress("Checking", stop_key="tr_stop")
         rows = tours.check_tour(tour, _present.load_model, progress=lambda d, t, s="": bar(d, t, ui.md(s)))
         bar.clear()
         st.session_state.tr_checked = (name, repr(tour.steps), tours.check_frame(rows))
+if ui.stopped("tr_stop"):
+    st.info("Stopped: press **Check every step** to check the tour again.", icon=":material/stop_circle:")
 checked = st.session_state.get("tr_checked")
 if checked and checked[:2] == (name, repr(tour.steps)):
     frame = checked[2]

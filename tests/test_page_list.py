@@ -29,3 +29,16 @@ def test_app_builds_its_navigation_from_the_list():
     assert "_nav.PAGES" in app
     # a page app.py names itself: only the presenter, and Annotate again as an expert's one-page app
     assert set(re.findall(r'st\.Page\("pages/([^"]+)"', app)) <= {"annotate.py", *OUTSIDE_NAVIGATION}
+
+
+def test_every_progress_bar_a_user_waits_on_has_a_stop_button():
+    """The rule: long work anywhere in the app can be stopped. Work in a background job has the job panel's
+    Cancel/Stop; work in the page's own script run draws ``ui.progress(…, stop_key=…)``, whose Stop ends the run at
+    the next bar update. Only the presenter's preparation has none: a talk's screen shows no buttons."""
+    without = []
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            code = line.split("#")[0]
+            if "ui.progress(" in code and "stop_key=" not in code and path.name != "_presenter.py":
+                without.append(f"{path.name}:{n}: {line.strip()}")
+    assert without == []
