@@ -83,7 +83,10 @@ def plan(j: int) -> tuple[list[str], list[tuple[str, int | None]], list[int]]:
 
 
 def holding(flag: dict):
-    """A websocket route that drops the page's state messages carrying presses while ``flag["on"]``."""
+    """A websocket route that, while ``flag["on"]``, drops the page's state messages carrying presses and every
+    message from the server: a rerun the server ran after storing a press (its drawing carries the acknowledged
+    number) must not reach the page either, or under load a window could see its presses acknowledged before the
+    kill and the case under test would not happen for it."""
     def route(ws):
         server = ws.connect_to_server()
 
@@ -93,8 +96,12 @@ def holding(flag: dict):
                 return
             server.send(message)
 
+        def to_page(message):
+            if not flag["on"]:
+                ws.send(message)
+
         ws.on_message(to_server)
-        server.on_message(ws.send)
+        server.on_message(to_page)
     return route
 
 
