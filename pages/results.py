@@ -100,10 +100,11 @@ st.caption(f"{meta['n_queries']} queries × top-{meta['k']} · {'blind' if meta[
 # sat under ~600 px of links and settings at 1024×768
 result_box = st.container(key="rs_result")
 head = result_box.empty()  # the heading, once there are ratings to read
-c1, c2, c3 = result_box.columns(3)
+c1, c2, c3 = result_box.columns([3, 8, 4])  # the four consensus rules whole at 1024 px ("min" was cut)
 threshold = c1.segmented_control("Expert hit: score ≥", [5, 4], default=5, key="rs_threshold") or 5
-consensus = c2.segmented_control("Consensus over annotators", list(agreement.CONSENSUS), default="median",
-                                 key="rs_consensus", help="median = lower median: with two raters both must agree")
+consensus = c2.segmented_control("Consensus", list(agreement.CONSENSUS), default="median", key="rs_consensus",
+                                 help="Over the annotators of an answer. median = lower median: with two raters both "
+                                      "must agree")
 result = None
 with result_box, ui.guard("Computing the statistics"):
     result = ann.stats(sid, threshold=threshold, consensus=consensus or "median")

@@ -228,9 +228,11 @@ def slope_labels_cut(page, shot: Path) -> list[str]:
     return out
 
 
-FIRST_SCREEN = {"compare": ("cmp_metric",), "layers": ("ly_metric",), "grid": ("gr_run",), "diskne": ("dk_start",)}
+FIRST_SCREEN = {"compare": ("cmp_metric",), "layers": ("ly_metric",), "grid": ("gr_run",), "diskne": ("dk_start",),
+                "results": ("rs_consensus",)}
 """Per page, the controls every option (button) of which must be whole on the first 1024×768 screen: the Metric
-control's options (MRR was cut behind a scroll at 1024 px), the primary action of a page that opens on its form."""
+control's options (MRR was cut behind a scroll at 1024 px; so was Results' "min" consensus), the primary action of a
+page that opens on its form."""
 
 
 def first_screen_cut(page, keys) -> list[str]:
@@ -250,10 +252,12 @@ def first_screen_cut(page, keys) -> list[str]:
     return out
 
 
-def headers(table) -> list[str]:
+def headers(table, *, timeout_ms: float = 30_000) -> list[str]:
     """The column headers a dataframe draws now (its grid draws the columns in view only, and names them in its
-    accessible table)."""
-    return table.first.locator('[role="columnheader"]').all_inner_texts()
+    accessible table, which it fills after the canvas: read at once, it was sometimes still empty)."""
+    cells = table.first.locator('[role="columnheader"]')
+    cells.first.wait_for(state="attached", timeout=timeout_ms)
+    return cells.all_inner_texts()
 
 
 def fonts_ok(statics: list[tuple[str, int]]) -> list[tuple[str, int]]:
