@@ -196,6 +196,31 @@ def test_probe_shows_a_hostile_entity_and_its_query_as_text(page, hostile_app):
     assert_shown_as_text(page, hostile_app, hostile_app["entity"])
 
 
+@pytest.mark.timeout(500)
+def test_a_tour_with_a_hostile_title_and_note_is_shown_as_text(page, hostile_app):
+    """An imported tour's step title and note (tours travel between machines) on the Tours page and in the
+    presenter's heading: shown as typed, nothing fetched. (Runs before the session test, whose expert link
+    guards the organiser's pages.)"""
+    from probekit import tours
+
+    budget = Budget(440)
+    app = hostile_app
+    step_title = f"Step {app['strings'][0]} {app['strings'][2]}"
+    step_note = f"Note {app['strings'][1]} {app['strings'][5]}"
+    added = subprocess.run([sys.executable, "-m", "probekit", "tour", "add", "hostile",
+                            f"/?model=default&dataset=demo&relation=may_treat&query={app['qid']}",
+                            "--title", step_title, "--note", step_note], env=app["env"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert added.returncode == 0, added.stderr[-2000:]
+    page.goto(f"{app['url']}/tours", timeout=budget.ms())
+    wait_idle(page, title(page, "Tours"), page.get_by_text("Tour check"), timeout=budget.ms())
+    assert_shown_as_text(page, app, step_title)
+    page.goto(f"{app['url']}/?tour=hostile&present=1", timeout=budget.ms())
+    wait_idle(page, page.get_by_text(tours.COUNTER.format(i=1, n=1)), page.locator(key("tp_result_probe")),
+              timeout=budget.ms())
+    assert_shown_as_text(page, app, step_title, step_note)
+
+
 @pytest.mark.timeout(400)
 def test_annotation_session_with_hostile_names_is_shown_as_text(page, hostile_app):
     """The session's name on the organiser's side of Annotate, its dataset's name on Annotation results,
