@@ -55,6 +55,7 @@ import duckdb
 
 from .. import config
 from ..errors import DiskFullError, ProbekitError, disk_full
+from .cursor import Cursor
 from .filelock import drop as _drop_file_lock
 from .filelock import take as _take_file_lock
 from .schema import CHILDREN, MIGRATIONS
@@ -83,48 +84,6 @@ def _invalidated(error: BaseException) -> bool:
 def _holder(message: str) -> str:
     pid = re.search(r"PID (\d+)", message)
     return f" (process {pid.group(1)})" if pid else ""
-
-
-class _Cursor:
-    """A cursor of the shared connection that gives its use back to the store on ``close()``."""
-
-    def __init__(self, store: Store, cur: duckdb.DuckDBPyConnection):
-        self._store, self._cur, self._open = store, cur, True
-
-    def __getattr__(self, name):
-        return getattr(self._cur, name)
-
-    def execute(self, *args, **kw):
-        try:
-            return self._cur.execute(*args, **kw)
-        except duckdb.Error as e:
-            full = self._store._failed(e)
-            if full is None:
-                raise
-            raise full from e
-
-    def executemany(self, *args, **kw):
-        try:
-            return self._cur.executemany(*args, **kw)
-        except duckdb.Error as e:
-            full = self._store._failed(e)
-            if full is None:
-                raise
-            raise full from e
-
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            try:
-                self._cur.close()
-            finally:
-                self._store._release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _create(path: str) -> None:
@@ -310,13 +269,13 @@ class Store:
                 self._close_connection()
 
     # ------------------------------------------------------------ using it
-    def cursor(self) -> _Cursor:
+    def cursor(self) -> Cursor:
         """A cursor of its own for a session or thread; ``close()`` it (or use ``with``) when done:
         the file stays open while any cursor is."""
-        return _Cursor(self, self._acquire())
+        return Cursor(self, self._acquire())
 
     @contextmanager
-    def transaction(self) -> Iterator[_Cursor]:
+    def transaction(self) -> Iterator[Cursor]:
         """One short transaction on a fresh cursor; rolled back on any error."""
         cur = self.cursor()
         try:
@@ -325,7 +284,7 @@ class Store:
             cur.execute("COMMIT")  # a full disk: DiskFullError (the cursor's execute), nothing of it stored
         except BaseException:
             try:
-                cur._cur.execute("ROLLBACK")
+                cur.raw.execute("ROLLBACK")
             except duckdb.Error:
                 pass
             raise
@@ -389,24 +348,17 @@ class Store:
             return cur.execute(f"DELETE FROM {parent} WHERE run_id = ?", [run_id]).fetchone()[0]
 
     def fetch(self, sql: str, params: Sequence | None = None) -> list[tuple]:
-        cur = self.cursor()
-        try:
-            return cur.execute(sql, params or []).fetchall()
-        except duckdb.Error as e:  # fetching can fail too (an invalidated connection)
-            if (full := self._failed(e)) is None:
-                raise
-            raise full from e
-        finally:
-            cur.close()
+        return self._read(sql, params, lambda result: result.fetchall())
 
     def fetch_df(self, sql: str, params: Sequence | None = None):
+        return self._read(sql, params, lambda result: result.df())
+
+    def _read(self, sql: str, params: Sequence | None, take):
+        """``take`` of the statement's result on a cursor of its own; fetching can fail too (an invalidated
+        connection), and says a full disk as the statement does."""
         cur = self.cursor()
         try:
-            return cur.execute(sql, params or []).df()
-        except duckdb.Error as e:
-            if (full := self._failed(e)) is None:
-                raise
-            raise full from e
+            return cur.guarded(lambda: take(cur.raw.execute(sql, params or [])))
         finally:
             cur.close()
 
