@@ -67,10 +67,16 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
         raise ProbekitError(f"cannot read vocabulary file {path}: {e.strerror or e}") from None
     with fh:
         for number, raw in enumerate(fh, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataFormatError(f"{path}, line {number}: not UTF-8 (byte {e.start + 1} of the line)") from None
-            if number == 1:
-                text = text.removeprefix("\ufeff")
-            yield number, text.rstrip("\r\n")
+            yield number, decode_line(raw, number, where=str(path))
+
+
+def decode_line(raw: bytes, number: int, *, where: str) -> str:
+    """Line ``number`` of a UTF-8 file as text, without its newline (and the first line without a byte-order
+    mark); not UTF-8 is one error naming the file, line and byte."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{where}, line {number}: not UTF-8 (byte {e.start + 1} of the line)") from None
+    if number == 1:
+        text = text.removeprefix("\ufeff")
+    return text.rstrip("\r\n")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import DataFormatError, ProbekitError, Registry
-from .entries import Entry, Source, fingerprint, text_lines  # noqa: F401 - re-exported: the sources' shared types
+from .entries import Entry, Source, decode_line, fingerprint, text_lines  # noqa: F401 - re-exported: the sources' shared types
 from .umls import UmlsReader
 
 MAX_NAME_LINE_CHARS = 5_000
@@ -63,13 +63,7 @@ def name_lines(path: Path, *, where: str | None = None, what: str = "a name") ->
             number += 1
             if len(raw) == cap and not raw.endswith(b"\n"):
                 raise too_long(number, raw, fh)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataFormatError(f"{where}, line {number}: not UTF-8 (byte {e.start + 1} of the line)") from None
-            if number == 1:
-                text = text.removeprefix("\ufeff")
-            text = text.rstrip("\r\n")
+            text = decode_line(raw, number, where=where)
             if len(text) > MAX_NAME_LINE_CHARS:
                 raise too_long(number, text.encode("utf-8"), None)
             yield number, text
