@@ -131,29 +131,51 @@ def test_rewire_killed_mid_training_resumes_from_its_checkpoint(tiny_encoder_dir
 
 
 def _kill_holding_store(proc: subprocess.Popen, sql: str, *, budget: float = 240.0) -> None:
-    """SIGKILL ``proc`` once ``sql`` counts a stored row, while this process holds the store: the job can store
-    nothing between the check and the kill (it waits for the file), so the kill lands between two of its writes
-    however fast the machine runs it. The job must give the file up after each write (``PROBEKIT_DB_IDLE_CLOSE_S=0``
-    in its environment) for the check to get its turn."""
-    from probekit import store
+    """SIGKILL ``proc`` once ``sql`` counts a stored row, checking after each of the job's turns with the store file.
 
+    The store's rule: a process holds ``<database>.lock`` (an exclusive ``flock``, its pid written inside) from
+    before it connects until its connection is closed, and with ``PROBEKIT_DB_IDLE_CLOSE_S=0`` the job gives the
+    file up after each write. So the check alternates with the job: it waits on the lock (blocking: the kernel
+    hands it over the moment the job lets go, while the job goes on computing), reads, kills when ``sql`` holds,
+    else lets go and waits until the lock file names the job (its next turn has begun). The job stores one
+    write between two checks, and the kill lands right after the write that makes ``sql`` true, however fast the
+    machine runs it (polling with a pause let a fast machine store every relation between two checks)."""
+    import duckdb
+    fcntl = pytest.importorskip("fcntl")
+    from probekit import config
+    from probekit.store.filelock import lock_path
+
+    db = str(config.db_path())
+    lock = lock_path(db)
+    Path(lock).parent.mkdir(parents=True, exist_ok=True)
+    table = re.search(r"FROM (\w+)", sql)[1]
     deadline = time.monotonic() + budget
-    s = store.get_store()
     while True:
         assert proc.poll() is None, f"the job ended before storing anything: {proc.stderr and proc.stderr.read()}"
         assert time.monotonic() < deadline, "the job never stored a row"
-        cur = s.cursor()  # the file stays open, and other processes out, while this cursor is
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            table = re.search(r"FROM (\w+)", sql)[1]
-            tables = {t for (t,) in cur.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-            if table in tables and cur.execute(sql).fetchone()[0]:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait(timeout=60)
-                return
+            fcntl.flock(fd, fcntl.LOCK_EX)  # the job writes nothing while this is held
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            if os.path.exists(db):
+                con = duckdb.connect(db, read_only=True)
+                try:
+                    tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+                    hit = table in tables and con.execute(sql).fetchone()[0]
+                finally:
+                    con.close()
+                if hit:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait(timeout=60)
+                    return
         finally:
-            cur.close()
-            s.release_file()
-        time.sleep(0.02)
+            os.close(fd)  # releases the flock
+        # the job's turn: it writes its pid into the lock file once it holds the lock
+        while Path(lock).read_text() != str(proc.pid):
+            assert proc.poll() is None, f"the job ended: {proc.stderr and proc.stderr.read()}"
+            assert time.monotonic() < deadline, "the job never took the store"
+            time.sleep(0.002)
 
 
 def _cell_results(db) -> dict:
@@ -349,7 +371,7 @@ def test_bench_killed_after_several_relations_resumes_the_same_run(tiny_encoder_
     _kill_holding_store(proc, "SELECT count(DISTINCT relation) >= 3 FROM run_results")
     assert proc.returncode == -signal.SIGKILL
     stored = _bench_rows(config.db_path())
-    assert 3 <= len(stored) < 12, "the kill came after the last relation: give the run more relations"
+    assert len(stored) == 3  # each relation is its own write, and the kill came right after the third
     [(killed, created)] = results.store().fetch("SELECT run_id, created_at FROM runs")
     results.store().release_file()
 
