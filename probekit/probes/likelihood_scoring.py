@@ -33,10 +33,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from ..errors import ProbekitError
 from .mask_logits import logits_at_mask, logits_path
+
+
+def _dynamic_cache(config):
+    """An empty key/value cache for ``config``'s model. transformers is imported here, not with the module: every
+    command line imports this module (its probe's options are CLI flags), and importing transformers costs ~0.7 s
+    that a command scoring no statement (a warm retrieval ``bench``) would pay for nothing."""
+    from transformers import DynamicCache
+
+    return DynamicCache(config=config)
+
 
 SPANS = ("statement", "answer")
 PLLS = ("original", "within_word_l2r")
@@ -245,7 +254,7 @@ def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size:
     for start in range(0, len(items), batch_size):
         members = items[start:start + batch_size]
         sel = torch.tensor([slot[q] for q, _ in members], device=dev)
-        past = DynamicCache(config=lm.config)
+        past = _dynamic_cache(lm.config)
         for li in range(len(keys)):
             # a model sharded across GPUs (device_map="auto") keeps each layer's cache on that layer's GPU
             past.update(keys[li][sel.to(keys[li].device)], values[li][sel.to(values[li].device)], li)
