@@ -88,6 +88,58 @@ def test_a_written_grid_names_only_what_exists(data, message):
     assert GridSpec.from_dict(json.loads(yaml_text)).cells()  # from the store: as it was written
 
 
+SERVED = "openai:http://127.0.0.1:8080/v1#tiny-a"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"endpoint": "http://127.0.0.1:8081/v1", "nmae": "tiny"},
+     r"model 2 of the grid: unknown key 'nmae'; did you mean 'name'; available: endpoint, name"),
+    ({"endpoint": "http://127.0.0.1:8081/v1", "name": "tiny", "api_key": "sk-1"}, "holds no keys.*api_key_env"),
+    ({"name": "tiny"}, "a mapping names a served model; give its server's address as endpoint"),
+    ({"endpoint": "127.0.0.1:8081/v1", "name": "tiny"}, "endpoint: http://HOST:PORT/v1"),
+    ({"endpoint": "http://127.0.0.1:8081/v1"}, "give the name http://127.0.0.1:8081/v1 serves the model as"),
+    ({"endpoint": "http://127.0.0.1:8081/v1", "name": "tiny", "backend": "opneai"},
+     "unknown backend 'opneai'; did you mean 'openai'"),
+    ({"endpoint": "http://127.0.0.1:8081/v1", "name": "tiny", "api_key_env": "MY KEY"}, "name of an environment var"),
+    ("openai:http://127.0.0.1:8081/v1", "model 2 of the grid: .*name the served model after '#'"),
+    ("vllm:http://127.0.0.1:8081/v1#tiny", "model 2 of the grid: unknown backend 'vllm'"),
+])
+def test_a_served_model_entry_is_checked_when_read(entry, message):
+    with pytest.raises(ProbekitError, match=message):
+        GridSpec.from_yaml(json.dumps({"models": ["default", entry], "datasets": ["demo"]}))
+
+
+def test_a_served_model_entry_is_its_id_with_its_own_tokenizer_and_key_variable(monkeypatch):
+    """A mapping entry is the model's ``openai:ENDPOINT#NAME`` id; its tokenizer and key variable travel with each of
+    its cells (and into their keys), while every other cell's settings, and so its key, are what they were."""
+    from dataclasses import replace
+
+    from probekit.grid import grid_id_of
+    from probekit.grid.spec import Cell
+    from probekit.grid.work import api_keys, load_cell_model
+
+    entry = {"endpoint": "http://127.0.0.1:8081/v1/", "name": "tiny-b", "tokenizer": "/m/gpt2", "api_key_env": "B_KEY"}
+    spec = GridSpec.from_dict({"models": [SERVED, entry], "datasets": ["demo"], "probes": ["likelihood"]})
+    assert spec.models == (SERVED, "openai:http://127.0.0.1:8081/v1#tiny-b")
+    a, b = spec.cells()
+    assert a.served == {} and "served" not in a.settings()
+    assert b.served == {"tokenizer": "/m/gpt2", "api_key_env": "B_KEY"} and b.key != replace(b, served={}).key
+    assert Cell.from_settings(b.settings()) == b
+    again = GridSpec.from_dict(spec.to_dict())
+    assert again == spec and grid_id_of(again) == grid_id_of(spec)
+    bare = {"endpoint": "http://127.0.0.1:8080/v1", "name": "tiny-a"}  # nothing of its own: the same grid as the id
+    assert grid_id_of(GridSpec.from_dict({"models": [bare], "datasets": ["demo"]})) == \
+        grid_id_of(GridSpec.from_dict({"models": [SERVED], "datasets": ["demo"]}))
+    with pytest.raises(ProbekitError, match="listed twice"):
+        GridSpec.from_dict({"models": [SERVED, {**bare, "tokenizer": "/m/gpt2"}], "datasets": ["demo"]})
+    monkeypatch.delenv("B_KEY", raising=False)
+    assert api_keys([a, b]) == {}
+    with pytest.raises(ProbekitError, match="its key variable B_KEY is not set"):  # before any request
+        load_cell_model(b)
+    monkeypatch.setenv("B_KEY", "k")
+    assert api_keys([a, b]) == {"B_KEY": "k"}
+
+
 def test_local_grid_stores_each_cell_once_and_resumes(tiny_encoder_dir, facts):
     from probekit.bench import runs
 

@@ -86,26 +86,27 @@ def _served_entry(client: Client, name: str) -> dict:
     return found[0] if found else {}
 
 
-def _tokenizer(name: str):
+def _tokenizer(name: str, given: str | None = None):
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    source = config.openai_tokenizer() or name
+    source = given or config.openai_tokenizer() or name
     hf_logging.set_verbosity_error()
     try:
         return source, AutoTokenizer.from_pretrained(source, local_files_only=config.hf_offline()
                                                      or Path(source).is_dir())
     except (OSError, ValueError, KeyError) as e:
         raise ModelLoadError(f"no tokenizer for the served model {name!r} (tried {source!r}: "
-                             f"{str(e).splitlines()[0][:120]}); set PROBEKIT_OPENAI_TOKENIZER to its tokenizer "
-                             "folder or Hugging Face id") from None
+                             f"{str(e).splitlines()[0][:120]}); give its tokenizer folder or Hugging Face id as "
+                             + ("its grid entry's tokenizer" if given else "PROBEKIT_OPENAI_TOKENIZER")) from None
 
 
-def _load_openai(model_id: str, url: str, name: str, companion_loader: Callable[..., Any] | None) -> RemoteModel:
-    client = Client(url, api_key=config.openai_api_key(), timeout=config.openai_timeout_s(),
+def _load_openai(model_id: str, url: str, name: str, companion_loader: Callable[..., Any] | None, *,
+                 tokenizer: str | None = None, api_key: str | None = None) -> RemoteModel:
+    client = Client(url, api_key=api_key or config.openai_api_key(), timeout=config.openai_timeout_s(),
                     retries=config.openai_retries())
     entry = _served_entry(client, name)
-    tok_source, tok = _tokenizer(name)
+    tok_source, tok = _tokenizer(name, tokenizer)
     limit = getattr(tok, "model_max_length", None)
     served_limit = entry.get("max_model_len")
     context = min(x for x in (limit if isinstance(limit, int) and 0 < limit < 10**9 else None,
@@ -129,15 +130,17 @@ def _load_openai(model_id: str, url: str, name: str, companion_loader: Callable[
     return model
 
 
-BACKENDS: dict[str, Callable[[str, str, str, Callable[..., Any] | None], RemoteModel]] = {
+BACKENDS: dict[str, Callable[..., RemoteModel]] = {
     "openai": _load_openai,
 }
-"""Kind of served model → loader ``(model id, base URL, served name, companion loader)``."""
+"""Kind of served model → loader ``(model id, base URL, served name, companion loader, *, tokenizer, api_key)``."""
 
 
-def load(model_id: str, *, companion_loader: Callable[..., Any] | None = None) -> RemoteModel:
+def load(model_id: str, *, companion_loader: Callable[..., Any] | None = None, tokenizer: str | None = None,
+         api_key: str | None = None) -> RemoteModel:
     """The served model ``model_id`` names, checked by the canary (a server that fails it is refused in one line:
     :class:`ProbekitError`). ``companion_loader`` loads a local model it may need beside it (the retrieval first
-    stage)."""
+    stage). ``tokenizer`` and ``api_key`` are this model's own (a grid's model entry); None reads the settings
+    (``PROBEKIT_OPENAI_TOKENIZER``, ``PROBEKIT_OPENAI_API_KEY``)."""
     kind, url, name = parse_id(model_id)
-    return BACKENDS[kind](model_id, url, name, companion_loader)
+    return BACKENDS[kind](model_id, url, name, companion_loader, tokenizer=tokenizer, api_key=api_key)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ProbekitError
 from ..ray_session import one_line, ray_address, start_ray, stop_ray
 from .spec import Cell, sibling_layers
-from .work import CellResult, run_cell
+from .work import CellResult, api_keys, load_cell_model, run_cell
 
 if TYPE_CHECKING:
     from ..models import LoadedModel
@@ -30,20 +30,20 @@ Outcome = tuple[Cell, CellResult | None, str | None]
 
 
 class _ModelSlot:
-    """One loaded model at a time: kept while cells use it, released when a cell needs another."""
+    """One loaded model at a time: kept while cells use it, released when a cell needs another. A served model is
+    held the same way: its client, checked once by the canary, serves every cell of it on this worker."""
 
     def __init__(self, device: str | None = None):
         self.device = device
-        self.model_id: str | None = None
+        self.model_id: tuple | None = None
         self.model: LoadedModel | None = None
 
-    def get(self, model_id: str) -> LoadedModel:
-        from .. import models
-
-        if self.model is None or self.model_id != model_id:
+    def get(self, cell: Cell, keys: Mapping[str, str] | None = None) -> LoadedModel:
+        which = (cell.model, tuple(sorted(cell.served.items())))
+        if self.model is None or self.model_id != which:
             self.release()
-            self.model = models.load(model_id, device=self.device)
-            self.model_id = model_id
+            self.model = load_cell_model(cell, device=self.device, keys=keys)
+            self.model_id = which
         return self.model
 
     def release(self) -> None:
@@ -73,7 +73,7 @@ class LocalBackend:
                 if on_start:
                     on_start(cell)
                 try:
-                    yield cell, run_cell(cell, model=slot.get(cell.model), worker="local",
+                    yield cell, run_cell(cell, model=slot.get(cell), worker="local",
                                          share_layers=siblings.get(cell.share_key, ())), None
                 except Exception as e:  # noqa: BLE001 - one cell's failure is reported, the grid goes on
                     yield cell, None, one_line(e)
@@ -127,10 +127,10 @@ def _worker_class(ray):
             self.slot = _ModelSlot(device)
             self.name = f"ray:{os.getpid()}"
 
-        def run(self, settings: dict, share_layers: tuple[int, ...] = ()):
+        def run(self, settings: dict, share_layers: tuple[int, ...] = (), keys: dict | None = None):
             cell = Cell.from_settings(settings)
             try:
-                return run_cell(cell, model=self.slot.get(cell.model), worker=self.name,
+                return run_cell(cell, model=self.slot.get(cell, keys), worker=self.name,
                                 share_layers=tuple(share_layers)), None
             except Exception as e:  # noqa: BLE001 - reported to the driver as the cell's error
                 return None, one_line(e)
@@ -183,6 +183,7 @@ class RayBackend:
         actors = self.start()
         pending = list(cells)
         siblings = sibling_layers(cells) if self.share_layers else {}
+        keys = api_keys(cells)
         # what a cell encodes: with shared layers one pass serves every layer of its share key
         encodes = (lambda c: c.share_key) if self.share_layers else (lambda c: (c.share_key, c.layer))
         last: dict[int, Cell | None] = {i: None for i in range(len(actors))}
@@ -201,7 +202,9 @@ class RayBackend:
                 idle.remove(i)
                 if on_start:
                     on_start(cell)
-                ref = actors[i].run.remote(cell.settings(), siblings.get(cell.share_key, ()))
+                var = cell.served.get("api_key_env")
+                ref = actors[i].run.remote(cell.settings(), siblings.get(cell.share_key, ()),
+                                           {var: keys[var]} if var in keys else None)
                 running[ref] = (cell, i)
 
         fill()

@@ -3,7 +3,7 @@
 A grid is declared in a YAML or JSON file (or a dict from the Grid page)::
 
     name: minilm-layers
-    models: [default]
+    models: [default]                       # model ids as in the sidebar, or served models (below)
     datasets: [demo, medlama:hard]          # dataset specs as in the sidebar (name[:set])
     relations: [may_treat]                  # optional: only these relations (the vocabulary stays the set's)
     relation_groups: [[may_treat], [may_prevent, may_diagnose]]   # optional axis: one cell per group
@@ -13,6 +13,15 @@ A grid is declared in a YAML or JSON file (or a dict from the Grid page)::
     layers: [2, 4, 6]                       # optional: shorthand for the probes' `layer` option
     vocab: heads+tails
     k: 10
+
+A model an inference engine serves (the likelihood probe scores through it) is an id
+``openai:http://host:8000/v1#NAME``, or an entry naming its endpoint with what only that model needs::
+
+    models:
+      - endpoint: http://10.0.0.5:8000/v1   # its OpenAI-compatible server
+        name: llama-3.1-8b                  # the name it serves the model as
+        tokenizer: meta-llama/Llama-3.1-8B  # optional: its tokenizer (default PROBEKIT_OPENAI_TOKENIZER, else name)
+        api_key_env: LLAMA_KEY              # optional: the variable holding its key (default PROBEKIT_OPENAI_API_KEY)
 
 Each point is a :class:`Cell`, identified by a hash of its settings (:attr:`Cell.key`), so a grid
 that stopped (a crash, a killed driver) resumes by skipping the cells already stored.
@@ -31,10 +40,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..backends import BACKENDS, is_backend_id, parse_id
 from ..datasets import LOADERS
 from ..datasets.base import check_vocab
 from ..errors import ProbekitError, UnknownNameError, decode_utf8
@@ -42,6 +53,10 @@ from ..types import MAX_K
 
 MAX_CELLS = 5000
 FIELDS = ("name", "models", "datasets", "relations", "relation_groups", "probes", "layers", "seeds", "vocab", "k")
+MODEL_KEYS = ("endpoint", "name", "tokenizer", "api_key_env", "backend")
+"""Keys of a served model's entry in ``models`` (:func:`model_entry`)."""
+SERVED_OPTIONS = ("tokenizer", "api_key_env")
+"""What a served model's entry says beyond its id: kept with each of its cells (:attr:`Cell.served`)."""
 
 
 @dataclass(frozen=True)
@@ -57,11 +72,15 @@ class Cell:
     vocab: str = "heads+tails"
     k: int = 10
     seed: int | None = None
+    served: dict = field(default_factory=dict)
+    """A served model's own tokenizer and key variable (:data:`SERVED_OPTIONS`); empty for every other model."""
 
     def settings(self) -> dict:
         return {"model": self.model, "dataset": self.dataset, "probe": self.probe,
                 "options": dict(sorted(self.options.items())), "relations": list(self.relations),
-                "vocab": self.vocab, "k": self.k, "seed": self.seed}
+                "vocab": self.vocab, "k": self.k, "seed": self.seed,
+                # only when given, so the key of every other cell stays what it was
+                **({"served": dict(sorted(self.served.items()))} if self.served else {})}
 
     @property
     def key(self) -> str:
@@ -98,7 +117,7 @@ class Cell:
     def from_settings(cls, s: dict) -> Cell:
         return cls(model=s["model"], dataset=s["dataset"], probe=s["probe"], options=dict(s.get("options") or {}),
                    relations=tuple(s.get("relations") or ()), vocab=s.get("vocab", "heads+tails"),
-                   k=int(s.get("k", 10)), seed=s.get("seed"))
+                   k=int(s.get("k", 10)), seed=s.get("seed"), served=dict(s.get("served") or {}))
 
 
 def _option_of(name: str) -> Callable[[Cell], object]:
@@ -154,6 +173,60 @@ def _as_list(value, what: str) -> list:
     raise ProbekitError(f"grid field {what!r} must be a value or a list, got {type(value).__name__}")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def model_entry(entry, position: int) -> tuple[str, dict]:
+    """A ``models`` entry as ``(model id, served options)``: an id as written (a served model's id checked for its
+    form), or a served model's mapping (:data:`MODEL_KEYS`) as its ``KIND:ENDPOINT#NAME`` id and its own tokenizer
+    and key variable. A grid is stored with its runs, so it names the variable that holds a key, never the key.
+
+    >>> model_entry({"endpoint": "http://127.0.0.1:8080/v1/", "name": "tiny", "api_key_env": "TINY_KEY"}, 1)
+    ('openai:http://127.0.0.1:8080/v1#tiny', {'api_key_env': 'TINY_KEY'})
+    >>> model_entry({"endpoint": "http://127.0.0.1:8080/v1", "nmae": "tiny"}, 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    probekit.errors.ProbekitError: model 2 of the grid: unknown key 'nmae'; did you mean 'name'; available: ...
+    """
+    where = f"model {position} of the grid"
+    if not isinstance(entry, dict):
+        model_id = str(entry).strip()
+        if is_backend_id(model_id):
+            try:
+                parse_id(model_id)
+            except ProbekitError as e:
+                raise ProbekitError(f"{where}: {e}") from None
+        return model_id, {}
+    if "api_key" in entry:
+        raise ProbekitError(f"{where}: a grid holds no keys (it is stored with its runs): put the key in an "
+                            "environment variable and give that variable's name as api_key_env")
+    for key in entry:
+        if key not in MODEL_KEYS:
+            raise ProbekitError(f"{where}: {UnknownNameError('key', str(key), list(MODEL_KEYS))}")
+    values = {str(k): str(v).strip() for k, v in entry.items() if v is not None and str(v).strip()}
+    endpoint, name, kind = values.get("endpoint", ""), values.get("name", ""), values.get("backend", "openai")
+    if not endpoint.startswith(("http://", "https://")) or "#" in endpoint:
+        raise ProbekitError(f"{where}: a mapping names a served model; give its server's address as "
+                            f"endpoint: http://HOST:PORT/v1 (got {endpoint or 'none'!r})")
+    if not name:
+        raise ProbekitError(f"{where}: give the name {endpoint} serves the model as (name: ...)")
+    if kind not in BACKENDS:
+        raise ProbekitError(f"{where}: {UnknownNameError('backend', kind, sorted(BACKENDS))}")
+    var = values.get("api_key_env")
+    if var is not None and not _ENV_NAME.fullmatch(var):
+        raise ProbekitError(f"{where}: api_key_env is the name of an environment variable (letters, digits and _), "
+                            f"got {var!r}")
+    return f"{kind}:{endpoint.rstrip('/')}#{name}", {k: values[k] for k in SERVED_OPTIONS if k in values}
+
+
+def _entry_of(model_id: str, served: dict) -> str | dict:
+    """The ``models`` entry :func:`model_entry` reads back as ``(model_id, served)``."""
+    if not served:
+        return model_id
+    kind, url, name = parse_id(model_id)
+    return {"endpoint": url, "name": name, **({"backend": kind} if kind != "openai" else {}), **served}
+
+
 @dataclass(frozen=True)
 class GridSpec:
     name: str
@@ -166,6 +239,8 @@ class GridSpec:
     seeds: tuple[int, ...] = ()
     vocab: str = "heads+tails"
     k: int = 10
+    served: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    """(model id, its served options) for each served model given as a mapping (:func:`model_entry`)."""
 
     @classmethod
     def from_dict(cls, data: dict, *, check_names: bool = False) -> GridSpec:
@@ -177,7 +252,14 @@ class GridSpec:
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ProbekitError(f"unknown grid field {unknown[0]!r}; available: {', '.join(FIELDS)}")
-        models = [str(m).strip() for m in _as_list(data.get("models"), "models") if str(m).strip()]
+        given = data.get("models")
+        entries = [model_entry(m, i + 1) for i, m in enumerate([given] if isinstance(given, dict)
+                                                              else _as_list(given, "models"))]
+        models = [m for m, _ in entries if m]
+        served: dict[str, dict] = {}
+        for model_id, options in entries:
+            if served.setdefault(model_id, options) != options:
+                raise ProbekitError(f"model {model_id!r} is listed twice with a different tokenizer or api_key_env")
         datasets = [str(d).strip() for d in _as_list(data.get("datasets"), "datasets") if str(d).strip()]
         if not models:
             raise ProbekitError("the grid has no models: give `models: [default, …]`")
@@ -214,7 +296,8 @@ class GridSpec:
         spec = cls(name=str(data.get("name") or "grid"), models=tuple(models), datasets=tuple(datasets),
                    probes=tuple(probes), relations=tuple(str(r) for r in _as_list(data.get("relations"), "relations")),
                    layers=layers, seeds=seeds, vocab=str(data.get("vocab", "heads+tails")), k=k,
-                   relation_groups=tuple(groups))
+                   relation_groups=tuple(groups),
+                   served=tuple((m, tuple(sorted(o.items()))) for m, o in served.items() if o))
         n = len(spec.cells())
         if n > MAX_CELLS:
             raise ProbekitError(f"the grid has {n:,} cells; split it (at most {MAX_CELLS:,} a grid)")
@@ -287,7 +370,9 @@ class GridSpec:
         return cls.from_dict(data, check_names=True)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "models": list(self.models), "datasets": list(self.datasets),
+        served = {m: dict(o) for m, o in self.served}
+        return {"name": self.name, "models": [_entry_of(m, served.get(m, {})) for m in self.models],
+                "datasets": list(self.datasets),
                 "relations": list(self.relations),
                 # only when given, so the id of a grid declared without groups stays what it was
                 **({"relation_groups": [list(g) for g in self.relation_groups]} if self.relation_groups else {}),
@@ -297,6 +382,7 @@ class GridSpec:
     def cells(self) -> list[Cell]:
         """Every cell, models outermost (so a backend loads each model once), in a stable order."""
         out = []
+        served = {m: dict(o) for m, o in self.served}
         seeds = self.seeds or (None,)
         for model, dataset in itertools.product(self.models, self.datasets):
             for name, probe_axes in self.probes:
@@ -308,5 +394,6 @@ class GridSpec:
                     for values in itertools.product(*(axes[k] for k in keys)):
                         for seed in seeds:
                             out.append(Cell(model=model, dataset=dataset, probe=name, options=dict(zip(keys, values)),
-                                            relations=group, vocab=self.vocab, k=self.k, seed=seed))
+                                            relations=group, vocab=self.vocab, k=self.k, seed=seed,
+                                            served=dict(served.get(model, {}))))
         return out

@@ -3,11 +3,17 @@
 :func:`run_cell` is a pure function of the cell (and an optional already-loaded model): it returns the
 rankings and a snapshot of the model, never touches the database, so any backend can run it and only
 the driver writes DuckDB (one writer, whatever the number of workers).
+
+A served model (``openai:URL#NAME``) has no weights to load: the worker builds its client, reaches the endpoint
+itself and runs the canary there (:func:`load_cell_model`) each time it takes the model up, before scoring a
+cell of it; a refused or unreachable server fails that cell in one line, and the grid goes on.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -24,7 +30,8 @@ class ModelInfo:
     id: str
     source: str
     revision: str
-    device: torch.device
+    device: object
+    """A ``torch.device``; a served model's own (``remote``)."""
     label: str
     num_layers: int
     hidden_size: int
@@ -34,7 +41,8 @@ class ModelInfo:
 
     @classmethod
     def of(cls, model) -> ModelInfo:
-        return cls(id=model.id, source=model.source, revision=model.revision, device=torch.device(model.device),
+        device = model.device if getattr(model.device, "type", None) == "remote" else torch.device(model.device)
+        return cls(id=model.id, source=model.source, revision=model.revision, device=device,
                    label=model.label, num_layers=model.num_layers, hidden_size=model.hidden_size,
                    has_mlm=model.has_mlm, spec=model.spec,
                    meta={k: v for k, v in model.meta.items() if not k.startswith("_")})
@@ -75,6 +83,28 @@ def load_cell_dataset(cell: Cell):
     return dataset
 
 
+def api_keys(cells) -> dict[str, str]:
+    """{variable: key} for the key variables (``api_key_env``) the cells name that are set here: the driver hands
+    them to the workers with their cells (a worker's own environment is the fallback), and stores none."""
+    names = {c.served["api_key_env"] for c in cells if c.served.get("api_key_env")}
+    return {n: os.environ[n] for n in sorted(names) if os.environ.get(n)}
+
+
+def load_cell_model(cell: Cell, *, device: str | None = None, keys: Mapping[str, str] | None = None):
+    """The cell's model: loaded, or for a served model its client with the cell's own tokenizer and key, checked
+    by the canary against its endpoint from here."""
+    from .. import backends, models
+
+    if not cell.served:
+        return models.load(cell.model, device=device)
+    var = cell.served.get("api_key_env")
+    key = ((keys or {}).get(var) or os.environ.get(var)) if var else None
+    if var and not key:
+        raise ProbekitError(f"{cell.model}: its key variable {var} is not set where the grid runs (nor on the worker)")
+    return backends.load(cell.model, companion_loader=lambda other: models.load(other, device=device),
+                         tokenizer=cell.served.get("tokenizer"), api_key=key)
+
+
 def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str = "local",
              share_layers: tuple[int, ...] = ()) -> CellResult:
     """Compute one cell: the benchmark runner over the cell's dataset, nothing stored.
@@ -88,7 +118,7 @@ def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str =
 
     own = model is None
     if own:
-        model = models.load(cell.model, device=device)
+        model = load_cell_model(cell, device=device)
     try:
         dataset = load_cell_dataset(cell)
         t0 = time.perf_counter()
