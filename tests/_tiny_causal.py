@@ -176,11 +176,13 @@ def save_tiny_gpt2_gguf(folder: Path, out: Path) -> Path:
     return out
 
 
-def serve_gguf(path: Path, *, alias: str, threads: int = 1, timeout: float = 120.0):
-    """Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (a free port) serving the GGUF file ``path``
-    as ``alias``, and return ``(process, base URL)`` once its ``/v1/models`` answers; the caller terminates the
-    process. Every token's logits are kept (``--logits_all``), which its echo of prompt log-probs needs; the KV cache
-is float32 (``--type_k/--type_v 0``, GGML_TYPE_F32; llama.cpp's default is float16)."""
+def serve_gguf(path: Path, *, alias: str, threads: int = 1, timeout: float = 120.0, port: int | None = None,
+               api_key: str | None = None):
+    """Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (``port``, else a free one) serving the GGUF
+    file ``path`` as ``alias`` (asking for ``api_key`` when given), and return ``(process, base URL)`` once its
+    ``/v1/models`` answers; the caller terminates the process. Every token's logits are kept (``--logits_all``),
+    which its echo of prompt log-probs needs; the KV cache is float32 (``--type_k/--type_v 0``, GGML_TYPE_F32;
+    llama.cpp's default is float16)."""
     import json
     import socket
     import subprocess
@@ -188,22 +190,25 @@ is float32 (``--type_k/--type_v 0``, GGML_TYPE_F32; llama.cpp's default is float
     import time
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    if port is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", alias,
                              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512", "--n_threads",
                              str(threads), "--n_threads_batch", str(threads), "--logits_all", "true",
-                             "--type_k", "0", "--type_v", "0", "--verbose", "false"],
+                             "--type_k", "0", "--type_v", "0", "--verbose", "false",
+                             *(["--api_key", api_key] if api_key else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/v1"
+    ask = urllib.request.Request(url + "/models", headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}: "
                                f"{(proc.stderr.read() if proc.stderr else b'').decode()[-2000:]}")
         try:
-            with urllib.request.urlopen(url + "/models", timeout=2) as r:
+            with urllib.request.urlopen(ask, timeout=2) as r:
                 if json.loads(r.read()).get("data"):
                     return proc, url
         except OSError:
