@@ -8,6 +8,7 @@ from pages import _ui as ui
 from probekit import rewire
 from probekit.bench import paired as paired_runs
 from probekit.bench import runs, views
+from probekit.exports import comparison as cmp_export
 from probekit.metrics import compare as rm
 from probekit.metrics import paired
 from probekit.metrics.accuracy import COUNTINGS, DEFAULT_COUNTING, counting_label
@@ -125,6 +126,18 @@ else:
                    f"({tested.n_boot:,} resamples, seed {tested.seed}). Test: exact McNemar on the queries one run "
                    "gets and the other misses (acc@k), else a sign-flip permutation test. 'p adjusted': "
                    f"{paired.CORRECTIONS[tested.correction]} over the relations.")
+        st.session_state.setdefault("cmp_export_fmt", "json")
+        fmt = st.segmented_control("Export the comparison as", list(cmp_export.COMPARISON_FORMATS),
+                                   key="cmp_export_fmt", help="; ".join(f"{f.name}: {f.description}" for f in
+                                                                         cmp_export.COMPARISON_FORMATS.values())
+                                   ) or "json"
+        ui.download(f"Comparison ({fmt})" if fmt == "json" else f"Comparison ({fmt}, zip)",
+                    lambda: cmp_export.comparison_bytes(run_ids[a], run_ids[b], fmt=fmt, metric=metric, which=which),
+                    memo=("cmp-export", run_ids[a], run_ids[b], metric, which, fmt),
+                    file_name="comparison.json" if fmt == "json" else f"comparison-{fmt}.zip",
+                    mime="application/json" if fmt == "json" else "application/zip", key="cmp_dl_paired",
+                    help="The test above with both runs' provenance (eee, lm-eval: and each run's own export); "
+                         "`probekit runs compare --from` shows it again. See docs/exports.md.")
 
 # ---- agreement
 st.subheader("Rank agreement")

@@ -78,9 +78,22 @@ def test_compare_two_runs(tiny_encoder_dir, two_runs):
     assert any("(0)" in t.label for t in at.tabs)
 
 
-def test_share_link_labels_and_exports(tiny_encoder_dir, two_runs):
+def test_share_link_labels_and_exports(tiny_encoder_dir, two_runs, monkeypatch):
     """The link holds the runs (in order: the first is the baseline), k and the subset, and the page
-    restores them; exports are ready when drawn, the chart is legible and labels its subset."""
+    restores them; exports are ready when drawn, the chart is legible and labels its subset. The paired test's
+    download is the export `runs compare --out` writes (probekit.exports.comparison): the bytes the button carries
+    parse and hold the test for these runs and this subset."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    carried: dict[str, bytes] = {}
+    keep = MemoryMediaFileStorage.load_and_get_id
+
+    def spy(self, data, mimetype, kind, filename=None):  # the real storage, its bytes kept for the test to read
+        if isinstance(data, bytes) and filename:
+            carried[filename] = data
+        return keep(self, data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", spy)
     a, b = two_runs
     at = open_app("compare", model=str(tiny_encoder_dir),
                   query_params={"runs": f"{b.run_id},{a.run_id}", "k": "5", "set": "hard-in-full"})
@@ -90,7 +103,12 @@ def test_share_link_labels_and_exports(tiny_encoder_dir, two_runs):
     link = at.code[-1].value
     assert f"runs={b.run_id}%2C{a.run_id}" in link and "metric=acc%405" in link and "set=hard-in-full" in link
     buttons = downloads(at)
-    assert set(buttons) == {"Per-relation table (CSV)", "Agreement (CSV)"} and all(map(immediate, buttons.values()))
+    assert set(buttons) == {"Per-relation table (CSV)", "Agreement (CSV)", "Comparison (json)"}
+    assert all(map(immediate, buttons.values()))
+    doc = json.loads(carried["comparison.json"])  # A = the first run (b), B = the second (a), as the page pairs
+    expected = paired_runs.compare_runs(b.run_id, a.run_id, metric="acc@5", which="hard-in-full")
+    assert doc["comparison"] == json.loads(json.dumps(expected.to_dict()))
+    assert (doc["a"]["run_id"], doc["b"]["run_id"], doc["queries"]["subset"]) == (b.run_id, a.run_id, "hard-in-full")
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert "hard-in-full" in spec["layout"]["yaxis"]["title"]["text"]
     assert spec["layout"]["legend"]["orientation"] == "h" and spec["layout"]["font"]["size"] >= 12
@@ -160,3 +178,4 @@ def test_no_pair_shares_queries_says_so_in_one_line(tiny_encoder_dir):
     assert at.session_state["cmp_sel"] == []
     assert [i.value for i in at.info] == ["No two finished runs share a query (runs of one dataset do): pick two "
                                           "runs to see them side by side anyway."]
+

@@ -12,6 +12,12 @@ from probekit.bench.runs import delete_run, hard_block, list_runs, load_run
 from probekit.datasets import SUBSETS
 from probekit.errors import ProbekitError, command
 from probekit.exports import FORMATS, export_run, import_run
+from probekit.exports.comparison import (
+    COMPARISON_FORMATS,
+    export_comparison,
+    get_comparison_format,
+    stored_comparison,
+)
 from probekit.metrics.accuracy import COUNTINGS, counting_label
 from probekit.metrics.intervals import interval_lines, run_intervals
 from probekit.metrics.paired import CORRECTIONS
@@ -97,16 +103,8 @@ def _cmd_show(args) -> int:
     return 0
 
 
-def _cmd_compare(args) -> int:
-    """Run A against run B on their shared queries: a paired test and a bootstrap interval per relation and overall
-    (:func:`probekit.metrics.paired.compare_paired`)."""
-    a, b = load_run(args.run_a), load_run(args.run_b)
-    cmp = compare_runs(str(a.run_id), str(b.run_id), metric=args.metric, which=args.set, confidence=args.confidence,
-                       resamples=args.resamples, seed=args.seed, correction=args.correction)
-    if args.format == "json":
-        print_json({"a": a.run_id, "b": b.run_id, **cmp.to_dict()})
-        return 0
-    print(f"A = {a.run_id}  {a.meta['label']}\nB = {b.run_id}  {b.meta['label']}")
+def _print_comparison(a: str, b: str, cmp) -> None:
+    print(f"A = {a}\nB = {b}")
     print(cmp.sentence("micro"))
     print(cmp.sentence("macro"))
     print(f"\n{'relation':<44}{'n':>6}{'A':>8}{'B':>8}{'A − B':>8}{'interval':>18}{'p':>8}{'p adj.':>8}")
@@ -116,6 +114,45 @@ def _cmd_compare(args) -> int:
         print(f"{r['relation'][:43]:<44}{r['n']:>6}{100 * r['A']:>8.2f}{100 * r['B']:>8.2f}{100 * r['diff']:>+8.2f}"
               f"{ci:>18}{r['p']:>8.3f}{adj:>8}")
     print(f"p adj.: {CORRECTIONS[cmp.correction]} over the relations; {cmp.n_boot:,} resamples, seed {cmp.seed}")
+
+
+def _cmd_compare(args) -> int:
+    """Run A against run B on their shared queries: a paired test and a bootstrap interval per relation and overall
+    (:func:`probekit.metrics.paired.compare_paired`); with ``--out`` written in a standard format
+    (:mod:`probekit.exports.comparison`), with ``--from`` a written one shown again."""
+    screen = ("table", "json")
+    if args.source:
+        if args.run_a or args.run_b or args.out:
+            raise ProbekitError("--from shows a stored comparison again: give no run ids and no --out")
+        if args.format not in (None, *screen):
+            raise ProbekitError(f"--format {args.format} with --from: the screen's formats are table, json")
+        doc, cmp = stored_comparison(args.source)
+        if args.format == "json":
+            print_json(doc)
+            return 0
+        a_line, b_line = (f"{d['run_id']}  {d.get('label') or ''}" for d in (doc["a"], doc["b"]))
+        _print_comparison(a_line, b_line, cmp)
+        print(f"(stored comparison, {doc.get('exported_with', 'probekit')}; `runs import` its A/ and B/ to "
+              "recompute it)")
+        return 0
+    if not (args.run_a and args.run_b):
+        raise ProbekitError("give runs A and B (see `runs list`), or --from PATH (a comparison export)")
+    settings = {"metric": args.metric, "which": args.set, "confidence": args.confidence,
+                "resamples": args.resamples, "seed": args.seed, "correction": args.correction}
+    if args.out:
+        for path in export_comparison(args.run_a, args.run_b, args.out, fmt=args.format, **settings):
+            print(f"wrote {path}")
+        return 0
+    if args.format not in (None, *screen):
+        get_comparison_format(args.format)  # a file format (or a typo): one line naming the right ones
+        raise ProbekitError(f"--format {args.format} writes files: give --out PATH (the screen's formats are "
+                            "table, json)")
+    a, b = load_run(args.run_a), load_run(args.run_b)
+    cmp = compare_runs(str(a.run_id), str(b.run_id), **settings)
+    if args.format == "json":
+        print_json({"a": a.run_id, "b": b.run_id, **cmp.to_dict()})
+        return 0
+    _print_comparison(f"{a.run_id}  {a.meta['label']}", f"{b.run_id}  {b.meta['label']}", cmp)
     return 0
 
 
@@ -158,8 +195,8 @@ def register(sub) -> None:
     a.set_defaults(func=_cmd_show)
     a = actions.add_parser("compare", help="is a difference real? run A against run B on their shared queries: "
                                            "paired test (McNemar / sign-flip) and bootstrap interval per relation")
-    a.add_argument("run_a", help="run A (see `runs list`)")
-    a.add_argument("run_b", help="run B, the baseline the difference is taken against")
+    a.add_argument("run_a", nargs="?", help="run A (see `runs list`)")
+    a.add_argument("run_b", nargs="?", help="run B, the baseline the difference is taken against")
     a.add_argument("--metric", default="acc@10", choices=metric_names(), help="the metric compared")
     a.add_argument("--set", default=None, choices=list(SUBSETS),
                    help="queries: default the runs' own full (or hard) set")
@@ -168,7 +205,14 @@ def register(sub) -> None:
     a.add_argument("--seed", type=int, default=0, help="resampling seed (the same seed, the same numbers)")
     a.add_argument("--correction", default="holm", choices=list(CORRECTIONS),
                    help="; ".join(f"{k}: {v}" for k, v in CORRECTIONS.items()))
-    a.add_argument("--format", default="table", choices=["table", "json"])
+    a.add_argument("--format", default=None, metavar="FORMAT",
+                   help="on the screen: table (default) or json; with --out, the file format: "
+                   + "; ".join(f"{f.name}: {f.description}" for f in COMPARISON_FORMATS.values())
+                   + ". Default with --out: json for a .json path")
+    a.add_argument("--out", default=None, metavar="PATH",
+                   help="write the comparison and (eee, lm-eval) both runs' own exports there; see docs/exports.md")
+    a.add_argument("--from", dest="source", default=None, metavar="PATH",
+                   help="show a written comparison again (its folder, comparison.json or an eee record of it)")
     a.set_defaults(func=_cmd_compare)
     a = actions.add_parser("export", help="one run's results as a file: a table (csv, parquet) or a standard "
                                           "format (eee, lm-eval, hf-eval-results); see docs/exports.md")

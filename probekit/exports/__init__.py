@@ -6,7 +6,8 @@
 ``.eval_results/`` YAML, :mod:`~probekit.exports.hf_eval_results`). Every export carries the model id and revision,
 the dataset and the hash of its files, the probe and its options, the counting convention and the probekit versions
 (:func:`~probekit.exports.base.provenance`); every file is written by :mod:`probekit.atomic`. docs/exports.md says
-what each holds.
+what each holds. A paired comparison of two runs is written beside both runs' own exports by
+:mod:`~probekit.exports.comparison` (``probekit runs compare A B --out``).
 
 :func:`import_run` reads probekit's own ``eee`` or ``lm-eval`` export back as a stored run. It is marked as
 imported everywhere a run is named (its id starts ``imported-``, its label ``imported ·``, its message says from

@@ -233,7 +233,11 @@ def sample_lines(run: Run, evaluation_id: str, model: str) -> list[str]:
     return lines
 
 
-def write(run: Run, out: Path) -> list[Path]:
+def write(run: Run, out: Path, *, library_details: dict[str, str] | None = None,
+          extra_results: list[dict] | None = None) -> list[Path]:
+    """Write the record and its sidecar (module docstring). ``library_details``: more ``eval_library``
+    ``additional_details`` (strings, the schema's rule) and ``extra_results``: more ``evaluation_results``, for an
+    export that carries more than the run (a comparison, :mod:`probekit.exports.comparison`)."""
     name = file_uuid(str(run.run_id))
     target = out if out.suffix == ".json" else out / f"{name}.json"
     samples = target.with_name(f"{target.stem}_samples.jsonl")
@@ -242,6 +246,8 @@ def write(run: Run, out: Path) -> list[Path]:
     prov = provenance(run)
     model = hf_model_id(prov["model"])
     rec = record(run)
+    rec["eval_library"]["additional_details"].update(library_details or {})
+    rec["evaluation_results"].extend(extra_results or [])
     body = "".join(line + "\n" for line in sample_lines(run, rec["evaluation_id"], model)).encode("utf-8")
     developer, model_name = developer_and_name(model)
     repo_path = f"data/{slug(prov['dataset'] or 'dataset')}/{slug(developer)}/{slug(model_name)}/{name}_samples.jsonl"
