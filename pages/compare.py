@@ -131,13 +131,15 @@ else:
                                    key="cmp_export_fmt", help="; ".join(f"{f.name}: {f.description}" for f in
                                                                          cmp_export.COMPARISON_FORMATS.values())
                                    ) or "json"
-        ui.download(f"Comparison ({fmt})" if fmt == "json" else f"Comparison ({fmt}, zip)",
-                    lambda: cmp_export.comparison_bytes(run_ids[a], run_ids[b], fmt=fmt, metric=metric, which=which),
-                    memo=("cmp-export", run_ids[a], run_ids[b], metric, which, fmt),
-                    file_name="comparison.json" if fmt == "json" else f"comparison-{fmt}.zip",
-                    mime="application/json" if fmt == "json" else "application/zip", key="cmp_dl_paired",
-                    help="The test above with both runs' provenance (eee, lm-eval: and each run's own export); "
-                         "`probekit runs compare --from` shows it again. See docs/exports.md.")
+        with ui.guard("Comparison export"):
+            ui.download(f"Comparison ({fmt})" if fmt == "json" else f"Comparison ({fmt}, zip)",
+                        lambda: cmp_export.comparison_bytes(run_ids[a], run_ids[b], fmt=fmt, metric=metric,
+                                                            which=which),
+                        memo=("cmp-export", run_ids[a], run_ids[b], metric, which, fmt),
+                        file_name="comparison.json" if fmt == "json" else f"comparison-{fmt}.zip",
+                        mime="application/json" if fmt == "json" else "application/zip", key="cmp_dl_paired",
+                        help="The test above with both runs' provenance (eee, lm-eval: and each run's own export); "
+                             "`probekit runs compare --from` shows it again. See docs/exports.md.")
 
 # ---- agreement
 st.subheader("Rank agreement")
