@@ -10,6 +10,7 @@ import streamlit as st
 
 from pages import _uploads as uploads
 from pages._display import md, message
+from pages._guard import progress, stopped
 from probekit import config, models
 from probekit.datasets import Dataset, available_datasets, formats, load_spec
 from probekit.errors import ProbekitError
@@ -20,6 +21,7 @@ UPLOAD = "__upload__"
 MODEL_KEY, CUSTOM_KEY, CPU_KEY = "pk_model", "pk_model_custom", "pk_cpu"
 DATASET_KEY, UPLOAD_KEY, UPLOAD_FORMAT_KEY = "pk_dataset", "pk_upload", "pk_upload_format"
 LINK_UPLOAD_KEY, LINK_MISSING_KEY = "_pk_link_upload", "_pk_link_missing"
+UPLOAD_STOP_KEY, UPLOAD_STOPPED_KEY, UPLOAD_READ_KEY = "pk_upload_stop", "_pk_upload_stopped", "pk_upload_read"
 UPLOAD_NOT_IN_LINK = "The uploaded file is not part of a link: whoever opens it uploads the same file."
 
 
@@ -95,12 +97,41 @@ def current_dataset() -> Dataset | None:
     return None
 
 
-def _parsed_upload(up) -> Dataset:
-    """The session's uploaded file, parsed once (:mod:`pages._uploads`), refused past the upload limit."""
+def _parsed_upload(up, *, report=None) -> Dataset:
+    """The session's uploaded file, parsed once (:mod:`pages._uploads`), refused past the upload limit, and not read
+    again once its reading was stopped (until *Read it*)."""
     data = up.getvalue()
     if len(data) > config.MAX_UPLOAD_MB * 2**20:
         raise ProbekitError(f"{up.name} is larger than {config.MAX_UPLOAD_MB} MB")
-    return uploads._parse_upload(up.name, data, st.session_state.get(UPLOAD_FORMAT_KEY) or formats.AUTO)
+    fmt = st.session_state.get(UPLOAD_FORMAT_KEY) or formats.AUTO
+    if st.session_state.get(UPLOAD_STOPPED_KEY) == uploads.upload_key(data, fmt):
+        raise ProbekitError(f"Reading {up.name} was stopped: press Read it in the sidebar to read it, or upload "
+                            "another file.")
+    return uploads._parse_upload(up.name, data, fmt, report)
+
+
+def _upload_in_sidebar(up) -> None:
+    """Read a new upload here, once, with a bar and a Stop (a million-row file takes seconds to read); a stopped
+    reading is remembered for that file, so no rerun starts it again until *Read it* is pressed."""
+    data = up.getvalue()
+    key = uploads.upload_key(data, st.session_state.get(UPLOAD_FORMAT_KEY) or formats.AUTO)
+    if stopped(UPLOAD_STOP_KEY):  # this run comes from the bar's Stop: the reading it ended stays stopped
+        st.session_state[UPLOAD_STOPPED_KEY] = key
+    if st.session_state.get(UPLOAD_STOPPED_KEY) == key:
+        st.caption(f"Reading **{md(up.name)}** stopped: nothing of it is kept.")
+        if st.button("Read it", key=UPLOAD_READ_KEY, icon=":material/play_arrow:"):
+            del st.session_state[UPLOAD_STOPPED_KEY]
+            st.rerun()
+        return
+    report = None if uploads.is_parsed(key) or len(data) > config.MAX_UPLOAD_MB * 2**20 else \
+        progress(f"Reading {up.name}", stop_key=UPLOAD_STOP_KEY)
+    try:
+        _parsed_upload(up, report=report)
+    except (ProbekitError, UnicodeDecodeError):
+        pass  # the page says what is wrong with the file
+    finally:
+        if report is not None:
+            report.clear()
 
 
 def dataset_label(spec: str) -> str:
@@ -161,8 +192,5 @@ def sidebar() -> None:
                              help=formats.upload_help())
             up = st.session_state.get(UPLOAD_KEY)
             if up is not None:  # parsed here (once: the page gets it from the session), so the line counts it
-                try:
-                    _parsed_upload(up)
-                except (ProbekitError, UnicodeDecodeError):
-                    pass  # the page says what is wrong with the file
+                _upload_in_sidebar(up)
             st.caption(uploads.memory_line())

@@ -27,17 +27,33 @@ tab had closed."""
 UPLOADS_MAX_BYTES = 2 * config.MAX_UPLOAD_MB * 2**20
 
 
-def _parse(name: str, data: bytes, fmt: str = formats.AUTO) -> Dataset:
+def _parse(name: str, data: bytes, fmt: str = formats.AUTO, progress=None) -> Dataset:
     """An uploaded file read by the format ``fmt`` (by default the one its first record fits)."""
-    return formats.parse_upload(name, data, fmt=fmt)
+    return formats.parse_upload(name, data, fmt=fmt, progress=progress)
+
+
+def upload_key(data: bytes, fmt: str = formats.AUTO) -> str:
+    """What identifies a parsed upload: the file's bytes and the format it is read as."""
+    return f"{hashlib.sha1(data).hexdigest()}:{fmt}"
+
+
+def is_parsed(key: str) -> bool:
+    """Whether the upload ``key`` is parsed already (this session's, or shared by another): no reading to show."""
+    mine = st.session_state.get("_pk_upload")
+    if mine is not None and mine[0] == key:
+        return True
+    entry = _UPLOADS.get(key)
+    return entry is not None and entry[1]() is not None
 
 
 def upload_cache_bytes() -> int:
     return _UPLOADS.bytes
 
 
-def _parse_upload(name: str, data: bytes, fmt: str = formats.AUTO) -> Dataset:
-    key = f"{hashlib.sha1(data).hexdigest()}:{fmt}"
+def _parse_upload(name: str, data: bytes, fmt: str = formats.AUTO, progress=None) -> Dataset:
+    """The upload parsed once per server while a session holds it; ``progress(line, lines, stage)`` is told how far a
+    new file's reading is (a report is also where a Stop ends the reading: nothing half-read is kept)."""
+    key = upload_key(data, fmt)
     mine = st.session_state.get("_pk_upload")
     if mine is not None and mine[0] == key:
         return mine[1]
@@ -48,7 +64,7 @@ def _parse_upload(name: str, data: bytes, fmt: str = formats.AUTO) -> Dataset:
         _UPLOADS.clear()
         del mine
         memory.release()
-    ds = hit if hit is not None else _parse(name, data, fmt)
+    ds = hit if hit is not None else _parse(name, data, fmt, progress)
     _UPLOADS.put(key, (len(data), weakref.ref(ds)))
     st.session_state["_pk_upload"] = (key, ds)  # released with the session
     return ds

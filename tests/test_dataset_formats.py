@@ -124,18 +124,45 @@ def test_registration_refuses_an_entry_the_surfaces_could_not_show():
             register(bad)
     with pytest.raises(ProbekitError, match="another name"):
         FORMATS["y"] = DatasetFormat("x", "d", load, file_hint="f")
+    # an upload format whose parse cannot report progress: the app could not show, nor stop, a long read
+    with pytest.raises(ProbekitError, match="progress="):
+        register(DatasetFormat("x", "d", load, file_hint="f", suffixes=(".csv",), example="a",
+                               parse=lambda text, *, label, fmt, name, version: None))
     assert "x" not in FORMATS and "y" not in FORMATS
 
 
+@pytest.mark.parametrize("name", [f.name for f in F.upload_formats()])
+def test_every_upload_format_reports_its_reading(name, monkeypatch):
+    """The rule: every :data:`~probekit.datasets.records.PROGRESS_EVERY` records a report (line, lines, "reading FILE"),
+    lines never going back, and a last one at the end of the file; the dataset read is the same with reports."""
+    from probekit.datasets import records
+
+    monkeypatch.setattr(records, "PROGRESS_EVERY", 2)
+    fmt = FORMATS[name]
+    one = fmt.example.strip("\n").split("\n")
+    header, rows = (one[:1], one[1:]) if fmt.suffixes[0] == ".csv" else ([], one)
+    text = "\n".join(header + rows * 3) + "\n"
+    label = "x" + fmt.suffixes[0]
+    seen: list[tuple[int, int, str]] = []
+    kind = F.text_format(label)
+    got = fmt.parse(text, label=label, fmt=kind, name="x", version="v", progress=lambda *a: seen.append(a))
+    lines = text.count("\n")
+    assert seen[-1] == (lines, lines, f"reading {label}")
+    assert len(seen) == 1 + (3 * len(rows)) // 2
+    assert [s[0] for s in seen] == sorted(s[0] for s in seen) and all(s[1] == lines for s in seen)
+    assert got == fmt.parse(text, label=label, fmt=kind, name="x", version="v")
+
+
 # ---------------------------------------------------------------- a new format: one registration, every surface
-def _parse_facts(text, *, label="<upload>", fmt="jsonl", name="facts", version=""):
+def _parse_facts(text, *, label="<upload>", fmt="jsonl", name="facts", version="", progress=None):
     """A toy format: JSON lines of {"fact": "subject|object"}, one relation."""
     from probekit.datasets.base import Dataset
     from probekit.datasets.records import read_records
     from probekit.types import Query
 
     queries = []
-    for line, row in read_records(text, label=label, fmt=fmt, required=("fact",), need="need fact"):
+    for line, row in read_records(text, label=label, fmt=fmt, required=("fact",), need="need fact",
+                                  progress=progress):
         subject, _, obj = str(row.get("fact", "")).partition("|")
         if not obj:
             raise ProbekitError(f"{label}, line {line}: a fact is 'subject|object'")

@@ -166,3 +166,30 @@ def test_a_32_mib_line_is_refused_without_being_read_whole(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 8 * (1 << 20), peak
+
+
+def test_a_stopped_upload_is_not_read_again_until_read_it():
+    """The sidebar's rule after a Stop ended an upload's reading: that file is not read again on any rerun (the
+    sidebar says it stopped, the page says how to go on, nothing of it is held), until *Read it* is pressed."""
+    from apptest_utils import APP
+    from streamlit.testing.v1 import AppTest
+
+    from pages import _uploads as uploads
+    from pages._sidebar import UPLOAD_READ_KEY, UPLOAD_STOPPED_KEY
+
+    data = (HEADER + "".join(f"drug{j},may_treat,disease{j}\n" for j in range(30))).encode()
+    uploads._UPLOADS.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["pk_dataset"] = "__upload__"
+    at.run()
+    at.session_state[UPLOAD_STOPPED_KEY] = uploads.upload_key(data)  # what the Stop's rerun records
+    at.file_uploader(key="pk_upload").upload("facts.csv", data, "text/csv").run()
+    assert any(c.value.startswith("Reading **facts") and "stopped: nothing of it is kept" in c.value
+               for c in at.sidebar.caption)
+    assert [e.value for e in at.error] == ["Reading facts.csv was stopped: press Read it in the sidebar to read it, "
+                                           "or upload another file."]
+    assert uploads.parsed_uploads() == 0
+    at.sidebar.button(key=UPLOAD_READ_KEY).click().run()
+    assert not at.error and UPLOAD_STOPPED_KEY not in at.session_state
+    assert uploads.parsed_uploads() == 1 and at.session_state["_pk_upload"][1].name == "upload:facts.csv"
+    uploads._UPLOADS.clear()

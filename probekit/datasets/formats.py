@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import inspect
 import io
 import json
 from collections.abc import Callable
@@ -35,9 +36,11 @@ class DatasetFormat:
     ``file_hint`` says which); ``present(location)`` says whether that data is here (pickers list only what is);
     ``picks`` are the (spec, label) a picker lists then (default: the name and its description). ``sets`` are the
     values of ``--set`` it takes (the first one is the default). A user file format has ``suffixes`` and ``parse(text,
-    *, label, fmt, name, version)``, which reads a file's text (``fmt``: ``csv`` or ``jsonl``): then the app's upload
-    offers it, telling it from the others by ``marks``, the fields only its files have (none: the fallback); its
-    ``example`` is a tiny file of it (written as ``suffixes[0]``), which the contract test loads and uploads."""
+    *, label, fmt, name, version, progress)``, which reads a file's text (``fmt``: ``csv`` or ``jsonl``;
+    ``progress`` as :func:`~probekit.datasets.records.read_records` takes it, so the app can show and stop a long
+    read): then the app's upload offers it, telling it from the others by ``marks``, the fields only its files have
+    (none: the fallback); its ``example`` is a tiny file of it (written as ``suffixes[0]``), which the contract test
+    loads and uploads."""
 
     name: str
     description: str
@@ -88,6 +91,9 @@ def _check_format(name: str, fmt) -> None:
         raise ProbekitError(f"dataset {name!r}: suffix {bad[0]!r} must be lower case and start with '.'")
     if fmt.parse is not None and not fmt.suffixes:
         raise ProbekitError(f"dataset {name!r} parses uploads but names no file suffixes")
+    if fmt.parse is not None and "progress" not in inspect.signature(fmt.parse).parameters:
+        raise ProbekitError(f"dataset {name!r}: its parse must take progress= (reading a large upload is shown "
+                            "with a bar and a Stop)")
     if fmt.suffixes and not fmt.example.strip():
         raise ProbekitError(f"dataset {name!r} takes files but has no example (a tiny file of its format)")
     if fmt.needs_file and not fmt.file_hint:
@@ -203,9 +209,11 @@ def detect(filename: str, text: str) -> DatasetFormat:
     return fallback[0]
 
 
-def parse_upload(filename: str, data: bytes, *, fmt: str = AUTO) -> Dataset:
+def parse_upload(filename: str, data: bytes, *, fmt: str = AUTO,
+                 progress: Callable[[int, int, str], None] | None = None) -> Dataset:
     """An uploaded file's bytes as a :class:`Dataset`, read by the format ``fmt`` (a registered upload format, or
-    :data:`AUTO`: :func:`detect`); every refusal is one line naming the file."""
+    :data:`AUTO`: :func:`detect`); every refusal is one line naming the file. ``progress(line, lines, stage)`` is
+    told how far the reading is."""
     digest = hashlib.sha1(data).hexdigest()[:12]
     try:
         text = data.decode("utf-8-sig")
@@ -218,4 +226,5 @@ def parse_upload(filename: str, data: bytes, *, fmt: str = AUTO) -> Dataset:
         if not chosen.uploadable:
             raise UnknownNameError("upload format", fmt, [f.name for f in upload_formats()])
     assert chosen.parse is not None  # uploadable
-    return chosen.parse(text, label=filename, fmt=text_format(filename), name=f"upload:{filename}", version=digest)
+    return chosen.parse(text, label=filename, fmt=text_format(filename), name=f"upload:{filename}", version=digest,
+                        progress=progress)

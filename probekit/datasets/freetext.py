@@ -14,6 +14,7 @@ both give the objects (subjects are never candidates), ``relation`` the objects 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import DataFormatError
@@ -60,7 +61,7 @@ def prompt_problem(prompt: str) -> str | None:
 
 
 def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "freetext",
-          version: str = "") -> Dataset:
+          version: str = "", progress: Callable[[int, int, str], None] | None = None) -> Dataset:
     """Parse template-free prompts from text (uploads and files); errors name file, line and column.
 
     A byte-order mark (Excel's "CSV UTF-8") is dropped; a record that spans lines (an unclosed quote) or
@@ -69,7 +70,7 @@ def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "
     text = text.removeprefix("\ufeff")
     groups: dict[tuple[str, str], dict] = {}
     objects: list[str] = []
-    for line, row in read_records(text, label=label, fmt=fmt, required=REQUIRED, need=_NEED):
+    for line, row in read_records(text, label=label, fmt=fmt, required=REQUIRED, need=_NEED, progress=progress):
         prompt, obj = _cell(row, "prompt", label, line), _cell(row, "object", label, line)
         subject, relation, source = (_cell(row, c, label, line) for c in OPTIONAL)
         for column, value in (("prompt", prompt), ("object", obj)):

@@ -15,6 +15,7 @@ file is one or the other: a row of the other kind is refused with its line.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import DataFormatError
@@ -144,11 +145,13 @@ class _Reader:
 
 
 def parse(text: str, *, label: str = "<upload>", fmt: str = "jsonl", name: str = "lama", version: str = "",
-          templates: dict[str, str] | None = None) -> Dataset:
+          templates: dict[str, str] | None = None,
+          progress: Callable[[int, int, str], None] | None = None) -> Dataset:
     """Parse LAMA facts from text (uploads and files); ``templates`` (relation -> template) fill in rows without a
     ``template`` field. Every refusal is one line naming ``label`` and the line."""
     reader = _Reader(templates or {})
-    for line, row in read_records(text.removeprefix("\ufeff"), label=label, fmt=fmt, required=REQUIRED, need=_NEED):
+    for line, row in read_records(text.removeprefix("\ufeff"), label=label, fmt=fmt, required=REQUIRED, need=_NEED,
+                                  progress=progress):
         reader.add(row, label, line)
     return reader.dataset(label=label, name=name, version=version)
 

@@ -11,22 +11,40 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import DataFormatError
 
 FORMATS = ("csv", "jsonl")
+PROGRESS_EVERY = 20_000
+"""Records between two progress reports: a million-row upload reports 50 times (each report is a moment the app
+can stop the reading at), a small file once, at its end."""
 
 
-def read_records(text: str, *, label: str, fmt: str, required: Sequence[str],
-                 need: str) -> Iterator[tuple[int, dict]]:
+def read_records(text: str, *, label: str, fmt: str, required: Sequence[str], need: str,
+                 progress: Callable[[int, int, str], None] | None = None) -> Iterator[tuple[int, dict]]:
     """(1-based line the record starts on, row dict) for each record of ``text``.
 
     ``required``: CSV columns the header must hold (a JSONL row's own keys are the loader's to check); ``need``:
-    the words that end a refusal, e.g. ``"need subject, relation, object[, template]"``.
+    the words that end a refusal, e.g. ``"need subject, relation, object[, template]"``. ``progress(line, lines,
+    "reading LABEL")`` is called every :data:`PROGRESS_EVERY` records and once at the end: reading a large upload takes
+    seconds, and the app draws a bar with a Stop from it.
     """
     if fmt not in FORMATS:
         raise DataFormatError(f"{label}: unknown format {fmt!r}; use {' or '.join(FORMATS)}")
+    if progress is None:
+        yield from _records(text, label=label, fmt=fmt, required=required, need=need)
+        return
+    lines = text.count("\n") + (not text.endswith("\n"))
+    line = 0
+    for n, (line, row) in enumerate(_records(text, label=label, fmt=fmt, required=required, need=need), start=1):
+        if n % PROGRESS_EVERY == 0:
+            progress(line, lines, f"reading {label}")
+        yield line, row
+    progress(lines, lines, f"reading {label}")
+
+
+def _records(text: str, *, label: str, fmt: str, required: Sequence[str], need: str) -> Iterator[tuple[int, dict]]:
     if fmt == "jsonl":
         for line, raw in enumerate(text.splitlines(), start=1):
             if not raw.strip():

@@ -6,6 +6,7 @@ template column the relation name itself becomes one: ``[X] <relation words> [Y]
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import DataFormatError
@@ -27,7 +28,7 @@ def default_template(relation: str) -> str:
 
 
 def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "triples",
-          version: str = "") -> Dataset:
+          version: str = "", progress: Callable[[int, int, str], None] | None = None) -> Dataset:
     """Parse triples from text (used for uploads as well as files).
 
     A byte-order mark (Excel's "CSV UTF-8") is dropped; a record that spans lines (an unclosed quote)
@@ -36,7 +37,7 @@ def parse(text: str, *, label: str = "<upload>", fmt: str = "csv", name: str = "
     text = text.removeprefix("\ufeff")
     groups: dict[tuple[str, str], dict] = {}
     templates: dict[str, str] = {}
-    for line, row in read_records(text, label=label, fmt=fmt, required=REQUIRED, need=_NEED):
+    for line, row in read_records(text, label=label, fmt=fmt, required=REQUIRED, need=_NEED, progress=progress):
         missing = [c for c in REQUIRED if not str(row.get(c) or "").strip()]
         if missing:
             raise DataFormatError(f"{label}, line {line}: missing column {missing[0]!r} ({_NEED})")
