@@ -94,3 +94,20 @@ def test_an_unknown_rewiring_run_with_none_trained_says_how_to_train_one():
         rewire_runs.run_info("r-nosuch")
     assert str(e.value) == ("unknown rewiring run 'r-nosuch'; there is no rewiring run yet: train one with "
                             "`probekit rewire` or on the Rewire page")
+
+
+def test_a_closed_pipe_ends_a_command_silently():
+    """`probekit … | head` closes the pipe while the command still prints: the command ends without a word on stderr
+    (it printed "error: [Errno 32] Broken pipe"), with 141 (128 + SIGPIPE) as a shell reports such a writer."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    proc = subprocess.Popen([sys.executable, "-m", "probekit", "data", "list"], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before the command prints its first line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and err == ""

@@ -91,6 +91,9 @@ def main(argv=None) -> int:
     except MemoryError:
         print("error: out of memory; try a smaller --batch-size or fewer relations", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`probekit runs list | head`): silent, as a shell tool is
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush has nowhere to fail
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
     except OSError as e:  # unreadable files, full disks: the user's to fix
         print(f"error: {disk_full(e, places=_written(args)) or e}", file=sys.stderr)
         return 2
