@@ -115,6 +115,24 @@ def available_models() -> list[tuple[str, str]]:
     return items
 
 
+def short_model_id(model_id: str) -> str:
+    """A model id as a listing shows it where space is short: a local folder by its last two path parts, any other
+    id (a registry name, a Hugging Face id, a served model) as it is. Why: the checkpoints of one rewiring run differ
+    only at the end of their paths (``…/rw-20261129-100431-8975/step-000040``), and labels cut from the right made
+    them read the same.
+
+    >>> short_model_id("/cache/rewired/rw-20261129-100431-8975/step-000040")
+    'rw-20261129-100431-8975/step-000040'
+    >>> short_model_id("dmis-lab/biobert-v1.1"), short_model_id("default")
+    ('dmis-lab/biobert-v1.1', 'default')
+    """
+    text = str(model_id)
+    if text.startswith(("/", "~", "./", "../")) or (os.sep != "/" and text.startswith(os.sep)):
+        parts = Path(text).parts
+        return "/".join(parts[-2:]) if len(parts) > 2 else text
+    return text
+
+
 def resolve_model(model_id: str) -> tuple[str, ModelSpec, dict]:
     """Map an id to a loadable source (folder or hub id) and its spec."""
     model_id = ALIASES.get(model_id, model_id)

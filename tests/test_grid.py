@@ -164,7 +164,9 @@ def test_a_failing_cell_is_reported_and_the_grid_goes_on(tiny_encoder_dir, facts
                                "probes": ["retrieval"], "k": 5})
     result = run_grid(spec)
     status = dict(zip(result.cells.label.str.split(" · ").str[0], result.cells.status))
-    assert status == {str(tiny_encoder_dir): "done", "/no/such/model": "failed"}
+    from probekit.model_registry import short_model_id  # a folder is labelled by its last two path parts
+
+    assert status == {short_model_id(str(tiny_encoder_dir)): "done", "such/model": "failed"}
     assert "does not exist" in result.cells.error[result.cells.status == "failed"].iloc[0]
 
 
@@ -385,3 +387,21 @@ def test_cells_have_intervals_and_the_model_ranking_is_checked_across_conditions
     assert shown["ranking"]["conditions"] == ["layer=1", "layer=2"] and "macro acc@10 [lo, hi]" in \
         shown["cells"][0]
 
+
+
+def test_checkpoints_of_one_rewiring_run_are_told_apart_in_labels():
+    """The rule: a local folder is named by its last two path parts wherever a cell is labelled, so the checkpoints
+    of one rewiring run (paths equal up to ``step-…``) never read the same (a label cut from the right did)."""
+    from probekit.grid import Cell, distinguishing_labels
+
+    run = "/home/me/.cache/probekit/rewired/rw-20261129-100431-8975"
+    cells = [Cell(f"{run}/step-{s:06d}", "medlama:hard", "retrieval", {"pooling": p})
+             for s in (40, 120) for p in ("cls", "mean")]
+    assert [c.label for c in cells][:2] == [
+        "rw-20261129-100431-8975/step-000040 · medlama:hard · retrieval (pooling=cls)",
+        "rw-20261129-100431-8975/step-000040 · medlama:hard · retrieval (pooling=mean)"]
+    assert len({c.label for c in cells}) == 4
+    assert distinguishing_labels(cells) == [f"rw-20261129-100431-8975/step-{s:06d} · pooling={p}"
+                                            for s in (40, 120) for p in ("cls", "mean")]
+    hub = Cell("dmis-lab/biobert-v1.1", "demo", "retrieval", {})
+    assert hub.label == "dmis-lab/biobert-v1.1 · demo · retrieval"  # an id that is not a path keeps its name

@@ -80,7 +80,10 @@ def test_new_grid_shown_labels_as_text_legible_chart_and_export(tiny_encoder_dir
     assert at.selectbox(key="gr_sel").value not in (first, None)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     labels = spec["data"][0]["y"]  # each bar named by what sets its cell apart: model and pooling
-    assert sorted(labels) == sorted(f"{ui.chart_text(str(m))} · pooling={p}" for m in (odd, tiny_encoder_dir)
+    from probekit.model_registry import short_model_id  # a folder is labelled by its last two path parts
+
+    assert sorted(labels) == sorted(f"{ui.chart_text(short_model_id(str(m)))} · pooling={p}"
+                                    for m in (odd, tiny_encoder_dir)
                                     for p in ("cls", "mean")), labels
     assert spec["data"][0]["error_x"]["array"] and spec["data"][0]["error_x"]["arrayminus"]  # 95 % interval bars
     pairs = next(d.value for d in at.dataframe if "verdict" in d.value.columns)  # two models ranked per pooling

@@ -9,6 +9,7 @@ from ..errors import ProbekitError, command, positive_int
 from ..grid import scores
 from ..metrics.accuracy import COUNTINGS, counting_label
 from ..metrics.registry import metric_names
+from ..model_registry import short_model_id
 from .common import add_actions, print_json, print_listing, progress_bar
 
 
@@ -18,13 +19,14 @@ def _print_cells(frame, *, metric: str | None = None) -> None:
     for c in frame["counting"].dropna().unique() if "counting" in frame.columns else ():
         print(counting_label(c) + (" (each cell as its run was stored)" if frame["counting"].nunique() > 1 else ""))
     shown = f"macro {metric} [lo, hi]" if metric else None
+    width = min(100, max((len(str(x)) for x in frame["label"]), default=0))  # whole labels, up to a point
     for r in frame.to_dict(orient="records"):
         values = {name: r.get(f"macro {name}") for name in metric_names()}
         acc = "  ".join(f"{name} {100 * v:6.2f}" for name, v in values.items() if v is not None and v == v)
         ci = f"  {metric} {r[shown]}" if shown and shown in r and r.get("status") == "done" else ""
         extra = f"  {r['run_id']}" if r.get("run_id") else ""
         err = f"  {r['error']}" if r.get("status") == "failed" and r.get("error") else ""
-        print(f"{r['status']:<8} {r['label'][:70]:<70} {acc}{ci}{extra}{err}")
+        print(f"{r['status']:<8} {r['label'][:width]:<{width}} {acc}{ci}{extra}{err}")
 
 
 def _num(v: float, fmt: str = ".3f") -> str:
@@ -40,7 +42,8 @@ def _print_stability(held: dict) -> None:
           f"(seed {held['seed']})")
     for r in held["pairs"].to_dict(orient="records"):
         flips = f"; flips in {r['flips in']}" if r["flips in"] else ""
-        print(f"  {str(r['model a'])[:30]} vs {str(r['model b'])[:30]} ({r['reference order']} on the mean): "
+        a, b = (short_model_id(str(r[m])) for m in ("model a", "model b"))
+        print(f"  {a} vs {b} ({r['reference order']} on the mean): "
               f"{r['verdict']}, {r['in resamples']}{flips}")
     print(f"  ({held['rule']})")
 

@@ -69,6 +69,8 @@ def cells_frame(grid_id: str) -> pd.DataFrame:
         WHERE c.grid_id = ? ORDER BY c.position""", [grid_id, grid_id])
     if frame.empty:
         get_grid(grid_id)  # unknown id: a clear error
+    # labels as the code names cells now (a grid stored before a label rule changed reads like a new one)
+    frame["label"] = [Cell.from_settings(json.loads(s)).label for s in frame["settings"]]
     from ..bench import runs
 
     stored = runs.list_runs()

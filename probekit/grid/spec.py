@@ -49,6 +49,7 @@ from ..backends import BACKENDS, is_backend_id, parse_id
 from ..datasets import LOADERS
 from ..datasets.base import check_vocab
 from ..errors import ProbekitError, UnknownNameError, decode_utf8
+from ..model_registry import short_model_id
 from ..types import MAX_K
 
 MAX_CELLS = 5000
@@ -111,7 +112,7 @@ class Cell:
     @property
     def label(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
-        return f"{self.model} · {self.dataset} · {self.probe}" + (f" ({opts})" if opts else "")
+        return f"{short_model_id(self.model)} · {self.dataset} · {self.probe}" + (f" ({opts})" if opts else "")
 
     @classmethod
     def from_settings(cls, s: dict) -> Cell:
@@ -143,8 +144,9 @@ def distinguishing_labels(cells) -> list[str]:
     fields += [(k, _option_of(k)) for k in keys]
     varying = [(name, get) for name, get in fields if len({str(get(c)) for c in cells}) > 1]
     if not varying:
-        return [f"{c.model} · {c.dataset} · {c.probe}" for c in cells]
-    return [" · ".join(f"{name}={get(c)}" if name not in ("model", "dataset", "probe") else str(get(c))
+        return [f"{short_model_id(c.model)} · {c.dataset} · {c.probe}" for c in cells]
+    return [" · ".join(f"{name}={get(c)}" if name not in ("model", "dataset", "probe") else
+                       short_model_id(str(get(c))) if name == "model" else str(get(c))
                        for name, get in varying) for c in cells]
 
 
