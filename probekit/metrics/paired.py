@@ -150,7 +150,7 @@ class PairedComparison:
         r = self.row(relation)
         level = f"{100 * self.confidence:g} %"
         return (f"{a} − {b} = {100 * r['diff']:+.2f} points [{100 * r['lo']:.2f}, {100 * r['hi']:.2f}] ({level} "
-                f"bootstrap), p = {_p_text(r['p'])} ({r['test']}; {int(r['n']):,} paired queries, {relation} "
+                f"bootstrap), p {_p_text(r['p'])} ({r['test']}; {int(r['n']):,} paired queries, {relation} "
                 f"{self.metric})")
 
     def to_dict(self) -> dict:
@@ -162,7 +162,12 @@ class PairedComparison:
 
 
 def _p_text(p: float) -> str:
-    return "–" if p != p else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+    """The p-value with its relation sign: ``= 0.012``, ``< 0.001`` (three decimals say no more), ``= –`` (none).
+
+    >>> _p_text(0.0123), _p_text(1e-9)
+    ('= 0.012', '< 0.001')
+    """
+    return "= –" if p != p else ("< 0.001" if p < 0.001 else f"= {p:.3f}")
 
 
 def paired_scores(a: pd.DataFrame, b: pd.DataFrame, *, metric: str, which: str = "full",
