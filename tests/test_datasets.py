@@ -187,6 +187,17 @@ def test_medlama_bad_list_literal(medlama_root):
         medlama.load(medlama_root)
 
 
+@pytest.mark.parametrize("cell", ["['C0431122', 'C5438535']", "[]", "['Crohn disease']",
+                                  '["Crohn\'s disease", \'ileitis\']', "['a\\'b']", "['a', 'b',]",
+                                  "['a' 'b']", "['é', 'β-blocker']", "('a', 'b')", "['x', 1]"])
+def test_medlama_list_cells_read_as_python_reads_them(cell):
+    """The rule: a list cell is what :func:`ast.literal_eval` reads (MedLAMA writes Python's ``repr``), each item as
+    text, whichever path reads it (JSON for plain single-quoted cells, literal_eval for the rest)."""
+    from probekit.datasets.medlama import _parse_list
+
+    assert _parse_list(cell, Path("f.csv"), 2, "tail_names_list") == [str(v) for v in ast.literal_eval(cell)]
+
+
 def test_medlama_short_row_and_empty_golds(medlama_root):
     f = medlama_root / "2021AA" / "may_treat_3.csv"
     _rewrite(f, lambda t: t + "C99,Lonely head\n")
