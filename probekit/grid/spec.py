@@ -40,24 +40,19 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..backends import BACKENDS, is_backend_id, parse_id
 from ..datasets import LOADERS
 from ..datasets.base import check_vocab
 from ..errors import ProbekitError, UnknownNameError, decode_utf8
 from ..model_registry import short_model_id
 from ..types import MAX_K
+from .models import entry_of, model_entry
 
 MAX_CELLS = 5000
 FIELDS = ("name", "models", "datasets", "relations", "relation_groups", "probes", "layers", "seeds", "vocab", "k")
-MODEL_KEYS = ("endpoint", "name", "tokenizer", "api_key_env", "backend")
-"""Keys of a served model's entry in ``models`` (:func:`model_entry`)."""
-SERVED_OPTIONS = ("tokenizer", "api_key_env")
-"""What a served model's entry says beyond its id: kept with each of its cells (:attr:`Cell.served`)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +69,8 @@ class Cell:
     k: int = 10
     seed: int | None = None
     served: dict = field(default_factory=dict)
-    """A served model's own tokenizer and key variable (:data:`SERVED_OPTIONS`); empty for every other model."""
+    """A served model's own tokenizer and key variable (:data:`~probekit.grid.models.SERVED_OPTIONS`); empty for
+    every other model."""
 
     def settings(self) -> dict:
         return {"model": self.model, "dataset": self.dataset, "probe": self.probe,
@@ -175,60 +171,6 @@ def _as_list(value, what: str) -> list:
     raise ProbekitError(f"grid field {what!r} must be a value or a list, got {type(value).__name__}")
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def model_entry(entry, position: int) -> tuple[str, dict]:
-    """A ``models`` entry as ``(model id, served options)``: an id as written (a served model's id checked for its
-    form), or a served model's mapping (:data:`MODEL_KEYS`) as its ``KIND:ENDPOINT#NAME`` id and its own tokenizer
-    and key variable. A grid is stored with its runs, so it names the variable that holds a key, never the key.
-
-    >>> model_entry({"endpoint": "http://127.0.0.1:8080/v1/", "name": "tiny", "api_key_env": "TINY_KEY"}, 1)
-    ('openai:http://127.0.0.1:8080/v1#tiny', {'api_key_env': 'TINY_KEY'})
-    >>> model_entry({"endpoint": "http://127.0.0.1:8080/v1", "nmae": "tiny"}, 2)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    probekit.errors.ProbekitError: model 2 of the grid: unknown key 'nmae'; did you mean 'name'; available: ...
-    """
-    where = f"model {position} of the grid"
-    if not isinstance(entry, dict):
-        model_id = str(entry).strip()
-        if is_backend_id(model_id):
-            try:
-                parse_id(model_id)
-            except ProbekitError as e:
-                raise ProbekitError(f"{where}: {e}") from None
-        return model_id, {}
-    if "api_key" in entry:
-        raise ProbekitError(f"{where}: a grid holds no keys (it is stored with its runs): put the key in an "
-                            "environment variable and give that variable's name as api_key_env")
-    for key in entry:
-        if key not in MODEL_KEYS:
-            raise ProbekitError(f"{where}: {UnknownNameError('key', str(key), list(MODEL_KEYS))}")
-    values = {str(k): str(v).strip() for k, v in entry.items() if v is not None and str(v).strip()}
-    endpoint, name, kind = values.get("endpoint", ""), values.get("name", ""), values.get("backend", "openai")
-    if not endpoint.startswith(("http://", "https://")) or "#" in endpoint:
-        raise ProbekitError(f"{where}: a mapping names a served model; give its server's address as "
-                            f"endpoint: http://HOST:PORT/v1 (got {endpoint or 'none'!r})")
-    if not name:
-        raise ProbekitError(f"{where}: give the name {endpoint} serves the model as (name: ...)")
-    if kind not in BACKENDS:
-        raise ProbekitError(f"{where}: {UnknownNameError('backend', kind, sorted(BACKENDS))}")
-    var = values.get("api_key_env")
-    if var is not None and not _ENV_NAME.fullmatch(var):
-        raise ProbekitError(f"{where}: api_key_env is the name of an environment variable (letters, digits and _), "
-                            f"got {var!r}")
-    return f"{kind}:{endpoint.rstrip('/')}#{name}", {k: values[k] for k in SERVED_OPTIONS if k in values}
-
-
-def _entry_of(model_id: str, served: dict) -> str | dict:
-    """The ``models`` entry :func:`model_entry` reads back as ``(model_id, served)``."""
-    if not served:
-        return model_id
-    kind, url, name = parse_id(model_id)
-    return {"endpoint": url, "name": name, **({"backend": kind} if kind != "openai" else {}), **served}
-
-
 @dataclass(frozen=True)
 class GridSpec:
     name: str
@@ -242,7 +184,8 @@ class GridSpec:
     vocab: str = "heads+tails"
     k: int = 10
     served: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
-    """(model id, its served options) for each served model given as a mapping (:func:`model_entry`)."""
+    """(model id, its served options) for each served model given as a mapping
+    (:func:`~probekit.grid.models.model_entry`)."""
 
     @classmethod
     def from_dict(cls, data: dict, *, check_names: bool = False) -> GridSpec:
@@ -373,7 +316,7 @@ class GridSpec:
 
     def to_dict(self) -> dict:
         served = {m: dict(o) for m, o in self.served}
-        return {"name": self.name, "models": [_entry_of(m, served.get(m, {})) for m in self.models],
+        return {"name": self.name, "models": [entry_of(m, served.get(m, {})) for m in self.models],
                 "datasets": list(self.datasets),
                 "relations": list(self.relations),
                 # only when given, so the id of a grid declared without groups stays what it was
