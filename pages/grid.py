@@ -16,6 +16,7 @@ from probekit.errors import ProbekitError
 from probekit.grid import scores
 from probekit.metrics.accuracy import COUNTINGS
 from probekit.metrics.registry import metric_names
+from probekit.model_registry import short_model_id
 from probekit.probes import PROBES
 
 ui.title("Probing grid")
@@ -145,6 +146,7 @@ if not done.empty:
             f"Two models: the pair's verdict below is the whole ranking (Kendall's τ-b needs three); "
             f"{held['average']} {metric}, {held['counting']}."))
         pairs = held["pairs"][["model a", "model b", "reference order", "verdict", "in resamples", "flips in"]]
+        pairs = pairs.assign(**{m: pairs[m].map(short_model_id) for m in ("model a", "model b")})
         st.dataframe(pairs, hide_index=True, key="gr_pairs")
         st.caption(ui.md(f"Conditions: {', '.join(map(str, held['conditions']))}. The reference order is the "
                          f"models' mean score over the conditions; {held['rule']}"))

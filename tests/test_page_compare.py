@@ -147,6 +147,18 @@ def test_sweep_points_are_not_the_default_pair(tiny_encoder_dir, two_runs, monke
     assert at.multiselect(key="cmp_sel").options[-1].startswith("sweep rw [ab12] · demo › step 6")
 
 
+def test_a_store_of_sweep_points_only_opens_on_a_pair_of_them(tiny_encoder_dir, two_runs, monkeypatch):
+    """Runs of a rewiring run's checkpoints and of its base model are all sweep points: with nothing else stored,
+    the page opens on the newest two of them that share queries (it said "No two finished runs share a query")."""
+    a, b = two_runs
+    monkeypatch.setattr(rewire, "stored_sweeps", lambda: pd.DataFrame(
+        {"sweep": ["rw [ab12] · demo"] * 2, "step": [0, 6], "model": ["base", "x/step-6"],
+         "run_id": [a.run_id, b.run_id], "macro acc@1": [0.0, 0.0], "macro acc@10": [0.0, 0.0]}))
+    at = open_app("compare", model=str(tiny_encoder_dir))
+    assert errors(at) == [] and not at.info
+    assert at.session_state["cmp_sel"] == [b.run_id, a.run_id]
+
+
 def _free_text_run(model):
     text = "prompt,object\nAspirin treats [MASK].,pain\nInsulin lowers [MASK].,glucose\n"
     return runs.run_benchmark(model, freetext.parse(text, name="notes"), k=10)

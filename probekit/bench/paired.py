@@ -50,13 +50,17 @@ def shared_queries(run_a: str, run_b: str) -> int:
 
 def default_pair(listed: pd.DataFrame, sweeps: pd.DataFrame | None = None, *, look: int = 12) -> list[str]:
     """The newest two finished, sweep-free runs (of ``listed``, newest first, as ``list_runs`` gives) that share
-    queries, newest first; ``[]`` when no two of the newest ``look`` do. Newest pair: the one whose older run is
+    queries, newest first; else the newest such pair among all finished runs, sweep points too (a store whose runs
+    are all of one rewiring run's checkpoints and its base model is all sweep points, and those runs are just as
+    comparable); ``[]`` when no two of the newest ``look`` share queries. Newest pair: the one whose older run is
     the newest (then the newer of the two), so a free-text run stored after two demo runs opens on the demo pair
     instead of a pair with nothing in common. Runs of different datasets are not loaded to find out."""
-    own = listed[(listed["status"] == "done") & ~listed["run_id"].isin(list(sweep_points(sweeps)))].head(look)
-    ids, data = own["run_id"].tolist(), own["dataset"].tolist()
-    for j in range(1, len(ids)):
-        for i in range(j):
-            if data[i] == data[j] and shared_queries(ids[i], ids[j]):
-                return [ids[i], ids[j]]
+    done = listed[listed["status"] == "done"]
+    points = list(sweep_points(sweeps))
+    for own in (done[~done["run_id"].isin(points)].head(look), done.head(look)):
+        ids, data = own["run_id"].tolist(), own["dataset"].tolist()
+        for j in range(1, len(ids)):
+            for i in range(j):
+                if data[i] == data[j] and shared_queries(ids[i], ids[j]):
+                    return [ids[i], ids[j]]
     return []

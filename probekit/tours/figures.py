@@ -52,6 +52,36 @@ def short_label(text: str, limit: int = LABEL_CHARS) -> str:
     return re.sub(r"&[#\w]*$", "", text[:limit - 1]).rstrip() + "…"
 
 
+def middle_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` (already :func:`chart_text`) cut in the middle to ``limit`` characters, its start and its end kept,
+    never inside an ``&…;`` escape: for names that differ only at the end (a rewiring run's checkpoints).
+
+    >>> middle_label("rw-20261129-100431-8975/step-000040 · pooling=cls", 32)
+    'rw-2026112…-000040 · pooling=cls'
+    """
+    if len(text) <= limit:
+        return text
+    head = re.sub(r"&[#\w]*$", "", text[:limit // 3])
+    tail = text[len(text) - (limit - len(head) - 1):]
+    tail = re.sub(r"^[#\w]*;", "", tail) if re.search(r"&[#\w]*$", text[:len(text) - len(tail)]) else tail
+    return head + "…" + tail
+
+
+def tick_labels(cats: list[str], limit: int = LABEL_CHARS) -> list[str]:
+    """Shortened tick labels for the categories ``cats``: cut at the end (:func:`short_label`), or, where that makes
+    two different names read the same, cut in the middle (:func:`middle_label`) so that each stays told apart.
+
+    >>> tick_labels(["rw-20261129-100431-8975/step-000040", "rw-20261129-100431-8975/step-000120"], 24)
+    ['rw-20261…975/step-000040', 'rw-20261…975/step-000120']
+    """
+    out = [short_label(c, limit) for c in cats]
+    if len(set(out)) < len(set(cats)):
+        middle = [middle_label(c, limit) for c in cats]
+        if len(set(middle)) > len(set(out)):
+            return middle
+    return out
+
+
 def shorten_categories(fig) -> None:
     """Give each axis whose categories (strings) run past :data:`LABEL_CHARS` shortened tick labels; the traces keep
     the full names, so hovers show them whole (the app's charts and the presenter's share this rule)."""
@@ -63,8 +93,7 @@ def shorten_categories(fig) -> None:
                 continue
             cats += [v for v in values if isinstance(v, str) and v not in cats]
         if any(len(c) > LABEL_CHARS for c in cats):
-            fig.update_layout({f"{letter}axis": dict(tickmode="array", tickvals=cats,
-                                                     ticktext=[short_label(c) for c in cats])})
+            fig.update_layout({f"{letter}axis": dict(tickmode="array", tickvals=cats, ticktext=tick_labels(cats))})
 
 
 def projector(fig, *, height: int, legend: bool = True):
