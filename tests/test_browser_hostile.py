@@ -222,6 +222,27 @@ def test_a_tour_with_a_hostile_title_and_note_is_shown_as_text(page, hostile_app
 
 
 @pytest.mark.timeout(400)
+def test_a_hostile_model_id_is_refused_as_text(page, hostile_app):
+    """A model id typed in the sidebar's "Other" box (here carried by a share link, which fills that box) comes
+    back in the refusal that names it: shown as typed there and in the box, nothing fetched. (Runs before the
+    session test, whose expert link guards the organiser's pages: the Probe page would be a sign-in.)"""
+    from urllib.parse import quote
+
+    budget = Budget(340)
+    app = hostile_app
+    model = f"org/model {app['strings'][0]} {app['strings'][2]} {app['strings'][5]}"
+    page.goto(f"{app['url']}/?model={quote(model)}&dataset=demo", timeout=budget.ms())
+    refusal = page.locator(ERROR).filter(has_text="does not exist")
+    wait_idle(page, title(page, "Probe"), refusal, timeout=budget.ms())
+    assert page.locator(EXCEPTION).count() == 0
+    assert page.evaluate(_FROM_DATA_JS, f":{app['listener'].port}") == []
+    shown = " ".join(refusal.first.inner_text().replace(WORD_JOINER, "").split())
+    assert " ".join(model.split()) in shown, shown
+    assert page.locator(f"{key('pk_model_custom')} input").input_value() == model
+    assert app["listener"].paths == [], f"the page fetched data's URLs: {app['listener'].paths}"
+
+
+@pytest.mark.timeout(400)
 def test_annotation_session_with_hostile_names_is_shown_as_text(page, hostile_app):
     """The session's name on the organiser's side of Annotate, its dataset's name on Annotation results,
     and the hostile entity (the query's subject and an answer) on the expert's personal link: shown as typed."""
@@ -242,22 +263,3 @@ def test_annotation_session_with_hostile_names_is_shown_as_text(page, hostile_ap
     wait_idle(page, page.get_by_text("0/2 answers"), timeout=budget.ms())
     assert_shown_as_text(page, app, app["entity"])
 
-
-@pytest.mark.timeout(400)
-def test_a_hostile_model_id_is_refused_as_text(page, hostile_app):
-    """A model id typed in the sidebar's "Other" box (here carried by a share link, which fills that box) comes
-    back in the refusal that names it: shown as typed there and in the box, nothing fetched."""
-    from urllib.parse import quote
-
-    budget = Budget(340)
-    app = hostile_app
-    model = f"org/model {app['strings'][0]} {app['strings'][2]} {app['strings'][5]}"
-    page.goto(f"{app['url']}/?model={quote(model)}&dataset=demo", timeout=budget.ms())
-    refusal = page.locator(ERROR).filter(has_text="does not exist")
-    wait_idle(page, title(page, "Probe"), refusal, timeout=budget.ms())
-    assert page.locator(EXCEPTION).count() == 0
-    assert page.evaluate(_FROM_DATA_JS, f":{app['listener'].port}") == []
-    shown = " ".join(refusal.first.inner_text().replace(WORD_JOINER, "").split())
-    assert " ".join(model.split()) in shown, shown
-    assert page.locator(f"{key('pk_model_custom')} input").input_value() == model
-    assert app["listener"].paths == [], f"the page fetched data's URLs: {app['listener'].paths}"
