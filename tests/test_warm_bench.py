@@ -100,6 +100,86 @@ def test_one_pass_ranks_as_the_two_products_and_the_naive_rule(similarity, monke
         assert one[0][2] == [1]
 
 
+def _naive_top_k_by_rule(search, q, golds, exclude, ranks, k, *, n, tol, gold_score):
+    """The rule one query at a time, as the code wrote it before it took whole arrays: widen while the k-th place's
+    tie group may reach past the search; add golds ranked within k that the search left out; order by score (golds
+    gaining the tolerance), then golds first, then lower ids."""
+    kk = search_width(k, exclude, n)
+    todo, found = np.arange(len(q)), {}
+    while len(todo):
+        scores, ids = search(q[todo], kk)
+        again = []
+        for r, i in enumerate(todo.tolist()):
+            keep = ids[r] >= 0
+            s, d = scores[r][keep], ids[r][keep]
+            if exclude[i]:
+                ok = ~np.isin(d, exclude[i])
+                s, d = s[ok], d[ok]
+            kth = s[min(k, len(s)) - 1] if len(s) else -np.inf
+            if kk < n and len(s) and s[-1] >= kth - 2 * tol[i]:
+                again.append(i)
+            else:
+                found[i] = (d, s)
+        todo = np.array(again, dtype=np.int64)
+        kk = min(n, kk * 4)
+    out = []
+    for i in range(len(q)):
+        d, s = found[i]
+        ids_i = d.tolist()
+        sc = dict(zip(ids_i, s.tolist()))
+        gold_set = {g for g, r in zip(golds[i], ranks[i]) if g is not None and r is not None}
+        for gid, rk in zip(golds[i], ranks[i]):
+            if gid is not None and rk is not None and rk <= k and gid not in sc:
+                sc[gid] = gold_score(i, gid)
+                ids_i.append(gid)
+        arr = np.array(ids_i, dtype=np.int64)
+        eff = np.array([sc[c] + (tol[i] if c in gold_set else 0.0) for c in ids_i], dtype=np.float64)
+        order = np.lexsort((arr, ~np.array([c in gold_set for c in ids_i], dtype=bool), -eff))[:k]
+        out.append((arr[order].tolist(), [float(sc[c]) for c in arr[order]]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_k_by_rule_takes_whole_arrays_as_the_per_query_loop(seed):
+    """Equal to the per-query loop on scores with many exact ties and near-ties (so searches widen), excluded
+    candidates, golds the search leaves out (an approximate search's misses), repeated and absent golds, and
+    searches that return fewer than asked (-1 past the end)."""
+    rng = np.random.default_rng(seed)
+    n_q, n, k = 30, 60, int(rng.choice([1, 3, 10]))
+    # four score levels: tie groups of ~15 reaching past the search's first width; near-ties within the tolerance
+    full = (rng.integers(0, 4, size=(n_q, n)) * 0.01 + (rng.random((n_q, n)) < 0.3) * 1e-7).astype(np.float32)
+    tol = np.where(np.arange(n_q) % 2, 2e-7, 0.0)  # no tolerance: exact ties, where golds go first
+    missed = rng.random((n_q, n)) < 0.1  # candidates the search never returns
+    shuffle = rng.permuted(np.broadcast_to(np.arange(n), (n_q, n)), axis=1)  # ties in any order, as faiss
+
+    def search(qq, kk):  # qq: the query rows' own indices, as floats
+        rows = qq[:, 0].astype(int)
+        s = np.where(missed[rows], -np.inf, full[rows])
+        order = np.lexsort((shuffle[rows], -s), axis=1)[:, :kk]
+        ids = np.where(np.take_along_axis(s, order, 1) > -np.inf, order, -1)
+        return np.take_along_axis(s, order, 1), ids
+
+    q = np.arange(n_q, dtype=np.float32)[:, None]
+    golds = [[int(g) for g in rng.integers(0, n, size=rng.integers(0, 4))] + ([None] if i % 4 == 0 else [])
+             for i in range(n_q)]
+    golds[1] = [golds[1][0], golds[1][0]] if golds[1] else [5, 5]  # one gold twice
+    exclude = [[int(e) for e in rng.integers(0, n, size=rng.integers(0, 3))] for _ in range(n_q)]
+    for i in range(2, n_q, 3):  # a gold at the top that the search misses: added with its own score
+        golds[i] = [7] + golds[i]
+        exclude[i] = [e for e in exclude[i] if e != 7]
+        full[i, 7], missed[i, 7] = 0.05, True
+    ranks = [[None if g is None or g in exclude[i] else 1 + int((full[i] > full[i, g]).sum()) for g in golds[i]]
+             for i in range(n_q)]
+
+    def gold_score(i, g):
+        return float(full[i, g])
+
+    got = top_k_by_rule(search, q, golds, exclude, ranks, k, n=n, tol=tol, gold_score=gold_score)
+    want = _naive_top_k_by_rule(search, q, golds, exclude, ranks, k, n=n, tol=tol, gold_score=gold_score)
+    assert got == want
+    assert any(g in ids for (ids, _), gs, m in zip(got, golds, missed) for g in gs if g is not None and m[g])
+
+
 def test_search_width_leaves_room_for_excluded_candidates():
     assert search_width(10, [[1, 2], []], 1000) == 20
     assert search_width(10, [], 5) == 5

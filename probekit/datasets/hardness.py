@@ -103,10 +103,19 @@ def _rouge_l_f(hypothesis: str, reference: str) -> float:
     n = len({w for s in hyp for w in s.split(" ")})  # distinct hypothesis words
     m = len({w for s in ref for w in s.split(" ")})  # distinct reference words
     union: set[str] = set()
+    hyp_words = [h.split(" ") for h in hyp]
+    hyp_sets = [set(w) for w in hyp_words]
     for r in ref:
         r_words = r.split(" ")
-        for h in hyp:
-            union |= _lcs_words(r_words, h.split(" "))
+        r_set = set(r_words)
+        for h_words, h_set in zip(hyp_words, hyp_sets):
+            # the words on a common subsequence are words of both: none shared (most MedLAMA pairs), or all of
+            # them already in the union, add nothing; one shared word is the whole trace (the LCS has length 1)
+            common = r_set & h_set
+            if len(common) > 1 and not common <= union:
+                union |= _lcs_words(r_words, h_words)
+            else:
+                union |= common
     precision, recall = len(union) / n, len(union) / m
     return 2.0 * ((precision * recall) / (precision + recall + 1e-8))
 
