@@ -10,13 +10,19 @@ import contextlib
 import copy
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .errors import ProbekitError, positive_int
 from .jobs import Progress
+from .lazy import lazy_module
 from .models import LoadedModel
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 POOLINGS = ("cls", "mean")
 ENCODER_VERSION = "1"

@@ -14,11 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-import torch
-
 from .errors import ModelLoadError
+from .lazy import lazy_module
 from .model_memory import _causal_kwargs, count_params, memory_needed
 from .model_registry import ModelSpec
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import ModelLoadError
+from .lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
 """Weight precisions :func:`load` takes for a causal LM (``int8``/``int4`` need ``bitsandbytes`` and CUDA)."""

@@ -15,15 +15,15 @@ offline mode and fails with a message that says what was tried and how to fix it
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-import torch
-
 from . import backends, config
 from .errors import ModelLoadError
+from .lazy import lazy_module
 from .model_loaders import LOADERS, LoadRequest, is_causal_arch, model_kind
 from .model_memory import (  # noqa: F401  # the precision and memory side of loading, re-exported
     DTYPE_ENV,
@@ -50,6 +50,11 @@ from .model_registry import (  # noqa: F401  # what an id means, re-exported
 from .types import MASK
 
 if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
+
+if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
@@ -67,6 +72,34 @@ def pick_device(prefer: str | None = None) -> torch.device:
         except RuntimeError as e:
             raise ModelLoadError(f"invalid device {prefer!r}: {e}") from None
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class DeviceName(str):
+    """A device as text (``"cpu"``, ``"cuda"``, ``"cuda:1"``), with ``.type`` as :class:`torch.device` has it: what
+    a model's identity records without importing torch. torch takes it wherever it takes a device string."""
+
+    @property
+    def type(self) -> str:
+        return self.split(":", 1)[0]
+
+
+def gpu_possible() -> bool:
+    """False only where torch can find no CUDA (or ROCm) device: macOS, or Linux without the device files the
+    drivers create (``/dev/nvidia*``, ``/dev/kfd``, WSL's ``/dev/dxg``). Elsewhere torch has to be asked."""
+    if sys.platform == "darwin":
+        return False
+    if not sys.platform.startswith("linux"):
+        return True
+    dev = Path("/dev")
+    return any(dev.glob("nvidia*")) or (dev / "kfd").exists() or (dev / "dxg").exists()
+
+
+def device_name(prefer: str | None = None) -> DeviceName:
+    """:func:`pick_device`'s choice as text, importing torch (1.3 s or more) only where a GPU may be present: a model
+    identity read from a folder (:class:`probekit.bench.identity.ModelIdentity`) needs no more."""
+    if prefer == "cpu" or config.force_cpu() or (prefer in (None, "", "auto") and not gpu_possible()):
+        return DeviceName("cpu")
+    return DeviceName(str(pick_device(prefer)))
 
 
 @dataclass

@@ -264,6 +264,61 @@ def test_warm_cli_bench_prints_the_same_without_loading(tiny_encoder_dir, tmp_pa
     assert warm == cold
 
 
+def test_a_warm_retrieval_bench_never_imports_torch(tiny_encoder_dir, tmp_path, capsys):
+    """torch is imported where it is first used (probekit.lazy): building the command line (every probe's flags)
+    and ranking cached vectors need none of it. A new Python (this test's settings in its environment) says."""
+    import subprocess
+    import sys
+
+    from probekit import cli
+
+    triples = tmp_path / "t.csv"
+    triples.write_text("subject,relation,object\naspirin,may_treat,pain\nibuprofen,may_treat,fever\n"
+                       "warfarin,may_prevent,stroke\nstatin,may_prevent,heart attack\n")  # query sets: cached
+    cmd = ["bench", "--model", str(tiny_encoder_dir), "--dataset", "triples", "--data-dir", str(triples),
+           "--format", "json", "--quiet", "--k", "2"]
+    assert cli.main(cmd) == 0  # cold, here: every name and query encoded and cached
+    want = json.loads(capsys.readouterr().out)
+    code = ("import sys\nimport probekit.probes, probekit.bench.runner\n"
+            "from probekit.cli.main import build_parser, main\n"
+            "build_parser('bench')\nparser_torch = 'torch' in sys.modules\n"
+            f"assert main({cmd!r}) == 0\nprint(parser_torch, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    *printed, imported = out.stdout.strip().splitlines()
+    assert imported == "False False"  # after the parser, after the warm run
+    got = json.loads("\n".join(printed))
+    want.pop("seconds"), got.pop("seconds")
+    assert got == want
+
+
+def test_the_device_a_model_identity_records_is_the_one_a_load_picks(monkeypatch):
+    """``device_name`` decides as ``pick_device`` does (text, torch asked only where a GPU may be present)."""
+    from probekit.errors import ModelLoadError
+
+    for prefer in (None, "auto", "cpu"):
+        name = models.device_name(prefer)
+        assert name == str(models.pick_device(prefer)) and name.type == models.pick_device(prefer).type
+    assert models.DeviceName("cuda:1").type == "cuda"
+    monkeypatch.setattr(models, "gpu_possible", lambda: True)  # torch is asked: the same answer
+    assert models.device_name() == str(models.pick_device())
+    with pytest.raises(ModelLoadError, match="unknown device"):
+        models.device_name("tpu")
+
+
+def test_inference_mode_applies_when_called():
+    import torch
+
+    from probekit.lazy import inference_mode
+
+    @inference_mode
+    def inside(x):
+        """Doc kept."""
+        return torch.is_inference_mode_enabled(), x
+
+    assert inside(3) == (True, 3) and not torch.is_inference_mode_enabled()
+    assert inside.__doc__ == "Doc kept."
+
+
 def test_the_parser_is_built_for_the_chosen_command_only():
     from probekit.cli.main import build_parser
 

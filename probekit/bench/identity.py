@@ -45,7 +45,7 @@ class ModelIdentity:
             if not (folder / "config.json").is_file():
                 return None
             cfg = json.loads((folder / "config.json").read_text())
-            return cls(model_id, source, models.folder_fingerprint(folder), spec, cfg, models.pick_device(device),
+            return cls(model_id, source, models.folder_fingerprint(folder), spec, cfg, models.device_name(device),
                        meta)
         except (OSError, ValueError, KeyError, TypeError, ProbekitError):
             return None  # anything unusual: the caller loads the model as usual

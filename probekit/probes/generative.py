@@ -40,13 +40,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..errors import ProbekitError, positive_int
+from ..lazy import lazy_module
 from ..types import Query, Ranking
 from .base import Call, Option, Probe
 from .generated import ranking_from_predictions
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 PROMPT_MAX_LENGTH = 128
 REFERENCE_EXTRA_TOKENS = 80

@@ -36,11 +36,12 @@ tokenised by the same rule, each token's log-prob read from the server's echo of
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..errors import ProbekitError, UnknownNameError
+from ..lazy import lazy_module
 from ..ranking import ranking_from_scores
 from ..types import OBJECT, SUBJECT, CandidateSet, Query, Ranking
 from .base import Call, Option, Probe
@@ -56,6 +57,11 @@ from .likelihood_scoring import (
     seq2seq_logprobs,
 )
 from .retrieval import PROBE as RETRIEVAL
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 REDUCTIONS = ("sum", "mean")
 PRESETS: dict[str, dict] = {

@@ -30,12 +30,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..errors import ProbekitError
+from ..lazy import inference_mode, lazy_module
 from .mask_logits import logits_at_mask, logits_path
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 
 def _dynamic_cache(config):
@@ -148,7 +154,7 @@ def attention_window(lm) -> int | None:
     return window
 
 
-@torch.inference_mode()
+@inference_mode
 def causal_logprobs(lm, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
     """Per-token log-probs of one query's statements (NaN where not scored): :func:`causal_logprobs_many` for
     one query."""
@@ -178,7 +184,7 @@ def _whole_statements(lm, encoded: Sequence[Encoded], batch_size: int, dev) -> l
     return out
 
 
-@torch.inference_mode()
+@inference_mode
 def causal_logprobs_many(lm, groups: Sequence[Sequence[Encoded]], *, batch_size: int) -> list[list[np.ndarray]]:
     """Per-token log-probs of several queries' statements (``groups``: one list per query; NaN where not
     scored), ``batch_size`` rows per forward across queries.
@@ -316,7 +322,7 @@ def masked_with(e: Encoded, pll: str) -> list[tuple[int, tuple[int, ...]]]:
     return out
 
 
-@torch.inference_mode()
+@inference_mode
 def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int, pll: str = "original",
                  progress: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
     """Per-token pseudo-log-likelihoods: one masked copy per scored token (masking what ``pll`` says,
@@ -353,7 +359,7 @@ def mlm_logprobs(mlm, tokenizer, encoded: Sequence[Encoded], *, batch_size: int,
 
 
 # ---------------------------------------------------------------- encoder-decoders
-@torch.inference_mode()
+@inference_mode
 def seq2seq_logprobs(s2s, tokenizer, prompt: str, encoded: Sequence[Encoded], *, batch_size: int) -> list[np.ndarray]:
     """Per-token decoder log-probs of one query's statements given the encoder's reading of ``prompt`` (the query
     with the model's mask), the encoder run once for all of them."""

@@ -11,14 +11,20 @@ cannot be scored (the latter is refused with a message).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..encode import _autocast
 from ..errors import ProbekitError
+from ..lazy import lazy_module
 from ..ranking import ranking_from_scores
 from .base import Call, Option, Probe
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 
 def candidate_token_ids(tokenizer, names) -> list[list[int]]:

@@ -7,11 +7,15 @@ allows); each copy ``c`` of a batch is masked at ``batch[c, pos[c]]`` and only t
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ProbekitError
+from ..lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 
 def _split_head(mlm) -> tuple[Any, torch.nn.Module] | None:

@@ -47,16 +47,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..errors import ProbekitError, positive_int
+from ..lazy import lazy_module
 from ..types import Query, Ranking
 from . import xfactr_reference as ref
 from .base import Call, Explanation, Option, Probe
 from .generated import ranking_from_predictions
 from .mlm_topk import mask_topk
 from .xfactr import DECODINGS, Hyp, Row, advance, expand, masked_slots, parse_decoding, select
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 PROMPT_MAX_LENGTH = 128
 READINGS: dict[str, int | None] = {"probekit": None, "xfactr-reference": 1}

@@ -7,7 +7,14 @@ a mask is, results in input order. Padding changes nothing but float rounding (a
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")  # imported on first use (probekit.lazy)
 
 HEAD_ATTRS = ("cls", "lm_head")  # MLM heads applied to masked positions only (BERT, RoBERTa families)
 
