@@ -31,6 +31,7 @@ from .index_rank import (
     TIE_TOLERANCE,
     GoldCounter,
     RunningTop,
+    pair_scores,
     partial_scores,
     prepare,
     score_scale,
@@ -263,19 +264,12 @@ class EntityIndex:
         return search
 
     def _exact(self, q: np.ndarray, found: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """The found candidates re-scored by faiss's flat kernel, one query at a time, and listed best first, lower ids
-        first among equal scores. Its per-pair results depend on neither the other candidates nor the other queries,
-        so the listed scores are the ones a faiss search reports (and :mod:`probekit.vocab.scan`'s), and identical
-        vectors score alike: which spelling of a name comes first does not depend on the kernel that found it."""
+        """The found candidates re-scored by faiss's flat kernel pair by pair (:func:`pair_scores`) and listed best
+        first, lower ids first among equal scores: the scores a faiss search reports (and :mod:`probekit.vocab.scan`
+        lists), identical vectors scoring alike, so which spelling of a name comes first does not depend on the
+        kernel that found it."""
         _, ids = found
-        out = np.full(ids.shape, -np.inf, dtype=np.float32)
-        metric = faiss.METRIC_L2 if self.similarity == "l2" else faiss.METRIC_INNER_PRODUCT
-        xb = self.vectors
-        for i in range(len(q)):
-            pos = np.flatnonzero(ids[i] >= 0)
-            if len(pos):
-                dist, loc = faiss.knn(q[i:i + 1], xb[ids[i, pos]], len(pos), metric)
-                out[i, pos[loc[0]]] = -dist[0] if self.similarity == "l2" else dist[0]
+        out = pair_scores(q, self.vectors, ids, self.similarity)  # (n_queries, kk)
         key = np.where(ids >= 0, ids, np.iinfo(np.int64).max)
         order = np.lexsort((key, -out), axis=1)
         return np.take_along_axis(out, order, 1), np.take_along_axis(ids, order, 1)

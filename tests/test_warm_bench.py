@@ -180,6 +180,29 @@ def test_top_k_by_rule_takes_whole_arrays_as_the_per_query_loop(seed):
     assert any(g in ids for (ids, _), gs, m in zip(got, golds, missed) for g in gs if g is not None and m[g])
 
 
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "l2"])
+def test_pair_scores_are_a_faiss_search_of_one_query_over_its_rows(similarity):
+    """The rule the listed scores keep: each is what faiss's flat search reports for that query over its found rows
+    (bit for bit), whatever the other rows and queries; -1 ids score -inf."""
+    import faiss
+
+    from probekit.index_rank import pair_scores, prepare
+
+    rng = np.random.default_rng(3)
+    y = prepare(_vectors(rng, 300, 48, twins=20), similarity)
+    q = prepare(rng.standard_normal((25, 48)).astype(np.float32), similarity)
+    ids = rng.integers(0, 300, size=(25, 12))
+    ids[::4, -3:] = -1
+    got = pair_scores(q, y, ids, similarity)
+    metric = faiss.METRIC_L2 if similarity == "l2" else faiss.METRIC_INNER_PRODUCT
+    for i in range(len(q)):
+        pos = np.flatnonzero(ids[i] >= 0)
+        dist, loc = faiss.knn(q[i:i + 1], y[ids[i, pos]], len(pos), metric)
+        want = np.full(ids.shape[1], -np.inf, dtype=np.float32)
+        want[pos[loc[0]]] = -dist[0] if similarity == "l2" else dist[0]
+        assert got[i].tobytes() == want.tobytes(), (similarity, i)
+
+
 def test_search_width_leaves_room_for_excluded_candidates():
     assert search_width(10, [[1, 2], []], 1000) == 20
     assert search_width(10, [], 5) == 5

@@ -24,8 +24,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from ..index_rank import GoldCounter, partial_scores, score_scale
-from .index_kinds import metric_of
+from ..index_rank import GoldCounter, pair_scores, partial_scores, score_scale
 from .index_shards import Shards
 
 STEP_BYTES = 8 * 2**20
@@ -105,23 +104,16 @@ class Pass:
 
 def rescore(q: np.ndarray, cand: np.ndarray, rows_of: RowsOf, similarity: str) -> np.ndarray:
     """(n_queries, w) exact scores of candidate ids ``cand`` (-1: none, scored -inf): faiss's flat kernel on the
-    normalised rows, query by query (its per-pair results do not depend on the other rows or queries, so they
-    equal :class:`probekit.index.EntityIndex`'s)."""
+    normalised rows, pair by pair (:func:`probekit.index_rank.pair_scores`, as :class:`probekit.index.EntityIndex`
+    lists them)."""
     out = np.full(cand.shape, -np.inf, dtype=np.float32)
     valid = cand >= 0
     uniq = np.unique(cand[valid])
     if not len(uniq):
         return out
     x = rows_of(uniq)  # (n_unique, dim) prepared
-    metric = metric_of(similarity)
-    for i in range(len(q)):
-        pos = np.flatnonzero(valid[i])
-        if not len(pos):
-            continue
-        xi = x[np.searchsorted(uniq, cand[i, pos])]
-        dist, loc = faiss.knn(q[i:i + 1], xi, len(pos), metric)
-        out[i, pos[loc[0]]] = -dist[0] if similarity == "l2" else dist[0]
-    return out
+    local = np.where(valid, np.searchsorted(uniq, np.where(valid, cand, uniq[0])), -1)  # rows of x
+    return pair_scores(q, x, local, similarity)
 
 
 def best(scores: np.ndarray, cand: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
