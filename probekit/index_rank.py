@@ -94,7 +94,8 @@ def pair_scores(q: np.ndarray, y: np.ndarray, ids: np.ndarray, similarity: str) 
     n_q, w = safe.shape
     out = np.empty((n_q, w), dtype=np.float32)
     if n_q and w and len(y):
-        kernel = faiss.fvec_L2sqr_by_idx if similarity == "l2" else faiss.fvec_inner_products_by_idx
+        # (faiss's SWIG functions, absent from its type stubs)
+        kernel = getattr(faiss, "fvec_L2sqr_by_idx" if similarity == "l2" else "fvec_inner_products_by_idx")
         kernel(faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(y), faiss.swig_ptr(safe), q.shape[1], n_q, w)
     if similarity == "l2":
         np.negative(out, out=out)  # higher is better: minus the squared distance
