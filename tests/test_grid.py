@@ -170,6 +170,87 @@ def test_a_failing_cell_is_reported_and_the_grid_goes_on(tiny_encoder_dir, facts
     assert "does not exist" in result.cells.error[result.cells.status == "failed"].iloc[0]
 
 
+def test_a_model_that_fails_to_load_is_tried_once_per_run(facts, monkeypatch):
+    """A served model whose server answers 503 to everything (a real HTTP server on 127.0.0.1, counting requests):
+    the first of its cells fails with the server's line, the others at once with the same line (not another round
+    of the client's retries each); the next run of the grid tries its failed cells again."""
+    import http.server
+    import threading
+
+    asked = []
+
+    class Down(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the standard library's name
+            asked.append(self.path)
+            self.send_error(503, "overloaded")
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Down)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("PROBEKIT_OPENAI_RETRIES", "0")
+    model = f"openai:http://127.0.0.1:{server.server_address[1]}/v1#tiny"
+    try:
+        spec = GridSpec.from_dict({"name": "down", "models": [model], "datasets": [facts],
+                                   "probes": [{"name": "likelihood", "options": {"reduction": ["sum", "mean"]}}],
+                                   "seeds": [0, 1], "k": 5})
+        result = run_grid(spec)
+        errors = list(result.cells.error)
+        assert len(errors) == 4 and set(result.cells.status) == {"failed"}
+        assert len(asked) == 1  # one load, one request: the listing of served models
+        first = next(e for e in errors if "not tried again" not in e)
+        assert "503" in first
+        assert sorted(errors) == sorted([first] + [f"{first} (not tried again in this run: the model failed to "
+                                                   "load for an earlier cell)"] * 3)
+        run_grid(spec)
+        assert len(asked) == 2  # a new run tries again
+    finally:
+        server.shutdown()
+
+
+def test_a_worker_forgets_load_failures_when_a_new_run_starts(facts):
+    """A Ray worker's model slot outlives a run (a backend kept open for several grids): a failure is remembered
+    for the run's token only."""
+    from probekit.grid.backends import _ModelSlot
+
+    (cell,) = GridSpec.from_dict({"models": ["/no/such/model"], "datasets": [facts], "probes": ["retrieval"],
+                                  "k": 5}).cells()
+    slot = _ModelSlot()
+
+    def error_line() -> str:
+        with pytest.raises(Exception) as caught:
+            slot.get(cell)
+        return str(caught.value)
+
+    slot.start_run("a")
+    first = error_line()
+    assert "does not exist" in first and "not tried again" not in first
+    assert "not tried again" in error_line()
+    slot.start_run("a")
+    assert "not tried again" in error_line()
+    slot.start_run("b")
+    assert error_line() == first
+
+
+def test_workers_for_served_models_only_ask_for_no_gpu(facts):
+    """The engine serving a model may need the cluster's GPUs: workers that only send it requests take none."""
+    from probekit.grid.backends import worker_gpus
+
+    def cells(*models):
+        return GridSpec.from_dict({"models": list(models), "datasets": [facts], "probes": ["likelihood"],
+                                   "k": 5}).cells()
+
+    served = "openai:http://10.0.0.5:8000/v1#llama"
+    kw = {"device": None, "gpus_per_worker": None, "cluster_gpus": 8, "workers": 4}
+    assert worker_gpus(cells(served), **kw) == 0
+    assert worker_gpus(cells(served, "default"), **kw) == 1.0  # a model to load: a GPU each
+    assert worker_gpus(cells("default"), **{**kw, "gpus_per_worker": 0.5}) == 0.5
+    assert worker_gpus(cells("default"), **{**kw, "device": "cpu"}) == 0
+
+
 DRIVER = textwrap.dedent("""
     import sys
     from probekit.grid import GridSpec, run_grid

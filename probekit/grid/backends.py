@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..backends import is_backend_id
 from ..errors import ProbekitError
 from ..ray_session import one_line, ray_address, start_ray, stop_ray
 from .spec import Cell, sibling_layers
@@ -37,12 +39,31 @@ class _ModelSlot:
         self.device = device
         self.model_id: tuple | None = None
         self.model: LoadedModel | None = None
+        self.failed: dict[tuple, str] = {}  # model -> why it did not load, for the rest of this run
+        self.run_token: str | None = None
+
+    def start_run(self, token: str | None) -> None:
+        """A Ray worker outlives a run of cells (a backend kept open for several grids): a new run's token forgets
+        the earlier run's load failures, so each run tries every model again."""
+        if token != self.run_token:
+            self.failed.clear()
+            self.run_token = token
 
     def get(self, cell: Cell, keys: Mapping[str, str] | None = None) -> LoadedModel:
+        """The cell's model, loaded once per run of cells: a model that failed to load fails its later cells at
+        once with the same line (a server that is down cost each cell the client's retries, ~7.5 s; the next run
+        of the grid tries the failed cells again)."""
         which = (cell.model, tuple(sorted(cell.served.items())))
+        if which in self.failed:
+            raise ProbekitError(self.failed[which])
         if self.model is None or self.model_id != which:
             self.release()
-            self.model = load_cell_model(cell, device=self.device, keys=keys)
+            try:
+                self.model = load_cell_model(cell, device=self.device, keys=keys)
+            except Exception as e:
+                self.failed[which] = (f"{one_line(e)} (not tried again in this run: the model failed to load for "
+                                      "an earlier cell)")
+                raise
             self.model_id = which
         return self.model
 
@@ -127,8 +148,10 @@ def _worker_class(ray):
             self.slot = _ModelSlot(device)
             self.name = f"ray:{os.getpid()}"
 
-        def run(self, settings: dict, share_layers: tuple[int, ...] = (), keys: dict | None = None):
+        def run(self, settings: dict, share_layers: tuple[int, ...] = (), keys: dict | None = None,
+                run_token: str | None = None):
             cell = Cell.from_settings(settings)
+            self.slot.start_run(run_token)
             try:
                 return run_cell(cell, model=self.slot.get(cell, keys), worker=self.name,
                                 share_layers=tuple(share_layers)), None
@@ -139,6 +162,23 @@ def _worker_class(ray):
             return os.getpid()
 
     return GridWorker
+
+
+def worker_gpus(cells: Sequence[Cell], *, device: str | None, gpus_per_worker: float | None, cluster_gpus: float,
+                workers: int) -> float:
+    """GPUs each Ray worker asks for: none on ``device='cpu'`` or for cells that are all served models (requests
+    only), else ``gpus_per_worker`` when given, else the cluster's GPUs shared out (at most one each).
+
+    >>> worker_gpus([], device=None, gpus_per_worker=None, cluster_gpus=4, workers=2)
+    1.0
+    >>> worker_gpus([], device=None, gpus_per_worker=None, cluster_gpus=1, workers=4)
+    0.25
+    """
+    if device == "cpu" or (cells and all(is_backend_id(c.model) for c in cells)):
+        return 0.0
+    if gpus_per_worker is not None:
+        return float(gpus_per_worker)
+    return min(1.0, cluster_gpus / workers) if cluster_gpus else 0.0
 
 
 class RayBackend:
@@ -154,36 +194,40 @@ class RayBackend:
         self.workers, self.max_retries, self.device = int(workers), int(max_retries), device
         self.gpus_per_worker, self.share_layers = gpus_per_worker, share_layers
         self.actors: list = []
+        self.actor_gpus = 0.0
 
     def _ray(self):
         return start_ray(address=self.address, workers=self.workers)
 
-    def _gpus(self, ray) -> float:
-        if self.device == "cpu":
-            return 0
-        if self.gpus_per_worker is not None:
-            return float(self.gpus_per_worker)
-        total = ray.cluster_resources().get("GPU", 0)
-        return min(1.0, total / self.workers) if total else 0
-
-    def start(self) -> list:
+    def start(self, cells: Sequence[Cell] = ()) -> list:
+        """The workers, started once. Workers for ``cells`` that are all served models ask Ray for no GPU (they send
+        requests; the engine serving the model may need the cluster's GPUs); workers started so are replaced by
+        ones with GPUs when a later run on this backend has a model to load."""
         ray = self._ray()
+        gpus = worker_gpus(cells, device=self.device, gpus_per_worker=self.gpus_per_worker,
+                           cluster_gpus=ray.cluster_resources().get("GPU", 0), workers=self.workers)
+        if self.actors and gpus > self.actor_gpus:
+            for actor in self.actors:
+                ray.kill(actor)
+            self.actors = []
         if not self.actors:
             cpus = ray.cluster_resources().get("CPU", self.workers)
             threads = max(1, int(cpus // self.workers))
             worker = _worker_class(ray)
-            self.actors = [worker.options(num_cpus=1, num_gpus=self._gpus(ray), max_restarts=self.max_retries,
+            self.actors = [worker.options(num_cpus=1, num_gpus=gpus, max_restarts=self.max_retries,
                                           max_task_retries=self.max_retries).remote(threads, self.device)
                            for _ in range(self.workers)]
+            self.actor_gpus = gpus
         return self.actors
 
     def run(self, cells: Sequence[Cell], *, should_cancel: Callable[[], bool] = lambda: False,
             on_start: Callable[[Cell], None] | None = None) -> Iterator[Outcome]:
         ray = self._ray()
-        actors = self.start()
+        actors = self.start(cells)
         pending = list(cells)
         siblings = sibling_layers(cells) if self.share_layers else {}
         keys = api_keys(cells)
+        token = uuid.uuid4().hex  # this run's: a worker forgets an earlier run's load failures
         # what a cell encodes: with shared layers one pass serves every layer of its share key
         encodes = (lambda c: c.share_key) if self.share_layers else (lambda c: (c.share_key, c.layer))
         last: dict[int, Cell | None] = {i: None for i in range(len(actors))}
@@ -204,7 +248,7 @@ class RayBackend:
                     on_start(cell)
                 var = cell.served.get("api_key_env")
                 ref = actors[i].run.remote(cell.settings(), siblings.get(cell.share_key, ()),
-                                           {var: keys[var]} if var in keys else None)
+                                           {var: keys[var]} if var in keys else None, token)
                 running[ref] = (cell, i)
 
         fill()
