@@ -98,16 +98,25 @@ def _lcs_words(x: list[str], y: list[str]) -> set[str]:
     return words
 
 
+Parsed = tuple[list[list[str]], list[set[str]], int]
+"""A text as ROUGE-L reads it: each sentence's words, each sentence's word set, the number of distinct words."""
+
+
+def _parse(text: str) -> Parsed:
+    words = [s.split(" ") for s in _sentences(text)]
+    sets = [set(w) for w in words]
+    return words, sets, len(set().union(*sets))
+
+
 def _rouge_l_f(hypothesis: str, reference: str) -> float:
-    hyp, ref = _sentences(hypothesis), _sentences(reference)
-    n = len({w for s in hyp for w in s.split(" ")})  # distinct hypothesis words
-    m = len({w for s in ref for w in s.split(" ")})  # distinct reference words
+    return _rouge_l_parsed(_parse(hypothesis), _parse(reference))
+
+
+def _rouge_l_parsed(hyp: Parsed, ref: Parsed) -> float:
+    hyp_words, hyp_sets, n = hyp  # n: distinct hypothesis words
+    ref_words, ref_sets, m = ref  # m: distinct reference words
     union: set[str] = set()
-    hyp_words = [h.split(" ") for h in hyp]
-    hyp_sets = [set(w) for w in hyp_words]
-    for r in ref:
-        r_words = r.split(" ")
-        r_set = set(r_words)
+    for r_words, r_set in zip(ref_words, ref_sets):
         for h_words, h_set in zip(hyp_words, hyp_sets):
             # the words on a common subsequence are words of both: none shared (most MedLAMA pairs), or all of
             # them already in the union, add nothing; one shared word is the whole trace (the LCS has length 1)
@@ -147,11 +156,11 @@ def _avg_match(head: str, golds: list[str]) -> float:
 
 
 def _avg_rouge_l(head: str, golds: list[str]) -> float:
-    head = head.lower()
+    hyp = _parse(head.lower())  # once for all its golds
     refs = _as_reference(golds)
     total = 0.0
     for ref in refs:  # summed in order, as the reference does
-        total += _rouge_l_f(head, ref.lower())
+        total += _rouge_l_parsed(hyp, _parse(ref.lower()))
     return total / len(refs)
 
 
