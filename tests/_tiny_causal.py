@@ -176,6 +176,36 @@ def save_tiny_gpt2_gguf(folder: Path, out: Path) -> Path:
     return out
 
 
+def skip_without_engine() -> None:
+    """Skip the calling test module (call it at module level) unless llama-cpp-python, its server extra and gguf
+    are installed (``pip install -r requirements-engines.txt``; ``make test-heavy`` does, compiling llama.cpp)."""
+    import pytest
+
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: pip install -r "
+                                            "requirements-engines.txt (make test-heavy does; it compiles llama.cpp)")
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed: pip "
+                                                       "install -r requirements-engines.txt")
+    pytest.importorskip("gguf", reason="the gguf package is not installed: pip install -r requirements-engines.txt")
+
+
+def free_port() -> int:
+    """A port nothing listens on now, on 127.0.0.1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(proc) -> None:
+    """Terminate a server process, killing it when it has not exited within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except Exception:  # noqa: BLE001 - still running: killed
+        proc.kill()
+
+
 def serve_gguf(path: Path, *, alias: str, threads: int = 1, timeout: float = 120.0, port: int | None = None,
                api_key: str | None = None):
     """Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (``port``, else a free one) serving the GGUF
@@ -184,16 +214,13 @@ def serve_gguf(path: Path, *, alias: str, threads: int = 1, timeout: float = 120
     which its echo of prompt log-probs needs; the KV cache is float32 (``--type_k/--type_v 0``, GGML_TYPE_F32;
     llama.cpp's default is float16)."""
     import json
-    import socket
     import subprocess
     import sys
     import time
     import urllib.request
 
     if port is None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", alias,
                              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512", "--n_threads",
                              str(threads), "--n_threads_batch", str(threads), "--logits_all", "true",

@@ -25,13 +25,16 @@ import pytest
 
 pytestmark = pytest.mark.heavy
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: pip install -r requirements-engines.txt "
-                                        "(make test-heavy does; it compiles llama.cpp)")
-pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed: pip install "
-                                                   "-r requirements-engines.txt")
-pytest.importorskip("gguf", reason="the gguf package is not installed: pip install -r requirements-engines.txt")
+from _tiny_causal import (  # noqa: E402
+    save_tiny_gpt2,
+    save_tiny_gpt2_gguf,
+    save_tiny_llama,
+    serve_gguf,
+    skip_without_engine,
+    stop,
+)
 
-from _tiny_causal import save_tiny_gpt2, save_tiny_gpt2_gguf, save_tiny_llama, serve_gguf  # noqa: E402
+skip_without_engine()
 
 from probekit import models  # noqa: E402
 from probekit.backends.openai import Completions, parse_echo  # noqa: E402
@@ -50,11 +53,7 @@ def engine(tmp_path_factory):
     gguf_file = save_tiny_gpt2_gguf(folder, folder.parent / "tiny-gpt2-f32.gguf")
     proc, url = serve_gguf(gguf_file, alias=ALIAS)
     yield folder, url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except Exception:  # noqa: BLE001
-        proc.kill()
+    stop(proc)
 
 
 @pytest.fixture

@@ -23,41 +23,30 @@ Marked ``heavy`` (two engines and a local Ray with 2 CPUs); skipped when llama-c
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.heavy
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: pip install -r requirements-engines.txt "
-                                        "(make test-heavy does; it compiles llama.cpp)")
-pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed: pip install "
-                                                   "-r requirements-engines.txt")
-pytest.importorskip("gguf", reason="the gguf package is not installed: pip install -r requirements-engines.txt")
+from _tiny_causal import (  # noqa: E402
+    free_port,
+    save_tiny_gpt2,
+    save_tiny_gpt2_gguf,
+    serve_gguf,
+    skip_without_engine,
+    stop,
+)
+
+skip_without_engine()
 pytest.importorskip("ray", reason="Ray is not installed: pip install -r requirements-ray.txt")
 
-from _tiny_causal import save_tiny_gpt2, save_tiny_gpt2_gguf, serve_gguf  # noqa: E402
 from test_backends_engine import TOKEN_TOL, assert_same_order  # noqa: E402
 from test_grid import FACTS  # noqa: E402
 
 from probekit.backends.remote import SAME_TOL  # noqa: E402
 
 KEY_VAR, KEY = "GRID_TEST_ENDPOINT_KEY", "grid-test-key-3141"
-
-
-def _stop(proc) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except Exception:  # noqa: BLE001
-        proc.kill()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -68,7 +57,7 @@ def engines(tmp_path):
     procs = []
     proc, url_a = serve_gguf(gguf_file, alias="tiny-a", api_key=KEY)
     procs.append(proc)
-    port_b = _free_port()
+    port_b = free_port()
 
     def start_b():
         proc_b, url = serve_gguf(gguf_file, alias="tiny-b", port=port_b)
@@ -77,7 +66,7 @@ def engines(tmp_path):
 
     yield folder, url_a, f"http://127.0.0.1:{port_b}/v1", start_b
     for p in procs:
-        _stop(p)
+        stop(p)
 
 
 def _frames(cells) -> dict:
