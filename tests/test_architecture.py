@@ -46,6 +46,9 @@ def _import_nodes(module: str, path: Path, text: str, known: set[str]):
     tree = ast.parse(text)
     inside = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
               for n in ast.walk(f)}
+    # `if TYPE_CHECKING:` blocks never run: their imports are the type checker's, not loaded (probekit.lazy)
+    typing_only = {id(n) for b in ast.walk(tree) if isinstance(b, ast.If) and "TYPE_CHECKING" in ast.unparse(b.test)
+                   for stmt in b.body for n in ast.walk(stmt)}
     for node in ast.walk(tree):
         mods, ext = set(), set()
         if isinstance(node, ast.Import):
@@ -62,6 +65,8 @@ def _import_nodes(module: str, path: Path, text: str, known: set[str]):
                     mods.add(sub if sub in known else target)
         else:
             continue
+        if id(node) in typing_only:
+            ext = set()  # names for the type checker only: no third-party package is loaded
         yield node, {m for m in mods if m in known and m != module}, ext, id(node) in inside
 
 

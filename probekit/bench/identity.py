@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import models
 from ..errors import ProbekitError
 
 
@@ -37,8 +38,6 @@ class ModelIdentity:
 
     @classmethod
     def of(cls, model_id: str, device: str | None = None) -> ModelIdentity | None:
-        from .. import models  # torch: imported when a model is asked for, not with the runner
-
         try:
             source, spec, meta = models.resolve_model(str(model_id).strip())
             folder = Path(source)
@@ -116,8 +115,6 @@ class CachedModel(ModelIdentity):
         """A :class:`CachedModel` for a local plain encoder (no MLM head, not seq2seq or causal, a mask token in
         its tokenizer files); otherwise the model loaded now, as :func:`probekit.models.load` gives it."""
         def load():
-            from .. import models
-
             return models.load(model_id, device=device)
 
         identity = ModelIdentity.of(model_id, device)
@@ -160,6 +157,4 @@ class CachedModel(ModelIdentity):
     def release(self) -> None:
         """Drop the weights when they were loaded (:func:`probekit.models.release`)."""
         if self._model is not None:
-            from .. import models
-
             models.release(self._model)

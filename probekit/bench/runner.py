@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from .. import models as models_mod
 from ..datasets import Dataset
 from ..errors import ProbekitError
 from ..jobs import Cancelled, Job, Progress
@@ -280,8 +281,6 @@ def start_benchmark(models_: Sequence, dataset: Dataset, *, probe="retrieval", o
     Models are :class:`~probekit.models.LoadedModel` objects or ids; ids are loaded in the job (and
     released after), so a typo fails the job with a message, not the page.
     """
-    from .. import models as models_mod
-
     if not models_:
         raise ProbekitError("pick at least one model")
     probe = get_probe(probe)

@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 
+from probekit import models
 from probekit.annotations import (
     EXPORT_FORMATS,
     EXPORT_TABLES,
@@ -235,7 +236,6 @@ def _cmd_create(args) -> int:
     if args.run:
         sid = from_run(args.run, relations=args.relation, allow_partial=args.allow_partial, **common)
     else:
-        from probekit import models
         from probekit.probes import get_probe
 
         probe = get_probe(args.probe)

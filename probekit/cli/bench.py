@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from .. import metrics, models
 from ..errors import ProbekitError
 from ..metrics.intervals import interval_lines, run_intervals
 from ..types import MAX_K
@@ -23,7 +24,6 @@ from .common import (
 def _cmd_bench(args) -> int:
     """Through the one runner (:func:`probekit.bench.runner.run_benchmark`): with ``--save`` an identical
     stored run is reopened and an unfinished one resumed, exactly as on the Benchmark page."""
-    from .. import metrics, models
     from ..bench import runner, settings
     from ..bench.results import now
     from ..probes import get_probe

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from probekit import models
 from probekit.context import (
     CONTEXT_KINDS,
     DATASET_VARIANTS,
@@ -69,7 +70,6 @@ def _fmt(v) -> str:
 
 
 def _cmd_single(args) -> int:
-    from probekit import models
     from probekit.probes import get_probe
 
     probe = get_probe(args.probe)
@@ -146,7 +146,6 @@ def _print_coverage(cov: dict) -> None:
 
 
 def _cmd_dataset(args) -> int:
-    from probekit import models
     from probekit.context import KB_LABEL
     from probekit.context import store as context_runs
     from probekit.probes import get_probe

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
-from .. import __version__, config
+from .. import __version__, config, memory, models
 from .common import print_json
 from .data import dataset_rows
 
@@ -44,8 +44,6 @@ def _hub_cached(model_id: str) -> bool:
 
 
 def collect() -> dict:
-    from .. import memory, models
-
     paths = [{"name": name, "path": str(fn()), "from": var if config.set_in_env(var) else
               ("checkout" if config.in_checkout() else "user dir")} for name, var, fn in PATHS]
     model_rows = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from probekit import models
 from probekit.bench.layers import COUNTING, LayerRun, list_layer_runs, run_layers
 from probekit.datasets import SUBSETS as SUBSET_TEXT
 from probekit.datasets import VOCABS
@@ -42,8 +43,6 @@ def _print_table(result: LayerRun) -> None:
 
 
 def _cmd_layers(args) -> int:
-    from probekit import models
-
     if args.list:
         print_listing(list_layer_runs(), args.format, empty="no stored layer sweeps (run `layers --save`)",
                       line=lambda r: f"{r['run_id']}  {r['label']}  layers {r['layers']}  [{r['n_queries']} queries]")

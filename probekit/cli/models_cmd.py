@@ -7,7 +7,7 @@ pickers list it). Offline, one line says how to bring the model over from a mach
 
 from __future__ import annotations
 
-from .. import config
+from .. import config, models
 from ..errors import ProbekitError
 from .common import print_json
 
@@ -27,7 +27,6 @@ def fetch_model(model_id: str, *, dest: str | None = None, revision: str | None 
     import huggingface_hub
     from huggingface_hub import errors
 
-    from .. import models
 
     model_id = models.ALIASES.get(model_id, model_id)
     if model_id == "default":
@@ -65,8 +64,6 @@ def _cmd_fetch(args) -> int:
 
 
 def _cmd_list(args) -> int:
-    from .. import models
-
     rows = [{"id": mid, "label": label} for mid, label in models.available_models()]
     if args.format == "json":
         print_json(rows)

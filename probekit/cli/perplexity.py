@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from .. import models
 from ..errors import ProbekitError, positive_int
 from .common import add_dataset_args, load_dataset_from_args, print_json, progress_bar
 
@@ -18,7 +19,6 @@ def _scorer(args):
         from ..templates.perplexity import load_causal_lm
 
         return load_causal_lm(args.model, device=args.device)
-    from .. import models
 
     model = models.load(args.model, device=args.device)
     if not model.has_mlm:

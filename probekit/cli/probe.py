@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import models
 from ..errors import ProbekitError
 from ..types import MAX_K, parse_free_query
 from .common import (
@@ -16,7 +17,6 @@ from .common import (
 
 
 def _cmd_probe(args) -> int:
-    from .. import models
     from ..probes import ONE_QUERY_DEFAULTS, get_probe
 
     probe = get_probe(args.probe)

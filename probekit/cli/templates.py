@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from .. import models
 from ..datasets import load_dataset
 from ..errors import ProbekitError, command
 from ..metrics.accuracy import counting_label
@@ -89,7 +90,6 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_parallel(args) -> int:
-    from .. import models
     from ..bench import runs
     from ..probes import get_probe
     from ..templates.parallel import pair_datasets, parallel_drop

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 
+from probekit import models
 from probekit.errors import ProbekitError
 from probekit.vocab.sources import MAX_NAME_LINE_CHARS, open_source
 
@@ -55,8 +56,6 @@ def _cmd_build(args) -> int:
     source = open_source(args.source, args.file, **opts)
     model = None
     if args.backend == "local":
-        from probekit import models
-
         model = models.load(args.model, device=args.device)
     with progress_bar(args.quiet) as report:
         out = build(args.name, source, model_id=args.model, model=model, layer=args.layer, pooling=args.pooling,

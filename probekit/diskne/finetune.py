@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .. import models
 from ..errors import ProbekitError
 from ..jobs import Cancelled, Progress
 from ..memo import Memo
@@ -147,8 +148,6 @@ def classifier(model, *, seed: int) -> torch.nn.Module:
 
 
 def _release(model: LoadedModel) -> None:
-    from .. import models
-
     models.release(model)
 
 
@@ -158,8 +157,6 @@ _MODEL_LOCK = threading.Lock()  # one load at a time
 
 def _loaded(model_id: str, device: str | None) -> LoadedModel:
     """One loaded base model per process (kept between cells of a grid), replaced when another is asked."""
-    from .. import models
-
     key = (model_id, device)
     with _MODEL_LOCK:
         hit = _MODEL_MEMO.get(key)

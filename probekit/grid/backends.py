@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .. import models
 from ..backends import is_backend_id
 from ..errors import ProbekitError
 from ..ray_session import one_line, ray_address, start_ray, stop_ray
@@ -68,8 +69,6 @@ class _ModelSlot:
         return self.model
 
     def release(self) -> None:
-        from .. import models
-
         if self.model is not None:
             models.release(self.model)
         self.model_id, self.model = None, None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import backends, models
 from ..datasets import load_dataset, load_spec
 from ..errors import ProbekitError
 from .spec import Cell
@@ -93,8 +94,6 @@ def api_keys(cells) -> dict[str, str]:
 def load_cell_model(cell: Cell, *, device: str | None = None, keys: Mapping[str, str] | None = None):
     """The cell's model: loaded, or for a served model its client with the cell's own tokenizer and key, checked
     by the canary against its endpoint from here."""
-    from .. import backends, models
-
     if not cell.served:
         return models.load(cell.model, device=device)
     var = cell.served.get("api_key_env")
@@ -113,7 +112,6 @@ def run_cell(cell: Cell, *, model=None, device: str | None = None, worker: str =
     is loaded here and released after. ``share_layers`` are the layers of the cell's siblings in the grid
     (:func:`probekit.grid.spec.sibling_layers`): the encoding pass computes and caches them too.
     """
-    from .. import models
     from ..bench import runs
 
     own = model is None

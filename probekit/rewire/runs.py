@@ -20,6 +20,7 @@ import pandas as pd
 
 from .. import atomic, config
 from ..errors import ProbekitError, UnknownNameError
+from ..models import CHECKPOINT_META
 from ..store import owner
 
 RUN_FILE, LOG_FILE = "run.json", "log.jsonl"
@@ -72,8 +73,6 @@ def run_info(run_id: str) -> dict:
 
 def checkpoints(run_id: str) -> list[dict]:
     """The run's saved checkpoints (each: step, path, label, loss), by step."""
-    from ..models import CHECKPOINT_META
-
     out = []
     for meta in (runs_dir() / run_id).glob(f"step-*/{CHECKPOINT_META}"):
         with contextlib.suppress(OSError, ValueError):
@@ -85,8 +84,6 @@ def damaged_checkpoints(run_id: str) -> list[str]:
     """One line per checkpoint folder of the run that cannot be used (its metadata missing or unreadable, or its
     config or weights gone): these are left out of listings and sweeps, and this says so. Hidden folders are
     checkpoints still being written, not damage."""
-    from ..models import CHECKPOINT_META
-
     out = []
     for folder in sorted((runs_dir() / run_id).glob("step-*")):
         if not folder.is_dir():

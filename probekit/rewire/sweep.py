@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import jobs
+from .. import jobs, models
 from ..datasets.base import HARD_IN_FULL, SUBSETS
 from ..errors import ProbekitError, UnknownNameError
 from ..jobs import Job
@@ -68,7 +68,6 @@ def sweep(run_ids: Sequence[str], dataset, *, similarity: str = "cosine", vocab:
     (:func:`probekit.bench.runs.run_benchmark`), so a repeated sweep reads results back. Returns one row per
     (run, step, relation or macro/micro, subset): :data:`SWEEP_COLUMNS`; ``subset`` as in :data:`SUBSETS`.
     """
-    from .. import models
     from ..bench import runs
     from ..probes.retrieval import apply_preset
 

@@ -33,9 +33,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .. import __version__, atomic, config
+from .. import __version__, atomic, config, models
 from ..errors import ProbekitError, positive_int
 from ..jobs import Job, Progress
+from ..models import CHECKPOINT_META
 from ..store import owner
 from .data import CORPUS_FILES, SPAN_RULE, make_pairs, read_sentences, resolve_corpus
 from .runs import (
@@ -179,8 +180,6 @@ def _amp(device: torch.device):
 
 def _save_checkpoint(model, folder: Path, meta: dict) -> Path:
     """Write to a hidden temp folder, then rename: pickers never see a half-written checkpoint."""
-    from ..models import CHECKPOINT_META
-
     tmp = atomic.temp_name(folder)  # unique: two savers never write into one temp folder
     try:
         model.encoder.save_pretrained(tmp, safe_serialization=True)
@@ -206,8 +205,6 @@ def train(settings: RewireSettings, *, device: str | None = None, progress: Step
     ends as an uninterrupted run would (on CPU, bit for bit); ``notice`` gets the line that says so
     (``resuming interrupted run … from step 40 of 500``). With ``run_id`` (a page's job) a new run always starts.
     """
-    from .. import models
-
     settings = settings.checked()
     corpus_path = resolve_corpus(settings.corpus)
     sentences = read_sentences(corpus_path, limit=settings.max_sentences)

@@ -30,6 +30,7 @@ import torch
 from .. import config
 from ..errors import ModelLoadError, ProbekitError, positive_int
 from ..jobs import Progress
+from ..models import pick_device
 from ..probes.mask_logits import logits_at_mask, logits_path
 from ..types import OBJECT, SUBJECT, Query
 
@@ -232,7 +233,6 @@ def load_causal_lm(model_id: str, *, device: str | None = None) -> CausalLM:
     """Load a causal LM from a local folder or the Hugging Face cache (never downloads in offline mode)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..models import pick_device
 
     if not model_id or not str(model_id).strip():
         raise ModelLoadError("no causal LM given: pass a local folder or a Hugging Face id (e.g. gpt2)")

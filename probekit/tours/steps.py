@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .. import config, views
+from .. import config, models, views
 from ..datasets import VOCABS, available_datasets, load_spec
 from ..errors import ProbekitError, Registry
 from ..metrics.registry import hit_depth, metric_from_params
@@ -244,8 +244,6 @@ def documents_of(tour: Tour) -> dict[str, str]:
 
 def one_model_loader() -> Loader:
     """``load_model`` for a process without the app: one model in memory, the previous one released on switch."""
-    from .. import models
-
     held: dict = {}
 
     def load(model_id: str, device: str | None):

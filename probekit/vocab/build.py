@@ -14,7 +14,7 @@ import resource
 import time
 from collections.abc import Callable
 
-from .. import atomic, config
+from .. import atomic, config, models
 from ..errors import ProbekitError, UnknownNameError
 from ..jobs import Progress
 from . import shards
@@ -55,8 +55,6 @@ def build(name: str, source: Source, *, model_id: str = config.DEFAULT_MODEL, mo
         model_desc = model_id
     else:
         if model is None:
-            from .. import models
-
             model = models.load(model_id)
         vectors = shards.encode(model, rows, layer=layer, pooling=pooling, dtype=dtype, batch_size=batch_size,
                                 fast=fast, progress=progress, notice=notice)

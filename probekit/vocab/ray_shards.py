@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from .. import models
 from ..errors import positive_int
 from ..jobs import Progress
 from ..ray_session import ray_address, start_ray, stop_ray
@@ -23,7 +24,6 @@ def _shard_actor(ray):
         def __init__(self, model_id: str, threads: int, device: str | None):
             import torch
 
-            from .. import models
 
             torch.set_num_threads(max(1, threads))
             self.model = models.load(model_id, device=device)
