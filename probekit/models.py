@@ -85,13 +85,15 @@ class DeviceName(str):
 
 def gpu_possible() -> bool:
     """False only where torch can find no CUDA (or ROCm) device: macOS, or Linux without the device files the
-    drivers create (``/dev/nvidia*``, ``/dev/kfd``, WSL's ``/dev/dxg``). Elsewhere torch has to be asked."""
+    drivers create (``/dev/nvidia*``; Jetson's ``/dev/nvhost*`` and ``/dev/nvmap``; ROCm's ``/dev/kfd``; WSL's
+    ``/dev/dxg``). Elsewhere torch has to be asked."""
     if sys.platform == "darwin":
         return False
     if not sys.platform.startswith("linux"):
         return True
     dev = Path("/dev")
-    return any(dev.glob("nvidia*")) or (dev / "kfd").exists() or (dev / "dxg").exists()
+    return (any(dev.glob("nvidia*")) or any(dev.glob("nvhost*"))
+            or any((dev / name).exists() for name in ("nvmap", "kfd", "dxg")))
 
 
 def device_name(prefer: str | None = None) -> DeviceName:
