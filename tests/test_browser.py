@@ -171,6 +171,15 @@ class Budget:
         return max(1.0, self.deadline - time.monotonic()) * 1000
 
 
+def wait_for_cookie(context, name: str, budget: Budget) -> None:
+    """Wait until the browser holds the cookie ``name``: a sign-in leaves it from a script in the page the sign-in
+    reruns, which the browser may run after that page looks idle; a page opened by URL before then is a new session
+    without it (the sign-in screen again)."""
+    while not any(c["name"] == name for c in context.cookies()):
+        assert budget.ms() > 1000, f"the browser never held the cookie {name!r}"
+        time.sleep(0.1)
+
+
 def no_exception(page) -> None:
     assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
     assert page.locator(ERROR).count() == 0, page.locator(ERROR).first.inner_text()

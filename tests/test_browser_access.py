@@ -16,7 +16,15 @@ import pytest
 
 pytest.importorskip("playwright")
 from test_annotations import rankings  # noqa: E402
-from test_browser import TIMEOUT_MS, Budget, launch, serve, title, wait_idle  # noqa: E402 (skips without Chromium)
+from test_browser import (  # noqa: E402 (skips without Chromium)
+    TIMEOUT_MS,
+    Budget,
+    launch,
+    serve,
+    title,
+    wait_for_cookie,
+    wait_idle,
+)
 
 from probekit import annotations as ann  # noqa: E402
 
@@ -110,7 +118,7 @@ def test_sign_in_keeps_the_link_and_lasts_for_the_browser_session(server):
         # the session's own caption (2 queries × top-2): the page opened on the session the link named
         wait_idle(page, title(page, "Annotation results"), page.get_by_text("2 queries × top-2"), timeout=budget.ms())
         assert page.url.split("?")[0].endswith("/results") and f"session={sid}" in page.url
-        assert any(c["name"] == ann.organiser.COOKIE for c in ctx.cookies())
+        wait_for_cookie(ctx, ann.organiser.COOKIE, budget)
         # the export, fetched with the organiser's cookie; then by a browser that never signed in
         with page.expect_download(timeout=budget.ms()) as dl:
             page.locator(".st-key-rs_dl_csv button").first.click()

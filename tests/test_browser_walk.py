@@ -43,10 +43,12 @@ from test_browser import (  # noqa: E402,F401 (skips without Chromium; no_consol
     no_console_errors,
     serve,
     title,
+    wait_for_cookie,
     wait_idle,
 )
 
 from pages._nav import PAGES as ROUTES  # noqa: E402
+from probekit.annotations.organiser import COOKIE  # noqa: E402
 
 pytestmark = [pytest.mark.heavy, pytest.mark.browser]
 SCREEN = {"width": 1024, "height": 768}
@@ -291,6 +293,7 @@ def test_walk_every_page_at_1024x768(walk_server, tmp_path):
         page.get_by_label("Organiser token").fill(TOKEN)
         page.get_by_role("button", name="Sign in").click()
         wait_idle(page, title(page, "Probe"), timeout=budget.ms())
+        wait_for_cookie(ctx, COOKIE, budget)  # every page below is opened by URL: a new session
         stops = walk(data)
         for i, (name, heading) in enumerate([*((r.name, r.heading) for r in ROUTES), ("present", "drill-down")],
                                             start=1):
