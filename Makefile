@@ -70,7 +70,7 @@ golden: install
 # pages show stored results. Needs Debian's chromium (apt-get install chromium).
 screenshots: install
 	@command -v chromium >/dev/null || test -x "$$PROBEKIT_CHROMIUM" || { echo "make screenshots needs chromium: apt-get install chromium"; exit 1; }
-	PROBEKIT_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider
+	PROBEKIT_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider -m "not slow"
 
 # ruff check only: the code keeps its hand-wrapped 120-column layout, which `ruff format` would rewrite.
 lint: install

@@ -459,6 +459,7 @@ def _set_number(page, widget_key: str, value: int, timeout: float = TIMEOUT_MS) 
     expect(box).to_have_value(str(value))
 
 
+@pytest.mark.heavy  # 34-46 s of training and sweeping: its AppTest twins (tests/test_page_rewire.py) stay
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_rewire_then_sweep_the_checkpoints(page, app_url):
     """Rewire the default model on pubmed_0 for six steps from the UI (live loss, checkpoints at steps 3 and 6),
@@ -489,6 +490,7 @@ def test_rewire_then_sweep_the_checkpoints(page, app_url):
     no_exception(page)
 
 
+@pytest.mark.heavy  # 26-34 s; each page has its AppTest file in the default suite, and the heavy walk opens all
 def test_screenshot_every_page(browser, app_url, tmp_path):
     """Every page at 1280×720, loaded, idle, without an exception or error; runs last, so the pages show the
     runs the tests above stored."""
