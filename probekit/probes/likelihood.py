@@ -52,10 +52,10 @@ from .likelihood_scoring import (
     causal_logprobs_many,
     context_limit,
     encode,
-    mlm_logprobs,
     reduce,
     seq2seq_logprobs,
 )
+from .pll import mlm_logprobs
 from .retrieval import PROBE as RETRIEVAL
 
 if TYPE_CHECKING:
